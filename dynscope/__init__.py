@@ -1,0 +1,38 @@
+"""dynscope: see what torch.compile did to your program, and why.
+
+``dynscope explain train.py`` runs a script under instrumentation and records a capture;
+``dynscope.capture(path)`` does the same around a block of code::
+
+    with dynscope.capture("run.dynscope") as cap:
+        model = torch.compile(model)
+        model(x)
+    print(cap.load().summary())
+
+Importing dynscope is cheap: torch is imported only when a capture starts.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from dynscope._version import __version__
+
+if TYPE_CHECKING:
+    from dynscope.model import Capture
+    from dynscope.recorder import Recorder
+
+__all__ = ["__version__", "capture", "open_capture"]
+
+
+def capture(path: str, *, keep_caches: bool = False) -> Recorder:
+    """Record what torch.compile does inside a ``with`` block into the capture file ``path``."""
+    from dynscope.recorder import Recorder
+
+    return Recorder(path, keep_caches=keep_caches)
+
+
+def open_capture(path: str) -> Capture:
+    """Open a capture file for reading (never imports torch, never executes its contents)."""
+    from dynscope.model import Capture
+
+    return Capture.open(path)

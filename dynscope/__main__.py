@@ -1,0 +1,5 @@
+import sys
+
+from dynscope.commands import main
+
+sys.exit(main())

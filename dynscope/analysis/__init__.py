@@ -1,0 +1,1 @@
+"""Pure functions of the model that several views share (grouping, summaries, diffs)."""

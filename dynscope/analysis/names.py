@@ -1,0 +1,39 @@
+"""Human-friendly names for what torch calls things."""
+
+from __future__ import annotations
+
+import os
+import re
+
+_RESUME = re.compile(r"^torch_dynamo_resume_in_(?P<function>.+)_at_(?P<line>\d+)$")
+
+
+def friendly_function(name: str | None) -> str:
+    """'torch_dynamo_resume_in_forward_at_24' -> 'forward, resumed after line 24'."""
+    if not name:
+        return "?"
+    match = _RESUME.match(name)
+    if match:
+        return f"{friendly_function(match.group('function'))}, resumed after line {match.group('line')}"
+    return name
+
+
+def short_path(path: str | None, cwd: str | None = None) -> str:
+    """A path relative to the run's directory when it is inside it; torch's own files by package."""
+    if not path:
+        return "?"
+    if cwd and os.path.isabs(path):
+        try:
+            rel = os.path.relpath(path, cwd)
+        except ValueError:
+            rel = path
+        if not rel.startswith(".."):
+            return rel
+    marker = f"{os.sep}site-packages{os.sep}"
+    if marker in path:
+        return path.split(marker, 1)[1]
+    return path
+
+
+def location(path: str | None, line: int | None, cwd: str | None = None) -> str:
+    return f"{short_path(path, cwd)}:{line}" if line is not None else short_path(path, cwd)

@@ -1,0 +1,117 @@
+"""The summary document: what ``dynscope summary --json`` prints and CI reads.
+
+Its shape is a stable, documented contract (docs/summary-json.md): fields are only ever
+added, and ``schema`` changes if one is ever removed or changes meaning.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dynscope.analysis.breaks import group_breaks
+from dynscope.model import Capture
+
+SCHEMA = "dynscope.summary/1"
+
+
+def summary_document(capture: Capture) -> dict[str, Any]:
+    run = capture.run
+    compiles = capture.compiles()
+    groups = group_breaks(capture.graph_breaks())
+    recompiles = capture.recompiles()
+    errors = capture.errors()
+    exception = capture.exception
+    return {
+        "schema": SCHEMA,
+        "capture": run.path,
+        "dynscope_version": run.dynscope_version,
+        "torch_version": run.torch_version,
+        "ranks": [{"rank": run.rank if run.rank is not None else 0, "world_size": run.world_size or 1}],
+        "run": {
+            "command": run.command,
+            "exit_code": run.exit_code,
+            "signal": run.signal,
+            "ended": run.ended,
+            "duration_s": run.duration_s,
+            "keep_caches": run.keep_caches,
+            "device": run.device,
+            "exception": None if exception is None else {"type": exception.type, "message": exception.message},
+        },
+        "totals": {
+            "frames": len(capture.frames()),
+            "compiles": len(compiles),
+            "graphs": sum(1 for c in compiles if c.graph_op_count),
+            "graph_breaks": sum(g.count for g in groups),
+            "distinct_graph_breaks": len(groups),
+            "recompiles": len(recompiles),
+            "errors": len(errors),
+            "compile_time_s": sum(c.times.total or 0.0 for c in compiles) + sum(c.times.backward or 0.0 for c in compiles),
+        },
+        "compiles": [
+            {
+                "compile_id": c.compile_id,
+                "function": c.function,
+                "file": c.file,
+                "line": c.line,
+                "status": c.status,
+                "attempts": c.attempts,
+                "stages": capture.recorded_stage_names(c.compile_id),
+                "graph_ops": c.graph_op_count,
+                "compile_time_s": c.times.total,
+                "times": c.times.by_stage(),
+            }
+            for c in compiles
+        ],
+        "graph_breaks": [
+            {
+                "reason": g.reason,
+                "headline": g.headline,
+                "gb_type": g.gb_type,
+                "gb_id": g.gb_id,
+                "doc_link": g.doc_link,
+                "explanation": g.explanation,
+                "hints": list(g.hints),
+                "file": g.location.file,
+                "line": g.location.line,
+                "function": g.location.function,
+                "code": g.location.code,
+                "count": g.count,
+                "compile_ids": g.compile_ids,
+                "resumed_into": g.resumed_into,
+            }
+            for g in groups
+        ],
+        "recompiles": [
+            {
+                "function": r.function,
+                "file": r.file,
+                "line": r.line,
+                "compile_id": r.compile_id,
+                "reason": r.reason,
+                "failures": [
+                    {
+                        "failed_compile_id": f.failed_compile_id,
+                        "guard": f.guard,
+                        "expected": f.expected,
+                        "actual": f.actual,
+                        "reason": f.reason,
+                    }
+                    for f in r.failures
+                ],
+            }
+            for r in recompiles
+        ],
+        "errors": [
+            {
+                "compile_id": e.compile_id,
+                "function": e.function,
+                "file": e.file,
+                "line": e.line,
+                "fail_type": e.fail_type,
+                "reason": e.reason,
+                "user_file": e.user_file,
+                "user_line": e.user_line,
+            }
+            for e in errors
+        ],
+    }

@@ -1,0 +1,166 @@
+"""Append events to a capture as they happen, so that a crash loses nothing already seen.
+
+Every event is its own small WAL transaction (``synchronous=NORMAL``): a SIGKILL of the
+process keeps every committed event, and the next reader folds the WAL back into the file.
+``close()`` checkpoints and leaves a single self-contained file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import threading
+import time
+import zlib
+from typing import Any
+
+from dynscope.capture.header import is_capture_file
+from dynscope.capture.schema import APPLICATION_ID, DDL, SCHEMA_VERSION
+from dynscope.errors import CaptureError
+
+# Payloads smaller than this are stored as-is: compressing them saves nothing worth the CPU.
+_COMPRESS_MIN_BYTES = 256
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, default=str, separators=(",", ":"))
+
+
+def payload_hash(text: str) -> str:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+
+
+class CaptureWriter:
+    """Thread-safe, fork-aware appender. Only the process that opened it writes."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = os.fspath(path)
+        self._pid = os.getpid()
+        self._lock = threading.Lock()
+        self._known_blobs: set[str] = set()
+        _remove_capture_files(self.path)
+        try:
+            self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute(f"PRAGMA application_id={APPLICATION_ID}")
+            self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+            self._db.executescript(f"BEGIN; {DDL} COMMIT;")
+        except sqlite3.Error as e:
+            raise CaptureError(f"cannot write capture {self.path}: {e}") from None
+
+    @classmethod
+    def reopen(cls, path: str | os.PathLike[str]) -> CaptureWriter:
+        """Append to an existing capture (the launcher adds the run's end to the child's file)."""
+        self = cls.__new__(cls)
+        self.path = os.fspath(path)
+        self._pid = os.getpid()
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._known_blobs = {row[0] for row in self._db.execute("SELECT hash FROM blobs")}
+        return self
+
+    # -- writing -----------------------------------------------------------------------
+
+    def set_meta(self, **values: Any) -> None:
+        if not self._owned():
+            return
+        with self._lock, self._transaction():
+            self._db.executemany(
+                "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
+                [(k, _json(v)) for k, v in values.items()],
+            )
+
+    def append(
+        self,
+        name: str,
+        metadata: dict[str, Any],
+        payload: str | None = None,
+        *,
+        compile_id: str | None = None,
+        attempt: int | None = None,
+        ts: float | None = None,
+    ) -> int | None:
+        """Write one event in its own transaction; returns its id (None if not ours to write)."""
+        if not self._owned():
+            return None
+        meta_json = _json(metadata)
+        blob = self._prepare_blob(payload) if payload is not None else None
+        with self._lock:
+            if self._db is None:
+                return None
+            with self._transaction():
+                digest = None
+                if blob is not None:
+                    digest, codec, size, data = blob
+                    if digest not in self._known_blobs:
+                        self._db.execute(
+                            "INSERT OR IGNORE INTO blobs(hash, codec, size, data) VALUES (?, ?, ?, ?)",
+                            (digest, codec, size, data),
+                        )
+                        self._known_blobs.add(digest)
+                cursor = self._db.execute(
+                    "INSERT INTO events(ts, name, compile_id, attempt, metadata, payload)"
+                    " VALUES (?, ?, ?, ?, ?, ?)",
+                    (time.time() if ts is None else ts, name, compile_id, attempt, meta_json, digest),
+                )
+            return cursor.lastrowid
+
+    def close(self) -> None:
+        """Checkpoint the WAL into the file and switch back to a single-file journal."""
+        with self._lock:
+            if self._db is None or not self._owned():
+                return
+            try:
+                self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                self._db.execute("PRAGMA journal_mode=DELETE")
+            except sqlite3.Error:
+                pass  # another reader holds the WAL open; it folds it in on its own close
+            self._db.close()
+            self._db = None
+
+    # -- internals -----------------------------------------------------------------------
+
+    def _owned(self) -> bool:
+        # A forked child (dataloader worker, compile worker) must never write through a
+        # connection it inherited: SQLite connections are not fork-safe.
+        return self._db is not None and os.getpid() == self._pid
+
+    def _prepare_blob(self, text: str) -> tuple[str, str, int, bytes]:
+        digest = payload_hash(text)
+        if digest in self._known_blobs:
+            return digest, "", 0, b""
+        raw = text.encode("utf-8", "surrogatepass")
+        if len(raw) < _COMPRESS_MIN_BYTES:
+            return digest, "raw", len(raw), raw
+        return digest, "zlib", len(raw), zlib.compress(raw, 6)
+
+    def _transaction(self) -> _Transaction:
+        return _Transaction(self._db)
+
+
+class _Transaction:
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+
+    def __enter__(self) -> None:
+        self._db.execute("BEGIN")
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        self._db.execute("ROLLBACK" if exc_type else "COMMIT")
+
+
+def _remove_capture_files(path: str) -> None:
+    if os.path.isdir(path):
+        raise CaptureError(f"cannot write capture {path}: it is a directory")
+    if os.path.exists(path) and os.path.getsize(path) > 0 and not is_capture_file(path):
+        raise CaptureError(f"refusing to overwrite {path}: it is not a dynscope capture")
+    for suffix in ("", "-wal", "-shm"):
+        try:
+            os.remove(path + suffix)
+        except FileNotFoundError:
+            pass

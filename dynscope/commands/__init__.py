@@ -1,0 +1,88 @@
+"""The ``dynscope`` command line: one module per subcommand, one error policy for all.
+
+Each subcommand module defines a ``Command`` with ``name``, ``help``, ``prepare_parser``
+and ``run``. Views are imported inside ``run``, so ``dynscope summary`` never imports
+Textual and nothing but ``explain`` imports torch. Errors meant for people
+(DynscopeError) become one line on stderr; a bug in dynscope becomes one line too,
+with the traceback only under DYNSCOPE_DEBUG=1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+import traceback
+
+from dynscope._version import __version__
+from dynscope.errors import DynscopeError
+
+SUBCOMMANDS = ("explain", "summary", "stages", "show", "diff", "graph", "tui", "report", "check", "minify")
+
+INTERNAL_ERROR_EXIT = 70
+
+
+def _load(name: str):
+    return importlib.import_module(f"dynscope.commands.{name}").Command()
+
+
+def build_parser() -> tuple[argparse.ArgumentParser, dict[str, object]]:
+    parser = argparse.ArgumentParser(
+        prog="dynscope",
+        description="See what torch.compile did to your program, and why.",
+    )
+    parser.add_argument("--version", action="version", version=f"dynscope {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands = {}
+    for name in SUBCOMMANDS:
+        try:
+            command = _load(name)
+        except ModuleNotFoundError as e:
+            if e.name != f"dynscope.commands.{name}":
+                raise
+            continue
+        sub = subparsers.add_parser(name, help=command.help, description=command.help)
+        command.prepare_parser(sub)
+        commands[name] = command
+    return parser, commands
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser, commands = build_parser()
+    # explain hands everything after the program name to the program untouched, so it
+    # parses its own arguments instead of going through argparse's subparser.
+    if argv and argv[0] == "explain" and "explain" in commands:
+        return _run(lambda: commands["explain"].run_argv(argv[1:], parser_for_help=parser))
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return 2
+    return _run(lambda: commands[args.command].run(args))
+
+
+def _run(action) -> int:
+    try:
+        return int(action() or 0)
+    except DynscopeError as e:
+        _error(str(e))
+        return e.exit_code
+    except KeyboardInterrupt:
+        _error("interrupted")
+        return 130
+    except BrokenPipeError:
+        # `dynscope summary x | head`: the reader left; that is not an error.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+    except Exception as e:  # a dynscope bug: say so in one line, keep the traceback opt-in
+        if os.environ.get("DYNSCOPE_DEBUG"):
+            traceback.print_exc()
+        _error(f"internal error: {type(e).__name__}: {e} (this is a dynscope bug; "
+               "rerun with DYNSCOPE_DEBUG=1 for the traceback)")
+        return INTERNAL_ERROR_EXIT
+
+
+def _error(message: str) -> None:
+    print(f"dynscope: {message}", file=sys.stderr)

@@ -1,0 +1,114 @@
+"""dynscope explain: run a program as python would, record a capture, explain what torch.compile did."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from dynscope.errors import DynscopeError
+
+USAGE = """dynscope explain [OPTIONS] SCRIPT [ARGS...]
+       dynscope explain [OPTIONS] -m MODULE [ARGS...]"""
+
+# Options that take a value, so the parser knows where the program's own arguments begin.
+_VALUE_OPTIONS = {"-o", "--output", "--html"}
+
+
+class Command:
+    name = "explain"
+    help = "run a script under instrumentation, record a capture and explain what torch.compile did"
+
+    def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
+        parser.usage = USAGE
+        _add_options(parser)
+        parser.add_argument("program", nargs=argparse.REMAINDER, help="SCRIPT [ARGS...] or -m MODULE [ARGS...]")
+
+    def run(self, args: argparse.Namespace) -> int:  # only reached via `dynscope explain` with no args
+        raise DynscopeError("explain needs a script to run (dynscope explain SCRIPT [ARGS...])")
+
+    def run_argv(self, argv: list[str], parser_for_help: argparse.ArgumentParser | None = None) -> int:
+        options, program = _split(argv)
+        parser = argparse.ArgumentParser(prog="dynscope explain", usage=USAGE, description=self.help)
+        _add_options(parser)
+        args = parser.parse_args(options)
+        if program is None:
+            raise DynscopeError("explain needs a script to run: dynscope explain SCRIPT [ARGS...] "
+                                "or dynscope explain -m MODULE [ARGS...]")
+        return explain(program, args, command=["dynscope", "explain", *argv])
+
+
+def _add_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-o", "--output", metavar="PATH",
+                        help="capture file to write (default: <script>-<time>.dynscope in the current directory)")
+    parser.add_argument("--keep-caches", action="store_true",
+                        help="leave Inductor/AOTAutograd caches on (cache hits then skip the stages they cover)")
+    parser.add_argument("-q", "--quiet", action="store_true", help="print no summary (the capture is still written)")
+    parser.add_argument("--all-ranks", action="store_true", help="under torchrun, every rank prints its summary")
+    parser.add_argument("--html", metavar="PATH", help="also write an HTML report of the run")
+    parser.add_argument("--tui", action="store_true", help="open the terminal UI on the capture after the run")
+
+
+def _split(argv: list[str]):
+    """Separate dynscope's options from the program and its arguments (which are never parsed)."""
+    from dynscope.runner.program import Program
+
+    options: list[str] = []
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        if token == "--":
+            rest = argv[i + 1 :]
+            return options, (Program("script", rest[0], rest[1:]) if rest else None)
+        if token == "-m" or (token.startswith("-m") and not token.startswith("--")):
+            module = token[2:] or (argv[i + 1] if i + 1 < len(argv) else None)
+            if not module:
+                raise DynscopeError("-m needs a module name")
+            rest = argv[i + 2 :] if token == "-m" else argv[i + 1 :]
+            return options, Program("module", module, rest)
+        if token.startswith("-"):
+            options.append(token)
+            if token in _VALUE_OPTIONS and i + 1 < len(argv):
+                options.append(argv[i + 1])
+                i += 1
+            i += 1
+            continue
+        return options, Program("script", token, argv[i + 1 :])
+    return options, None
+
+
+def explain(program, args: argparse.Namespace, *, command: list[str]) -> int:
+    from dynscope.runner.launcher import capture_path_for, exit_like, launch, rank_from_env
+
+    rank, world = rank_from_env()
+    path = capture_path_for(program, args.output, rank=rank, world_size=world)
+    result = launch(program, path, keep_caches=args.keep_caches, command=command)
+    if not result.capture_written:
+        print("dynscope: no capture was written: the program ended before recording started", file=sys.stderr)
+        return exit_like(result.returncode)
+    speaks = rank in (None, 0) or args.all_ranks
+    try:
+        if speaks and not args.quiet:
+            _print_summary(path)
+        if args.html:
+            from dynscope.commands.report import write_report
+
+            write_report([path], args.html, fmt="html")
+            if speaks:
+                print(f"dynscope: wrote {args.html}", file=sys.stderr)
+        if args.tui and speaks:
+            from dynscope.commands.tui import open_tui
+
+            open_tui(path)
+    except DynscopeError as e:
+        print(f"dynscope: {e}", file=sys.stderr)
+    return exit_like(result.returncode)
+
+
+def _print_summary(path: str) -> None:
+    from rich.console import Console
+
+    from dynscope.model import Capture
+    from dynscope.reporters.terminal import render_summary
+
+    with Capture.open(path) as capture:
+        render_summary(capture, Console(stderr=True, highlight=False))

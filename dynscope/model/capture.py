@@ -1,0 +1,631 @@
+"""The model of one capture: typed records, read lazily from the file.
+
+``Capture.open(path)`` validates the file and reads only its meta table. Each accessor runs
+narrow indexed queries the first time it is called and caches the result, so opening a
+capture of a thousand compiles costs only what the first view actually shows.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections import OrderedDict
+from functools import cached_property
+from typing import Any
+
+from dynscope.capture.reader import CaptureReader, Event
+from dynscope.errors import DynscopeError
+from dynscope.model import stages as pipeline
+from dynscope.model.break_text import parse_break_message
+from dynscope.model.fxgraph import FxGraph
+from dynscope.model.guards import parse_guard_tree
+from dynscope.model.output_code import graph_role, parse_stack_text, split_kernels
+from dynscope.model.records import (
+    Compile,
+    CompileError,
+    CompileTimes,
+    Frame,
+    GraphBreak,
+    Guard,
+    GuardFailure,
+    Kernel,
+    ProgramException,
+    Recompile,
+    Run,
+    StackFrame,
+    Stage,
+)
+
+RESUME_PREFIX = "torch_dynamo_resume_in_"
+_EXPECTED_ACTUAL = re.compile(r"expected (?P<expected>.+?), actual (?P<actual>.+?)\.?$")
+_CACHE_LIMIT = 64  # compiles whose stages and kernels stay parsed in memory
+_MAIN_VARIANTS = ("graph", "after", "code", "original")
+
+
+class Capture:
+    def __init__(self, reader: CaptureReader) -> None:
+        self.reader = reader
+        self.path = reader.path
+        self._lock = threading.RLock()
+        self._per_compile: OrderedDict[str, dict[str, Any]] = OrderedDict()
+
+    @classmethod
+    def open(cls, path: str) -> Capture:
+        return cls(CaptureReader(path))
+
+    def close(self) -> None:
+        self.reader.close()
+
+    def __enter__(self) -> Capture:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- the run ---------------------------------------------------------------------------
+
+    @cached_property
+    def run(self) -> Run:
+        m = self.reader.meta
+        return Run(
+            path=self.path,
+            dynscope_version=m.get("dynscope_version"),
+            torch_version=m.get("torch_version"),
+            python=m.get("python"),
+            command=list(m.get("command") or []),
+            cwd=m.get("cwd"),
+            hostname=m.get("hostname"),
+            pid=m.get("pid"),
+            rank=m.get("rank"),
+            world_size=m.get("world_size"),
+            started=m.get("started"),
+            finished=m.get("finished"),
+            exit_code=m.get("exit_code"),
+            signal=m.get("signal"),
+            keep_caches=bool(m.get("keep_caches")),
+            device=m.get("device") or {},
+            probes=m.get("probes") or {},
+            probe_details=m.get("probe_details") or {},
+            probe_errors=int(m.get("probe_errors") or 0),
+        )
+
+    @cached_property
+    def exception(self) -> ProgramException | None:
+        events = self.reader.events(["dynscope:exception"])
+        if not events:
+            return None
+        e = events[-1]
+        md = e.metadata
+        return ProgramException(md.get("type", "?"), md.get("module", ""), md.get("message", ""),
+                                self.reader.payload(e.payload_hash) or "")
+
+    def probe_errors(self) -> list[str]:
+        return [e.metadata.get("message", "") for e in self.reader.events(["dynscope:probe_error"])]
+
+    # -- compiles and frames -----------------------------------------------------------------
+
+    @cached_property
+    def _interned_files(self) -> dict[int, str]:
+        table: dict[int, str] = {}
+        for event in self.reader.events(["str"]):
+            entry = event.metadata.get("str")
+            if isinstance(entry, list) and len(entry) == 2:
+                table[entry[1]] = entry[0]
+        return table
+
+    @cached_property
+    def _compiles(self) -> dict[str, Compile]:
+        starts: dict[str, list[Event]] = {}
+        metrics: dict[str, Event] = {}
+        bwd_metrics: dict[str, Event] = {}
+        for event in self.reader.events(["dynamo_start", "compilation_metrics", "bwd_compilation_metrics"]):
+            cid = event.compile_id or event.metadata.get(event.name, {}).get("compile_id")
+            if cid is None:
+                continue
+            if event.name == "dynamo_start":
+                starts.setdefault(cid, []).append(event)
+            elif event.name == "compilation_metrics":
+                metrics[cid] = event
+            else:
+                bwd_metrics[cid] = event
+        order = sorted(set(starts) | set(metrics), key=lambda c: (starts.get(c) or [metrics[c]])[0].id)
+        return {cid: self._build_compile(cid, starts.get(cid, []), metrics.get(cid), bwd_metrics.get(cid))
+                for cid in order}
+
+    def _build_compile(self, cid: str, starts: list[Event], metrics_event: Event | None,
+                       bwd_event: Event | None) -> Compile:
+        m = metrics_event.metadata.get("compilation_metrics", {}) if metrics_event else {}
+        bwd = bwd_event.metadata.get("bwd_compilation_metrics", {}) if bwd_event else {}
+        stack = self._user_stack(starts[0].metadata.get("dynamo_start", {}).get("stack", [])) if starts else ()
+        frame_id, frame_compile_id = _split_compile_id(cid)
+        function = m.get("co_name") or (stack[-1].function if stack else None) or "?"
+        if metrics_event is None:
+            status = "incomplete"
+        elif m.get("fail_type"):
+            status = "failed"
+        elif m.get("has_guarded_code") is False:
+            status = "skipped"
+        else:
+            status = "ok"
+        return Compile(
+            compile_id=cid,
+            frame_id=frame_id,
+            frame_compile_id=frame_compile_id,
+            # Each graph break restarts the analysis; torch lists why in restart_reasons.
+            attempts=len(m["restart_reasons"]) + 1 if m.get("restart_reasons") is not None
+            else max((e.attempt or 0) for e in starts) + 1 if starts else 1,
+            function=function,
+            file=m.get("co_filename") or (stack[-1].file if stack else None),
+            line=m.get("co_firstlineno") or (stack[-1].line if stack else None),
+            status=status,
+            fail_type=m.get("fail_type"),
+            fail_reason=m.get("fail_reason"),
+            fail_file=m.get("fail_user_frame_filename"),
+            fail_line=m.get("fail_user_frame_lineno"),
+            started=m.get("start_time") or (starts[0].ts if starts else None),
+            times=_compile_times(m, bwd),
+            graph_op_count=m.get("graph_op_count"),
+            graph_node_count=m.get("graph_node_count"),
+            guard_count=m.get("guard_count"),
+            restart_reasons=tuple(m.get("restart_reasons") or ()),
+            user_stack=stack,
+        )
+
+    def _user_stack(self, raw: list[dict[str, Any]]) -> tuple[StackFrame, ...]:
+        files = self._interned_files
+        return tuple(
+            StackFrame(files.get(f.get("filename"), str(f.get("filename"))), f.get("line"), f.get("name"), f.get("loc"))
+            for f in raw
+        )
+
+    def compiles(self) -> list[Compile]:
+        return list(self._compiles.values())
+
+    def compile(self, compile_id: str) -> Compile:
+        try:
+            return self._compiles[compile_id]
+        except KeyError:
+            known = ", ".join(list(self._compiles)[:12]) or "none"
+            raise DynscopeError(f"no compile {compile_id} in {self.path} (compiles: {known})") from None
+
+    def frames(self) -> list[Frame]:
+        grouped: dict[Any, list[Compile]] = {}
+        for c in self._compiles.values():
+            grouped.setdefault(c.frame_id if c.frame_id is not None else c.compile_id, []).append(c)
+        return [
+            Frame(cs[0].frame_id, cs[0].function, cs[0].file, cs[0].line, tuple(c.compile_id for c in cs))
+            for cs in grouped.values()
+        ]
+
+    def compile_phases(self, compile_id: str) -> dict[str, float]:
+        """Seconds spent in each of torch's timed regions (chromium events) of one compile."""
+        totals: dict[str, float] = {}
+        open_at: dict[str, float] = {}
+        for event in self.reader.events(["chromium_event"], compile_id=compile_id):
+            try:
+                data = json.loads(self.reader.payload(event.payload_hash) or "{}")
+            except ValueError:
+                continue
+            name, phase, ts = data.get("name"), data.get("ph"), data.get("ts")
+            if not isinstance(name, str) or not isinstance(ts, (int, float)):
+                continue
+            if phase == "B":
+                open_at[name] = ts
+            elif phase == "E" and name in open_at:
+                totals[name] = totals.get(name, 0.0) + (ts - open_at.pop(name)) / 1e6
+        return totals
+
+    # -- graph breaks, recompiles, errors ---------------------------------------------------
+
+    @cached_property
+    def _graph_breaks(self) -> list[GraphBreak]:
+        resume_functions = [c for c in self._compiles.values() if c.function.startswith(RESUME_PREFIX)]
+        breaks = []
+        for event in self.reader.events(["dynscope:graph_break"]):
+            md = event.metadata
+            message = md.get("message") or ""
+            text = parse_break_message(message)
+            stack = tuple(StackFrame(f.get("file"), f.get("line"), f.get("function"), f.get("code"))
+                          for f in md.get("user_stack") or ())
+            breaks.append(GraphBreak(
+                event_id=event.id,
+                compile_id=event.compile_id,
+                attempt=event.attempt,
+                gb_type=md.get("gb_type"),
+                gb_id=md.get("gb_id"),
+                doc_link=md.get("doc_link") or text.doc_link,
+                message=message,
+                reason=md.get("reason") or message,
+                headline=md.get("gb_type") or text.headline,
+                explanation=text.explanation,
+                hints=text.hints,
+                developer_context=text.developer_context,
+                user_stack=stack,
+                traced_function=md.get("traced_function"),
+                traced_line=md.get("traced_line"),
+                resumed_into=self._resume_target(event, md, resume_functions),
+            ))
+        return breaks
+
+    def _resume_target(self, event: Event, md: dict[str, Any], resumes: list[Compile]) -> str | None:
+        """The resume function Dynamo continued in: torch names it after the frame and line."""
+        if event.compile_id is None or event.compile_id not in self._compiles:
+            return None
+        root = self._compiles[event.compile_id].function.removeprefix(RESUME_PREFIX)
+        root = re.sub(r"_at_\d+$", "", root)
+        exact = f"{RESUME_PREFIX}{root}_at_{md.get('traced_line')}"
+        candidates = [c.function for c in resumes if c.function.startswith(f"{RESUME_PREFIX}{root}_at_")]
+        if exact in candidates:
+            return exact
+        return candidates[0] if len(set(candidates)) == 1 else None
+
+    def graph_breaks(self) -> list[GraphBreak]:
+        return list(self._graph_breaks)
+
+    @cached_property
+    def _guard_failures(self) -> list[dict[str, Any]]:
+        return [e.metadata for e in self.reader.events(["dynscope:guard_failure"])]
+
+    @cached_property
+    def _recompiles(self) -> list[Recompile]:
+        probed = {f.get("reason"): f for f in self._guard_failures}
+        out = []
+        for event in self.reader.events(["artifact:recompile_reasons"]):
+            raw = self.reader.payload(event.payload_hash) or ""
+            reasons = _recompile_reason_list(raw)
+            if not reasons or event.compile_id is None:
+                continue
+            failures = tuple(_guard_failure(text, probed.get(text)) for text in reasons)
+            compile_ = self._compiles.get(event.compile_id)
+            out.append(Recompile(
+                compile_id=event.compile_id,
+                function=compile_.function if compile_ else "?",
+                file=compile_.file if compile_ else None,
+                line=compile_.line if compile_ else None,
+                reason=failures[0].reason,
+                failures=failures,
+            ))
+        return out
+
+    def recompiles(self) -> list[Recompile]:
+        return list(self._recompiles)
+
+    def errors(self) -> list[CompileError]:
+        return [
+            CompileError(c.compile_id, c.function, c.file, c.line, c.fail_type or "", c.fail_reason or "",
+                         c.fail_file, c.fail_line)
+            for c in self._compiles.values() if c.status == "failed"
+        ]
+
+    # -- per compile: guards, stages, kernels ------------------------------------------------
+
+    def guards(self, compile_id: str) -> list[Guard]:
+        events = self.reader.events(["dynamo_cpp_guards_str"], compile_id=compile_id)
+        if not events:
+            return []
+        return parse_guard_tree(compile_id, self.reader.payload(events[-1].payload_hash) or "")
+
+    def stages(self, compile_id: str) -> list[Stage]:
+        return list(self._compile_details(compile_id)["stages"])
+
+    @cached_property
+    def _recorded_stage_names(self) -> dict[str, set[str]]:
+        event_stage = {e: s for e, (s, _) in {**pipeline.SINGLE_STAGE_EVENTS, **pipeline.PER_GRAPH_EVENTS}.items()}
+        found: dict[str, set[str]] = {}
+        for cid, name in self.reader.compile_event_names(
+            [*event_stage, "dynscope:log:bytecode"], name_like="artifact:%_BYTECODE"
+        ):
+            stage = event_stage.get(name, "bytecode")
+            found.setdefault(cid, set()).add(stage)
+        return found
+
+    def recorded_stage_names(self, compile_id: str) -> list[str]:
+        """Canonical names of the stages recorded for a compile, in pipeline order (one cheap query
+        for the whole capture, so a summary of thousands of compiles stays fast)."""
+        recorded = self._recorded_stage_names.get(compile_id, set())
+        return [name for name in pipeline.CANONICAL_STAGES if name in recorded]
+
+    def stage(self, compile_id: str, key: str) -> Stage:
+        for stage in self._compile_details(compile_id)["stages"]:
+            if stage.key == key:
+                return stage
+        keys = ", ".join(s.key for s in self._compile_details(compile_id)["stages"])
+        raise DynscopeError(f"compile {compile_id} has no stage {key!r} (stages: {keys})")
+
+    def kernels(self, compile_id: str) -> list[Kernel]:
+        return list(self._compile_details(compile_id)["kernels"])
+
+    def stage_text(self, stage: Stage, variant: str | None = None) -> str:
+        """The stage's text (IR, code). ``variant`` picks another view, e.g. "before" / "modified"."""
+        if stage.name == "kernel":
+            for kernel in self.kernels(stage.compile_id):
+                if kernel.key == stage.key:
+                    return kernel.source
+        digest = stage.variants.get(variant) if variant else stage.payload_hash
+        if variant and digest is None:
+            raise DynscopeError(f"stage {stage.key} has no {variant!r} view (views: {', '.join(stage.variants)})")
+        return self.reader.payload(digest) or ""
+
+    def fx_graph(self, stage: Stage) -> FxGraph | None:
+        if stage.structure_hash is None:
+            return None
+        return FxGraph(json.loads(self.reader.payload(stage.structure_hash) or "{}"))
+
+    def _compile_details(self, compile_id: str) -> dict[str, Any]:
+        with self._lock:
+            if compile_id in self._per_compile:
+                self._per_compile.move_to_end(compile_id)
+                return self._per_compile[compile_id]
+        compile_ = self.compile(compile_id)
+        details = _StageBuilder(self, compile_, self.reader.events(compile_id=compile_id)).build()
+        with self._lock:
+            self._per_compile[compile_id] = details
+            while len(self._per_compile) > _CACHE_LIMIT:
+                self._per_compile.popitem(last=False)
+        return details
+
+
+class _StageBuilder:
+    """Assemble one compile's pipeline from its events (see dynscope.model.stages)."""
+
+    def __init__(self, capture: Capture, compile_: Compile, events: list[Event]) -> None:
+        self.capture = capture
+        self.reader = capture.reader
+        self.compile = compile_
+        self.events = events
+        self.structure = {e.metadata.get("event_id"): e.payload_hash for e in events if e.name == "dynscope:fx_graph"}
+        self.names = {e.name for e in events}
+
+    def build(self) -> dict[str, Any]:
+        found: dict[str, tuple[str, str | None, dict[str, Event]]] = {}
+        self._bytecode(found)
+        for event in self.events:
+            if event.name in pipeline.SINGLE_STAGE_EVENTS:
+                name, variant = pipeline.SINGLE_STAGE_EVENTS[event.name]
+                self._add(found, name, None, variant, event)
+        inductor_events = [e for e in self.events if e.name in pipeline.PER_GRAPH_EVENTS
+                           or e.name in pipeline.SECTION_START_EVENTS or e.name.startswith("artifact:inductor_provenance")
+                           or e.name == "artifact:triton_kernel_info"]
+        kernels: list[Kernel] = []
+        sections = pipeline.split_graph_sections(
+            inductor_events, has_inference="aot_inference_graph" in self.names, explicit_role=self._role_of
+        ) if inductor_events else []
+        for section in sections:
+            for event in section.events:
+                if event.name in pipeline.PER_GRAPH_EVENTS:
+                    name, variant = pipeline.PER_GRAPH_EVENTS[event.name]
+                    self._add(found, name, section.role, variant, event)
+        stages = {key: self._stage(key, *entry) for key, entry in found.items()}
+        for section in sections:
+            kernels += self._kernels(section, stages)
+        ordered = self._with_missing(stages, [s.role for s in sections])
+        ordered += [self._kernel_stage(k) for k in kernels]
+        return {"stages": ordered, "kernels": kernels}
+
+    def _role_of(self, events: list[Event]) -> str | None:
+        for event in events:
+            if event.name == "inductor_output_code":
+                return graph_role(self.reader.payload(event.payload_hash) or "")
+        return None
+
+    def _bytecode(self, found: dict[str, tuple[str, str | None, dict[str, Event]]]) -> None:
+        """Original and modified bytecode of the final attempt, from the bytecode log tap
+        (or the trace's resume-function artifacts)."""
+        seen: dict[str, Event] = {}
+        for event in self.events:
+            if event.name == "dynscope:log:bytecode":
+                head = (self.reader.payload(event.payload_hash) or "")[:40]
+                variant = "original" if head.startswith("ORIGINAL") else "modified" if head.startswith("MODIFIED") else None
+            elif event.name.endswith("_ORIGINAL_BYTECODE") or event.name.endswith("_MODIFIED_BYTECODE"):
+                variant = "original" if event.name.endswith("_ORIGINAL_BYTECODE") else "modified"
+            else:
+                continue
+            if variant:
+                seen[variant] = event
+        for variant, event in sorted(seen.items()):
+            self._add(found, "bytecode", None, variant, event)
+
+    def _add(self, found: dict[str, tuple[str, str | None, dict[str, Event]]], name: str, graph: str | None,
+             variant: str, event: Event) -> None:
+        key = pipeline.stage_key(name, graph)
+        found.setdefault(key, (name, graph, {}))[2][variant] = event  # a later attempt wins
+
+    def _stage(self, key: str, name: str, graph: str | None, variants: dict[str, Event]) -> Stage:
+        # The stage's main text is the graph as that stage produced it ("after" its passes).
+        main = next(variants[v] for v in (*_MAIN_VARIANTS, *variants) if v in variants)
+        return Stage(
+            compile_id=self.compile.compile_id,
+            name=name,
+            graph=graph,
+            key=key,
+            recorded=True,
+            missing_reason=None,
+            language=pipeline.STAGE_LANGUAGE[name],
+            event_id=main.id,
+            payload_hash=main.payload_hash,
+            size=self.reader.payload_size(main.payload_hash),
+            variants={v: e.payload_hash for v, e in variants.items()},
+            structure_hash=self.structure.get(main.id),
+        )
+
+    def _with_missing(self, stages: dict[str, Stage], roles: list[str | None]) -> list[Stage]:
+        """Every stage of the pipeline in order; those torch did not emit say why."""
+        has_inference = "aot_inference" in stages
+        has_training = any(k in stages for k in ("aot_joint", "aot_forward", "aot_backward"))
+        # Per-graph stages are listed per graph only once Inductor compiled one; otherwise a
+        # single row says why none exists.
+        graphs: list[str | None] = [r for r in roles if r] or [None]
+        if roles and has_training and "backward" not in graphs:
+            graphs.append("backward")
+        ordered: list[Stage] = []
+        for name in pipeline.CANONICAL_STAGES:
+            if name == "aot_inference" and has_training or name in ("aot_joint", "aot_forward", "aot_backward") and has_inference:
+                continue
+            for graph in (graphs if name in pipeline.PER_GRAPH_STAGES else [None]):
+                key = pipeline.stage_key(name, graph)
+                if key in stages:
+                    ordered.append(stages[key])
+                else:
+                    ordered.append(Stage(self.compile.compile_id, name, graph, key, False,
+                                         self._missing_reason(name, graph, stages), pipeline.STAGE_LANGUAGE[name]))
+        return ordered
+
+    def _missing_reason(self, name: str, graph: str | None, stages: dict[str, Stage]) -> str:
+        c = self.compile
+        probes = self.capture.run.probes
+        if c.status == "incomplete":
+            return "not reached: the run ended during this compile"
+        if c.status == "failed" and name != "bytecode":
+            return f"not reached: the compile failed ({c.fail_type})"
+        if name == "bytecode":
+            return "not recorded: this torch has no bytecode log" if probes.get("log:bytecode") is False else "not logged by torch for this frame"
+        if c.graph_op_count == 0 or c.status == "skipped":
+            return "no graph: Dynamo found no tensor operations to compile in this frame"
+        has_aot = any(k in stages for k in ("aot_joint", "aot_forward", "aot_backward", "aot_inference"))
+        has_inductor = any(s.name in ("post_grad", "output_code") for s in stages.values())
+        if name.startswith("aot_"):
+            if "artifact:aotautograd_cache_hit" in self.names:
+                return "skipped: AOTAutograd cache hit (run without --keep-caches to record it)"
+            return 'not run: the backend does not use AOTAutograd (e.g. backend="eager")'
+        if not has_inductor:
+            if "artifact:fx_graph_cache_hit" in self.names:
+                return "skipped: Inductor FX graph cache hit (run without --keep-caches to record it)"
+            if not has_aot:
+                return 'not run: the backend does not use Inductor (e.g. backend="eager")'
+            return 'not run: the backend does not use Inductor (e.g. backend="aot_eager")'
+        if graph == "backward":
+            return "not compiled: Inductor compiles the backward graph on the first .backward(), which this run did not reach"
+        if name == "scheduler_ir":
+            if probes.get("log:ir_pre_fusion") is False:
+                return "not recorded: this torch has no scheduler IR log"
+            return "not logged: Inductor scheduled no fusible nodes for this graph"
+        if name == "pre_grad":
+            return "not logged by this torch"
+        return "not emitted by torch for this compile"
+
+    def _kernels(self, section: pipeline.GraphSection, stages: dict[str, Stage]) -> list[Kernel]:
+        by_name = {e.name: e for e in section.events}
+        code_event = by_name.get("inductor_output_code")
+        if code_event is None:
+            return []
+        code = self.reader.payload(code_event.payload_hash) or ""
+        node_map = _json_payload(self.reader, by_name.get("artifact:inductor_provenance_tracking_node_mappings"))
+        stack_map = _json_payload(self.reader, by_name.get("artifact:inductor_provenance_tracking_kernel_stack_traces"))
+        kernel_info = _json_payload(self.reader, by_name.get("artifact:triton_kernel_info"))
+        code_to_post = node_map.get("cppCodeToPost") or {}
+        post_to_pre = node_map.get("postToPre") or {}
+        post_grad = stages.get(pipeline.stage_key("post_grad", section.role))
+        post_graph = self.capture.fx_graph(post_grad) if post_grad else None
+        kernels = []
+        for k in split_kernels(code):
+            handle = _provenance_handle(k.name, list(code_to_post) + list(stack_map))
+            torch_nodes = code_to_post.get(handle) if handle else None
+            post_nodes = tuple(torch_nodes or k.post_grad_nodes)
+            origins = [o for n in post_nodes for o in post_to_pre.get(n, ())] or list(k.origin_nodes)
+            lines = [f for text in (stack_map.get(handle) or ()) for f in parse_stack_text(text)] if handle else []
+            if not lines and post_graph is not None:
+                lines = [post_graph.by_name[n].user_frame for n in post_nodes
+                         if n in post_graph.by_name and post_graph.by_name[n].user_frame]
+            info = kernel_info.get(k.name) or {}
+            kernels.append(Kernel(
+                compile_id=self.compile.compile_id,
+                graph=section.role,
+                name=k.name,
+                language=k.language,
+                source=k.source,
+                launch=k.launch,
+                compile_time_s=info["compile_time_us"] / 1e6 if isinstance(info.get("compile_time_us"), (int, float)) else None,
+                post_grad_nodes=post_nodes,
+                origin_nodes=tuple(dict.fromkeys(origins)),
+                source_lines=tuple(dict.fromkeys(lines)),
+                provenance="torch" if handle else ("comments" if post_nodes or origins else None),
+            ))
+        return kernels
+
+    def _kernel_stage(self, kernel: Kernel) -> Stage:
+        return Stage(self.compile.compile_id, "kernel", kernel.graph, kernel.key, True, None,
+                     kernel.language, size=len(kernel.source))
+
+
+def _provenance_handle(kernel_name: str, handles: list[str]) -> str | None:
+    """Torch keys provenance by "<kernel>:<debug handle>"; repeated extern calls are "#2", "#3"."""
+    base, _, nth = kernel_name.partition("#")
+    matches = list(dict.fromkeys(h for h in handles if h.rsplit(":", 1)[0] == base))
+    index = int(nth) - 1 if nth else 0
+    return matches[index] if index < len(matches) else None
+
+
+def _json_payload(reader: CaptureReader, event: Event | None) -> dict[str, Any]:
+    if event is None:
+        return {}
+    try:
+        value = json.loads(reader.payload(event.payload_hash) or "{}")
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _split_compile_id(cid: str) -> tuple[int | None, int | None]:
+    parts = cid.lstrip("!").split("/")
+    try:
+        return int(parts[-2]), int(parts[-1])
+    except (IndexError, ValueError):
+        return None, None
+
+
+def _compile_times(m: dict[str, Any], bwd: dict[str, Any]) -> CompileTimes:
+    total = m.get("entire_frame_compile_time_s")
+    backend = m.get("backend_compile_time_s")
+    inductor = m.get("inductor_compile_time_s")
+    codegen = m.get("code_gen_time_s")
+    backward_us = bwd.get("backward_cumulative_compile_time_us") or bwd.get("duration_us")
+
+    def diff(a: float | None, b: float | None) -> float | None:
+        return None if a is None else max(a - (b or 0.0), 0.0)
+
+    return CompileTimes(
+        total=total,
+        dynamo=diff(total, backend),
+        aot_autograd=diff(backend, inductor),
+        inductor=diff(inductor, codegen),
+        codegen=codegen,
+        backward=backward_us / 1e6 if backward_us else None,
+    )
+
+
+def _recompile_reason_list(raw: str) -> list[str]:
+    """The recompile_reasons artifact is one reason as text, or a JSON list of them."""
+    text = raw.strip()
+    if text.startswith("["):
+        try:
+            value = json.loads(text)
+            return [str(v) for v in value if str(v).strip()]
+        except ValueError:
+            pass
+    return [text] if text else []
+
+
+def _guard_failure(text: str, probed: dict[str, Any] | None) -> GuardFailure:
+    """Parse '0/0: n == 2   # return x * n  # f.py:4 in f\\nUser stack trace: ...'."""
+    first = text.split("\n", 1)[0]
+    failed_id, sep, rest = first.partition(": ")
+    if not sep or not re.fullmatch(r"!?[\d/]+(_\d+)?", failed_id):
+        failed_id, rest = "", first
+    parts = rest.split("  #")
+    guard = parts[0].strip()
+    user_code = parts[1].strip() if len(parts) > 2 and parts[1].strip() else None
+    expected = actual = None
+    match = _EXPECTED_ACTUAL.search(guard)
+    if match:
+        expected, actual = match.group("expected"), match.group("actual")
+    else:
+        expected = _expected_from_guard(guard)
+        actual = probed.get("actual") if probed else None
+    return GuardFailure(failed_id, guard, probed.get("guard") if probed else guard, expected, actual, user_code)
+
+
+def _expected_from_guard(guard: str) -> str | None:
+    """'n == 2' -> '2'; "mode == 'a'" -> "'a'"; 'not ___dict_contains(...)' -> None."""
+    match = re.fullmatch(r"(?P<lhs>.+?)\s*(==|is)\s*(?P<rhs>.+)", guard)
+    return match.group("rhs") if match else None

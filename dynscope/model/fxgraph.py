@@ -1,0 +1,124 @@
+"""A stage's FX graph as recorded by the fx_graphs probe, loadable as a networkx DiGraph."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+from dynscope.model.output_code import parse_stack_text
+from dynscope.model.records import StackFrame
+
+if TYPE_CHECKING:
+    import networkx
+
+
+@dataclass(frozen=True)
+class FxNode:
+    name: str
+    op: str  # placeholder | call_function | call_method | call_module | get_attr | output
+    target: str
+    args: Any
+    kwargs: Any
+    inputs: tuple[str, ...]
+    tensor: Any  # {"shape", "dtype", "stride", "device"} (or a list of them), when known
+    stack_trace: str | None
+    module_stack: tuple[tuple[str, str], ...]  # (module path, module class), outermost first
+    from_node: tuple[dict[str, Any], ...]  # torch's provenance tree: [{name, graph_id, pass_name, from_node}]
+    original_aten: str | None
+
+    @property
+    def origins(self) -> list[str]:
+        """Names of the nodes this one was made from, one pass back."""
+        return list(dict.fromkeys(s["name"] for s in self.from_node if s.get("name")))
+
+    def ancestors(self) -> list[dict[str, Any]]:
+        """Every node in its provenance tree, nearest first: [{name, graph_id, pass_name}]."""
+        out: list[dict[str, Any]] = []
+        frontier = list(self.from_node)
+        while frontier:
+            source = frontier.pop(0)
+            out.append({k: source.get(k) for k in ("name", "graph_id", "pass_name")})
+            frontier.extend(source.get("from_node", ()))
+        return out
+
+    @property
+    def is_compute(self) -> bool:
+        return self.op in ("call_function", "call_method", "call_module")
+
+    @property
+    def op_kind(self) -> str:
+        """A short name for what the node computes: 'aten.mul.Tensor' -> 'mul', 'torch._C._nn.gelu' -> 'gelu'."""
+        if not self.is_compute:
+            return self.op
+        target = self.target
+        for prefix in ("torch.ops.aten.", "aten.", "torch.ops.prims.", "prims.", "torch._C._nn.", "torch.nn.functional.", "torch."):
+            if target.startswith(prefix):
+                target = target[len(prefix):]
+                break
+        parts = target.split(".")
+        if len(parts) > 1 and parts[-1] in ("default", "Tensor", "Scalar", "self", "dim_IntList", "int", "out"):
+            parts = parts[:-1]
+        return parts[-1] if parts else target
+
+    @property
+    def module_path(self) -> str | None:
+        return self.module_stack[-1][0] if self.module_stack else None
+
+    @cached_property
+    def user_frame(self) -> StackFrame | None:
+        """The innermost user source line this node came from."""
+        if not self.stack_trace:
+            return None
+        frames = parse_stack_text(self.stack_trace)
+        return frames[-1] if frames else None
+
+
+class FxGraph:
+    def __init__(self, data: dict[str, Any]) -> None:
+        self.graph_id: int | None = data.get("graph_id")
+        self.nodes: list[FxNode] = [_node(n) for n in data.get("nodes", [])]
+        self.by_name: dict[str, FxNode] = {n.name: n for n in self.nodes}
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    @property
+    def compute_nodes(self) -> list[FxNode]:
+        return [n for n in self.nodes if n.is_compute]
+
+    def op_counts(self) -> Counter[str]:
+        return Counter(n.op_kind for n in self.compute_nodes)
+
+    def users(self, name: str) -> list[str]:
+        return [n.name for n in self.nodes if name in n.inputs]
+
+    def to_networkx(self) -> networkx.DiGraph:
+        """Nodes keyed by name with their record as attribute ``node``; edges input -> user."""
+        import networkx as nx
+
+        graph = nx.DiGraph()
+        for node in self.nodes:
+            graph.add_node(node.name, node=node, op=node.op, target=node.target)
+        for node in self.nodes:
+            for source in node.inputs:
+                if source in self.by_name:
+                    graph.add_edge(source, node.name)
+        return graph
+
+
+def _node(raw: dict[str, Any]) -> FxNode:
+    return FxNode(
+        name=raw["name"],
+        op=raw.get("op", ""),
+        target=str(raw.get("target", "")),
+        args=raw.get("args"),
+        kwargs=raw.get("kwargs"),
+        inputs=tuple(raw.get("inputs", ())),
+        tensor=raw.get("tensor"),
+        stack_trace=raw.get("stack_trace"),
+        module_stack=tuple((str(p), str(t)) for p, t in raw.get("module_stack", ())),
+        from_node=tuple(raw.get("from_node", ())),
+        original_aten=raw.get("original_aten"),
+    )

@@ -1,0 +1,233 @@
+"""Typed records of a capture. Every view (summary, TUI, reports, minifier) reads these.
+
+Records are plain frozen dataclasses built from capture rows; large texts (stage IR,
+kernel source) are fetched lazily through the owning Capture.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class StackFrame:
+    file: str | None
+    line: int | None
+    function: str | None
+    code: str | None = None  # the source line, when torch recorded it
+
+
+@dataclass(frozen=True)
+class Run:
+    path: str
+    dynscope_version: str | None
+    torch_version: str | None
+    python: str | None
+    command: list[str]
+    cwd: str | None
+    hostname: str | None
+    pid: int | None
+    rank: int | None
+    world_size: int | None
+    started: float | None
+    finished: float | None
+    exit_code: int | None
+    signal: int | None
+    keep_caches: bool
+    device: dict[str, Any]
+    probes: dict[str, bool]
+    probe_details: dict[str, str]
+    probe_errors: int
+
+    @property
+    def ended(self) -> bool:
+        """False when the capture has no record of the run's end (the whole process tree died)."""
+        return self.finished is not None
+
+    @property
+    def duration_s(self) -> float | None:
+        if self.started is None or self.finished is None:
+            return None
+        return self.finished - self.started
+
+
+@dataclass(frozen=True)
+class ProgramException:
+    """An uncaught exception that ended the user's program."""
+
+    type: str
+    module: str
+    message: str
+    traceback: str
+
+
+@dataclass(frozen=True)
+class Frame:
+    """A code object Dynamo compiled (torch's frame id)."""
+
+    frame_id: int | None
+    function: str
+    file: str | None
+    line: int | None
+    compile_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class CompileTimes:
+    """Where one compile's time went, in seconds (None: the stage did not run or was not timed)."""
+
+    total: float | None = None
+    dynamo: float | None = None  # bytecode tracing, graph building, guards
+    aot_autograd: float | None = None  # or the whole backend, for non-AOT backends
+    inductor: float | None = None  # lowering, passes, scheduling
+    codegen: float | None = None  # Python/C++/Triton generation and compilation
+    backward: float | None = None  # lazily compiled backward graph
+    phases: dict[str, float] = field(default_factory=dict)  # torch's own timed regions
+
+    def by_stage(self) -> dict[str, float]:
+        stages = {
+            "dynamo": self.dynamo,
+            "aot_autograd": self.aot_autograd,
+            "inductor": self.inductor,
+            "codegen": self.codegen,
+            "backward": self.backward,
+        }
+        return {k: v for k, v in stages.items() if v}
+
+
+@dataclass(frozen=True)
+class Compile:
+    compile_id: str
+    frame_id: int | None
+    frame_compile_id: int | None
+    attempts: int  # 1 + restarts (a graph break restarts the analysis)
+    function: str
+    file: str | None
+    line: int | None
+    status: str  # "ok" | "failed" | "skipped" (no graph) | "incomplete" (run ended mid-compile)
+    fail_type: str | None
+    fail_reason: str | None
+    fail_file: str | None
+    fail_line: int | None
+    started: float | None
+    times: CompileTimes
+    graph_op_count: int | None
+    graph_node_count: int | None
+    guard_count: int | None
+    restart_reasons: tuple[str, ...]
+    user_stack: tuple[StackFrame, ...]  # where the compiled function was called from
+
+    @property
+    def is_recompile(self) -> bool:
+        return bool(self.frame_compile_id)
+
+
+@dataclass(frozen=True)
+class GraphBreak:
+    """One graph break, as torch logged it."""
+
+    event_id: int
+    compile_id: str | None
+    attempt: int | None
+    gb_type: str | None
+    gb_id: str | None
+    doc_link: str | None
+    message: str  # torch's counters["graph_break"] key
+    reason: str  # the text after "Graph Break Reason:" in torch's graph-break log
+    headline: str
+    explanation: str | None
+    hints: tuple[str, ...]
+    developer_context: str | None
+    user_stack: tuple[StackFrame, ...]
+    traced_function: str | None
+    traced_line: int | None
+    resumed_into: str | None  # the resume function Dynamo continues in, when one was compiled
+
+    @property
+    def location(self) -> StackFrame:
+        """The innermost user frame: where the break is (torch's 'Graph break in user code at')."""
+        return self.user_stack[-1] if self.user_stack else StackFrame(None, None, self.traced_function)
+
+
+@dataclass(frozen=True)
+class GuardFailure:
+    """One cached compile's guards rejecting a call."""
+
+    failed_compile_id: str
+    reason: str  # torch's text, e.g. "tensor 'x' size mismatch at index 0. expected 4, actual 5"
+    guard: str | None  # the failing check, e.g. "n == 2"
+    expected: str | None
+    actual: str | None
+    user_code: str | None  # the user line that created the guard, when torch says
+
+
+@dataclass(frozen=True)
+class Recompile:
+    compile_id: str  # the new compile
+    function: str
+    file: str | None
+    line: int | None
+    reason: str  # torch's recompile reason (its first line: the newest cache entry's failure)
+    failures: tuple[GuardFailure, ...]  # one per cached compile that was rejected
+
+
+@dataclass(frozen=True)
+class CompileError:
+    compile_id: str
+    function: str
+    file: str | None
+    line: int | None
+    fail_type: str
+    reason: str
+    user_file: str | None
+    user_line: int | None
+
+
+@dataclass(frozen=True)
+class Guard:
+    compile_id: str
+    kind: str  # TENSOR_MATCH, ID_MATCH, TYPE_MATCH, EQUALS_MATCH, ...
+    source: str | None  # the guarded value, e.g. L['x']
+    check: str  # torch's check expression
+    user_code: str | None  # the user line that introduced it
+    user_location: str | None  # "file.py:12 in forward"
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One step of a compile's pipeline (see dynscope.model.stages for the order)."""
+
+    compile_id: str
+    name: str  # canonical: bytecode, dynamo, aot_joint, ..., output_code, kernel
+    graph: str | None  # "forward" | "backward" | "inference" for per-graph stages
+    key: str  # unique within the compile: "post_grad", "post_grad.backward", "kernel:cpp_fused_0"
+    recorded: bool
+    missing_reason: str | None
+    language: str  # "fx" | "bytecode" | "python" | "cpp" | "triton" | "text"
+    event_id: int | None = None
+    payload_hash: str | None = None
+    size: int = 0
+    variants: dict[str, str] = field(default_factory=dict)  # other views of the stage: name -> payload hash
+    structure_hash: str | None = None  # structural FX graph (JSON), when captured
+    node_count: int | None = None
+
+
+@dataclass(frozen=True)
+class Kernel:
+    compile_id: str
+    graph: str | None
+    name: str
+    language: str  # "cpp" | "triton" | "extern"
+    source: str
+    launch: str | None  # the wrapper line that runs it
+    compile_time_s: float | None
+    post_grad_nodes: tuple[str, ...]
+    origin_nodes: tuple[str, ...]  # pre-decomposition (Dynamo graph) node names
+    source_lines: tuple[StackFrame, ...]
+    provenance: str | None  # how the mapping was made: "torch" (inductor's provenance tracking) | "comments" | None
+
+    @property
+    def key(self) -> str:
+        suffix = ".backward" if self.graph == "backward" else ""
+        return f"kernel:{self.name}{suffix}"

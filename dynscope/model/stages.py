@@ -1,0 +1,138 @@
+"""The compile pipeline, in order, and which capture events hold each stage.
+
+Stage names are the same on every torch version and device:
+
+    bytecode -> dynamo -> aot_joint -> aot_forward / aot_backward (or aot_inference)
+    -> pre_grad -> post_grad -> scheduler_ir -> output_code -> kernel:<name>
+
+``pre_grad`` runs on the Dynamo graph, before AOTAutograd traces it, but we list it with
+Inductor's passes (as torch's own docs do) so that a backend's stages stay together.
+Inductor stages exist once per graph it compiles; the backward graph's get a
+``.backward`` suffix in their key (``post_grad.backward``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from dynscope.capture.reader import Event
+
+CANONICAL_STAGES = (
+    "bytecode",
+    "dynamo",
+    "aot_joint",
+    "aot_forward",
+    "aot_backward",
+    "aot_inference",
+    "pre_grad",
+    "post_grad",
+    "scheduler_ir",
+    "output_code",
+)
+
+# Stages Inductor produces once per graph (forward, backward or inference).
+PER_GRAPH_STAGES = ("post_grad", "scheduler_ir", "output_code")
+
+STAGE_LANGUAGE = {
+    "bytecode": "bytecode",
+    "dynamo": "fx",
+    "aot_joint": "fx",
+    "aot_forward": "fx",
+    "aot_backward": "fx",
+    "aot_inference": "fx",
+    "pre_grad": "fx",
+    "post_grad": "fx",
+    "scheduler_ir": "text",
+    "output_code": "python",
+}
+
+STAGE_TITLES = {
+    "bytecode": "Python bytecode (original, then as Dynamo rewrote it)",
+    "dynamo": "Dynamo FX graph (torch IR)",
+    "aot_joint": "AOTAutograd joint forward+backward graph",
+    "aot_forward": "AOTAutograd forward graph (aten, partitioned)",
+    "aot_backward": "AOTAutograd backward graph (aten, partitioned)",
+    "aot_inference": "AOTAutograd inference graph (aten)",
+    "pre_grad": "Inductor pre-grad graph",
+    "post_grad": "Inductor post-grad graph (after decompositions and passes)",
+    "scheduler_ir": "Inductor scheduler IR (before / after fusion)",
+    "output_code": "Inductor output code",
+}
+
+# Events holding a graph-independent stage: event name -> (stage, variant). The first
+# variant listed for a stage is the one shown by default.
+SINGLE_STAGE_EVENTS = {
+    "dynamo_output_graph": ("dynamo", "graph"),
+    "aot_joint_graph": ("aot_joint", "graph"),
+    "aot_forward_graph": ("aot_forward", "graph"),
+    "aot_backward_graph": ("aot_backward", "graph"),
+    "aot_inference_graph": ("aot_inference", "graph"),
+    "artifact:after_pre_grad_graph": ("pre_grad", "after"),
+    "artifact:before_pre_grad_graph": ("pre_grad", "before"),
+}
+
+# Events Inductor emits while compiling one graph, in the order it emits them.
+PER_GRAPH_EVENTS = {
+    "artifact:inductor_post_grad_graph": ("post_grad", "after"),
+    "artifact:before_post_grad_graph": ("post_grad", "before"),
+    "dynscope:log:ir_post_fusion": ("scheduler_ir", "after"),
+    "dynscope:log:ir_pre_fusion": ("scheduler_ir", "before"),
+    "inductor_output_code": ("output_code", "code"),
+}
+
+# Events that open a new Inductor graph section (each graph starts with one of these).
+SECTION_START_EVENTS = ("artifact:before_post_grad_graph", "artifact:fx_graph_runnable")
+
+STAGE_EVENT_NAMES = (
+    tuple(SINGLE_STAGE_EVENTS)
+    + tuple(PER_GRAPH_EVENTS)
+    + SECTION_START_EVENTS
+    + (
+        "dynscope:log:bytecode",
+        "dynscope:fx_graph",
+        "artifact:inductor_provenance_tracking_node_mappings",
+        "artifact:inductor_provenance_tracking_kernel_stack_traces",
+        "artifact:triton_kernel_info",
+        "artifact:fx_graph_cache_hit",
+        "artifact:aotautograd_cache_hit",
+    )
+)
+
+
+@dataclass
+class GraphSection:
+    """The events of one graph Inductor compiled (forward, backward or inference)."""
+
+    role: str | None
+    events: list[Event]
+
+
+def stage_key(name: str, graph: str | None) -> str:
+    return f"{name}.backward" if graph == "backward" and name in PER_GRAPH_STAGES else name
+
+
+def split_graph_sections(
+    events: Sequence[Event], has_inference: bool, explicit_role: Callable[[list[Event]], str | None]
+) -> list[GraphSection]:
+    """Group a compile's Inductor events by the graph they belong to.
+
+    Inductor compiles the forward graph, then (possibly much later, on the first backward)
+    the backward one; each graph's events start with fx_graph_runnable or
+    before_post_grad_graph. ``explicit_role`` reads the role from a section (the output
+    code's "# AOT ID" header); when it can't, order decides.
+    """
+    groups: list[list[Event]] = []
+    for event in events:
+        opens_graph = event.name in SECTION_START_EVENTS and groups and any(
+            e.name in PER_GRAPH_EVENTS for e in groups[-1]
+        )
+        if not groups or opens_graph:
+            groups.append([])
+        groups[-1].append(event)
+    by_order = ["inference"] if has_inference else ["forward", "backward"]
+    sections = []
+    for i, group in enumerate(groups):
+        role = explicit_role(group) or (by_order[i] if i < len(by_order) else f"graph{i}")
+        sections.append(GraphSection(role, group))
+    return sections

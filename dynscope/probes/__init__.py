@@ -1,0 +1,73 @@
+"""Install every probe into torch at once, and take them all out again.
+
+Importing this package imports torch; the capture reader, model and views never do.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Callable
+
+from dynscope.probes import compat
+from dynscope.probes.fx_graphs import PrintedGraphs, patch_print_readable
+from dynscope.probes.graph_breaks import patch_log_graph_break
+from dynscope.probes.guard_failures import patch_get_guard_fail_reason
+from dynscope.probes.log_taps import tap_artifact_logs
+from dynscope.probes.sink import Sink
+from dynscope.probes.trace import TraceHandler
+
+
+@dataclass
+class InstalledProbes:
+    """Which probes are live (recorded in the capture, so views can say what is missing)."""
+
+    available: dict[str, bool] = field(default_factory=dict)
+    details: dict[str, str] = field(default_factory=dict)
+    _undo: list[Callable[[], None]] = field(default_factory=list)
+
+    def remove(self) -> None:
+        while self._undo:
+            self._undo.pop()()
+
+
+def install_probes(sink: Sink, *, keep_caches: bool = False) -> InstalledProbes:
+    probes = InstalledProbes()
+
+    if not keep_caches:
+        compat.disable_compile_caches()
+    probes.details["provenance"] = compat.enable_provenance_tracking()
+
+    printed_graphs = PrintedGraphs()
+    trace_logger = compat.trace_logger()
+    handler = TraceHandler(sink, printed_graphs)
+    saved_level = trace_logger.level
+    trace_logger.addHandler(handler)
+    if trace_logger.level == logging.NOTSET or trace_logger.level > logging.DEBUG:
+        trace_logger.setLevel(logging.DEBUG)
+
+    def remove_trace_handler() -> None:
+        trace_logger.removeHandler(handler)
+        trace_logger.setLevel(saved_level)
+
+    probes._undo.append(remove_trace_handler)
+    probes.available["trace"] = True
+
+    probes._undo.append(patch_print_readable(compat.graph_module_class(), printed_graphs, sink.note_error))
+    probes.available["fx_graphs"] = True
+
+    translator = compat.instruction_translator_class()
+    probes.available["graph_breaks"] = translator is not None
+    if translator is not None:
+        probes._undo.append(patch_log_graph_break(translator, sink))
+
+    guards = compat.guards_module()
+    probes.available["guard_failures"] = guards is not None
+    if guards is not None:
+        probes._undo.append(patch_get_guard_fail_reason(guards, sink))
+
+    tapped, undo_taps = tap_artifact_logs(sink)
+    probes._undo.append(undo_taps)
+    for artifact in ("bytecode", "ir_pre_fusion", "ir_post_fusion"):
+        probes.available[f"log:{artifact}"] = artifact in tapped
+    return probes

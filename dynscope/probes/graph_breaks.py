@@ -1,0 +1,72 @@
+"""Structured graph breaks, from the one method every graph break goes through.
+
+``InstructionTranslatorBase.log_graph_break(code_options, reason, exc)`` is where torch
+writes the graph-break log and the ``dynamo_graph_break_reason`` artifact, once per break
+(``exc.logged`` guards against repeats). We record the same break from the live exception:
+its gb_type, the message torch counts it under (``counters["graph_break"]`` keys), the
+user stack as frames rather than formatted text, and the frame Dynamo was tracing.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from dynscope.probes import compat
+from dynscope.probes.sink import Sink
+
+
+def patch_log_graph_break(translator_cls: type, sink: Sink) -> Callable[[], None]:
+    original = translator_cls.log_graph_break
+
+    def log_graph_break(self, code_options, reason, exc, *args: Any, **kwargs: Any):
+        if not getattr(exc, "logged", False):
+            try:
+                _record(self, code_options, reason, exc, sink)
+            except Exception as e:
+                sink.note_error(f"graph break probe: {type(e).__name__}: {e}")
+        return original(self, code_options, reason, exc, *args, **kwargs)
+
+    log_graph_break.__wrapped__ = original  # type: ignore[attr-defined]
+    translator_cls.log_graph_break = log_graph_break
+
+    def undo() -> None:
+        translator_cls.log_graph_break = original
+
+    return undo
+
+
+def _record(tx: Any, code_options: dict[str, Any], reason: str, exc: BaseException, sink: Sink) -> None:
+    compile_id, attempt = compat.current_compile_id()
+    gb_type = getattr(exc, "gb_type", None)
+    gb_id, doc_link = compat.gb_id_for(gb_type)
+    stack = [_frame(f) for f in (getattr(exc, "real_stack", None) or compat.tracing_user_stack())]
+    code = getattr(tx, "f_code", None)
+    sink.append(
+        "dynscope:graph_break",
+        {
+            "gb_type": gb_type,
+            "gb_id": gb_id,
+            "doc_link": doc_link,
+            "exception": type(exc).__name__,
+            # The text torch counts the break under in counters["graph_break"].
+            "message": getattr(exc, "msg", None) or str(exc),
+            # The text after "Graph Break Reason:" in torch's graph-break log.
+            "reason": reason,
+            "user_stack": stack,
+            "traced_function": getattr(code, "co_name", None) or code_options.get("co_name"),
+            "traced_file": getattr(code, "co_filename", None) or code_options.get("co_filename"),
+            "traced_line": getattr(tx, "lineno", None),
+            "skip_frame": bool(getattr(exc, "skip_frame", False)),
+        },
+        compile_id=compile_id,
+        attempt=attempt,
+    )
+
+
+def _frame(summary: Any) -> dict[str, Any]:
+    return {
+        "file": getattr(summary, "filename", None),
+        "line": getattr(summary, "lineno", None),
+        "function": getattr(summary, "name", None),
+        "code": (getattr(summary, "line", None) or "").strip() or None,
+    }

@@ -1,0 +1,43 @@
+"""The process that runs the user's program under the recorder.
+
+The launcher starts it as ``python -m dynscope.runner.child SPEC`` with the user's stdin,
+stdout and stderr; everything it prints is the user's program's own output.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from dynscope.errors import DynscopeError
+from dynscope.recorder import Recorder
+from dynscope.runner.program import Program, UserProgramError, run_program
+
+
+def main() -> None:
+    spec = json.loads(sys.argv[1])
+    program = Program(**spec["program"])
+    recorder = Recorder(spec["capture"], keep_caches=spec["keep_caches"], command=spec["command"])
+    try:
+        recorder.start()
+    except DynscopeError as e:
+        print(f"dynscope: {e}", file=sys.stderr)
+        sys.exit(e.exit_code)
+    try:
+        run_program(program)
+    except UserProgramError as e:
+        recorder.record_exception(e.exc)
+        recorder.stop()
+        e.report_and_exit()
+    except DynscopeError as e:
+        recorder.stop()
+        print(f"dynscope: {e}", file=sys.stderr)
+        sys.exit(e.exit_code)
+    except SystemExit:
+        recorder.stop()
+        raise
+    recorder.stop()
+
+
+if __name__ == "__main__":
+    main()

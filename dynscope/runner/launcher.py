@@ -1,0 +1,123 @@
+"""Launch the user's program in a recording child process and wait for it.
+
+Running the program in a child keeps this process alive whatever the program does
+(``os._exit``, a segfault in generated code, SIGKILL): it always records how the run ended
+into the capture and can still print the summary. This process never imports torch.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+
+from dynscope.capture.header import is_capture_file
+from dynscope.capture.schema import FILE_SUFFIX
+from dynscope.capture.writer import CaptureWriter
+from dynscope.errors import DynscopeError
+from dynscope.recorder import record_run_end
+from dynscope.runner.program import Program, check_runnable
+
+# Signals a supervisor (torchrun, a batch system, the user) may send us: passed on to the
+# program. SIGINT is not: a terminal's Ctrl-C already reaches the child, which shares our
+# process group, and forwarding it would deliver it twice.
+_FORWARDED_SIGNALS = tuple(
+    getattr(signal, name) for name in ("SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2") if hasattr(signal, name)
+)
+
+
+@dataclass(frozen=True)
+class RunResult:
+    capture_path: str
+    returncode: int  # negative: killed by that signal, as subprocess reports it
+    capture_written: bool
+
+    @property
+    def signal(self) -> int | None:
+        return -self.returncode if self.returncode < 0 else None
+
+
+def capture_path_for(program: Program, output: str | None, *, rank: int | None, world_size: int | None) -> str:
+    """Where the capture goes. Under torchrun every rank writes its own file, named by rank."""
+    if output is None:
+        stem = os.path.splitext(os.path.basename(program.target.rstrip("/\\")))[0] or "program"
+        output = f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}{FILE_SUFFIX}"
+    if rank is not None and (world_size or 1) > 1:
+        base, ext = os.path.splitext(output)
+        output = f"{base}.rank{rank}{ext or FILE_SUFFIX}"
+    return os.path.abspath(output)
+
+
+def rank_from_env() -> tuple[int | None, int | None]:
+    try:
+        return int(os.environ["RANK"]), int(os.environ.get("WORLD_SIZE", "1"))
+    except (KeyError, ValueError):
+        return None, None
+
+
+def launch(program: Program, capture_path: str, *, keep_caches: bool, command: list[str]) -> RunResult:
+    check_runnable(program)
+    if os.path.isdir(capture_path):
+        raise DynscopeError(f"cannot write capture {capture_path}: it is a directory")
+    if os.path.exists(capture_path) and not is_capture_file(capture_path) and os.path.getsize(capture_path) > 0:
+        raise DynscopeError(f"refusing to overwrite {capture_path}: it is not a dynscope capture")
+    spec = {
+        "program": {"kind": program.kind, "target": program.target, "args": program.args},
+        "capture": capture_path,
+        "keep_caches": keep_caches,
+        "command": command,
+    }
+    argv = [sys.executable, *_interpreter_flags(), "-m", "dynscope.runner.child", json.dumps(spec)]
+    started = time.time()
+    proc = subprocess.Popen(argv)
+    previous = {sig: signal.signal(sig, lambda signum, _frame: proc.send_signal(signum)) for sig in _FORWARDED_SIGNALS}
+    previous[signal.SIGINT] = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        returncode = proc.wait()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    written = _finish_capture(capture_path, returncode, time.time() - started)
+    return RunResult(capture_path, returncode, written)
+
+
+def _interpreter_flags() -> list[str]:
+    """The flags this python runs with (-O, -X ..., -W ..., -u), so the program gets them too."""
+    flags = list(getattr(subprocess, "_args_from_interpreter_flags", list)())
+    if isinstance(getattr(sys.stdout, "buffer", None), io.FileIO):  # started with -u (torchrun does)
+        flags.append("-u")
+    return flags
+
+
+def _finish_capture(path: str, returncode: int, elapsed_s: float) -> bool:
+    """Record how the run ended; the child may have died before it could."""
+    if not is_capture_file(path):
+        return False
+    writer = CaptureWriter.reopen(path)
+    try:
+        record_run_end(
+            writer,
+            exit_code=returncode if returncode >= 0 else None,
+            signal=-returncode if returncode < 0 else None,
+            elapsed_s=elapsed_s,
+        )
+    finally:
+        writer.close()
+    return True
+
+
+def exit_like(returncode: int) -> int:
+    """Our exit status should be the program's: re-raise a fatal signal on ourselves."""
+    if returncode < 0:
+        sig = -returncode
+        sys.stdout.flush()
+        sys.stderr.flush()
+        signal.signal(sig, signal.SIG_DFL)
+        os.kill(os.getpid(), sig)
+        return 128 + sig  # not reached for fatal signals
+    return returncode

@@ -1,0 +1,104 @@
+"""Run a user's script or module in this process exactly as ``python`` would."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import runpy
+import signal
+import sys
+import types
+from dataclasses import dataclass, field
+
+from dynscope.errors import DynscopeError
+
+
+@dataclass(frozen=True)
+class Program:
+    """``python SCRIPT ARGS`` (kind "script") or ``python -m MODULE ARGS`` (kind "module")."""
+
+    kind: str
+    target: str
+    args: list[str] = field(default_factory=list)
+
+    @property
+    def display(self) -> str:
+        return f"-m {self.target}" if self.kind == "module" else self.target
+
+
+def check_runnable(program: Program) -> None:
+    """Refuse what python itself would refuse, with one clear line instead of a traceback."""
+    if program.kind == "module":
+        return  # resolved in the child, where the user's sys.path applies
+    path = program.target
+    if not os.path.exists(path):
+        raise DynscopeError(f"cannot run {path}: no such file", exit_code=2)
+    if os.path.isdir(path) and not os.path.exists(os.path.join(path, "__main__.py")):
+        raise DynscopeError(f"cannot run {path}: it is a directory with no __main__.py", exit_code=2)
+    source_path = os.path.join(path, "__main__.py") if os.path.isdir(path) else path
+    try:
+        with open(source_path, "rb") as f:
+            source = f.read()
+    except OSError as e:
+        raise DynscopeError(f"cannot run {path}: {e.strerror}", exit_code=2) from None
+    try:
+        compile(source, source_path, "exec", dont_inherit=True)
+    except SyntaxError as e:
+        raise DynscopeError(
+            f"cannot run {path}: syntax error at line {e.lineno}: {e.msg}", exit_code=1
+        ) from None
+    except ValueError as e:  # e.g. source with NUL bytes
+        raise DynscopeError(f"cannot run {path}: {e}", exit_code=1) from None
+
+
+def run_program(program: Program) -> None:
+    """Run it as __main__. Exceptions other than SystemExit are reported like python does
+    (traceback on stderr, exit status 1) with dynscope's own frames left out."""
+    sys.argv = [program.target, *program.args]
+    try:
+        if program.kind == "module":
+            sys.path[0] = os.getcwd()
+            if importlib.util.find_spec(program.target) is None:
+                raise DynscopeError(f"no module named {program.target}", exit_code=1)
+            runpy.run_module(program.target, run_name="__main__", alter_sys=True)
+        else:
+            sys.path[0] = os.path.dirname(os.path.realpath(program.target))
+            runpy.run_path(program.target, run_name="__main__")
+    except (SystemExit, DynscopeError):
+        raise
+    except BaseException as exc:
+        raise UserProgramError(exc, _user_traceback(exc.__traceback__)) from None
+
+
+class UserProgramError(Exception):
+    """The user's program raised; carries its exception with the user-visible traceback."""
+
+    def __init__(self, exc: BaseException, tb: types.TracebackType | None) -> None:
+        super().__init__(str(exc))
+        self.exc = exc
+        self.tb = tb
+
+    def report_and_exit(self) -> None:
+        """What python does with an uncaught exception: excepthook, then status 1
+        (or death by SIGINT for KeyboardInterrupt, as python >= 3.8 does)."""
+        sys.excepthook(type(self.exc), self.exc, self.tb)
+        sys.stderr.flush()
+        if isinstance(self.exc, KeyboardInterrupt):
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            os.kill(os.getpid(), signal.SIGINT)
+        sys.exit(1)
+
+
+def _user_traceback(tb: types.TracebackType | None) -> types.TracebackType | None:
+    """Drop the leading frames that belong to dynscope and runpy."""
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    runpy_file = os.path.abspath(runpy.__file__)
+    while tb is not None:
+        raw = tb.tb_frame.f_code.co_filename
+        ours = raw.startswith("<frozen runpy") or (
+            not raw.startswith("<") and (os.path.abspath(raw).startswith(here + os.sep) or os.path.abspath(raw) == runpy_file)
+        )
+        if not ours:
+            break
+        tb = tb.tb_next
+    return tb

@@ -1,0 +1,1 @@
+"""Backend bisection and graph minimization for failing torch.compile programs."""

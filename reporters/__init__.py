@@ -1,0 +1,1 @@
+"""Views of a capture for people and machines: terminal summary, HTML, Markdown, JSON."""

@@ -1,0 +1,194 @@
+"""The end-of-run summary on the terminal (rich): what torch.compile did, and why."""
+
+from __future__ import annotations
+
+from rich.console import Console, Group
+from rich.markup import escape
+from rich.text import Text
+
+from dynscope.analysis.breaks import BreakGroup, group_breaks
+from dynscope.analysis.names import friendly_function, location, short_path
+from dynscope.model import Capture, Compile, Recompile
+
+_MAX_LISTED = 20  # per section; the rest is counted, and is in the TUI and reports
+
+
+def render_summary(capture: Capture, console: Console) -> None:
+    run = capture.run
+    compiles = capture.compiles()
+    groups = group_breaks(capture.graph_breaks())
+    recompiles = capture.recompiles()
+    errors = capture.errors()
+    cwd = run.cwd
+
+    console.print(_headline(capture))
+    console.print(_counts(capture, compiles, groups, recompiles, errors))
+    if not compiles:
+        console.print("[yellow]torch.compile compiled nothing in this run.[/] "
+                      "Was the compiled function called? Is torch.compile applied?")
+    console.print()
+    if groups:
+        console.print(_breaks_section(groups, cwd))
+    if recompiles:
+        console.print(_recompiles_section(recompiles, cwd))
+    if errors:
+        console.print(Text(f"Compile errors ({len(errors)})", style="bold red"))
+        for e in errors[:_MAX_LISTED]:
+            where = location(e.user_file, e.user_line, cwd) if e.user_file else location(e.file, e.line, cwd)
+            console.print(f"  [red]{escape(e.compile_id)}[/] {escape(friendly_function(e.function))} "
+                          f"({escape(where)}): [bold]{escape(e.fail_type)}[/]: {escape(_first_line(e.reason))}")
+        console.print()
+    if compiles:
+        console.print(_frames_section(capture, compiles, cwd))
+    _footer(capture, console)
+
+
+def _headline(capture: Capture) -> Text:
+    run = capture.run
+    text = Text("dynscope", style="bold cyan")
+    text.append(f" · torch {run.torch_version or '?'}")
+    if run.world_size and run.world_size > 1:
+        text.append(f" · rank {run.rank} of {run.world_size}")
+    if run.signal:
+        text.append(f" · killed by signal {run.signal}", style="bold red")
+    elif run.exit_code is not None:
+        text.append(f" · exit {run.exit_code}", style="bold red" if run.exit_code else "green")
+    elif not run.ended:
+        text.append(" · run did not finish", style="bold red")
+    if run.duration_s is not None:
+        text.append(f" · {run.duration_s:.1f} s")
+    exception = capture.exception
+    if exception is not None:
+        text.append(f"\nThe program raised {exception.type}: {_first_line(exception.message)}", style="red")
+    return text
+
+
+def _counts(capture: Capture, compiles: list[Compile], groups: list[BreakGroup],
+            recompiles: list[Recompile], errors: list) -> Text:
+    graphs = sum(1 for c in compiles if c.graph_op_count)
+    breaks = sum(g.count for g in groups)
+    text = Text()
+    text.append(f"{len(capture.frames())} frames · {len(compiles)} compiles · {graphs} graphs · ")
+    text.append(f"{breaks} graph breaks ({len(groups)} distinct)", style="bold yellow" if breaks else "")
+    text.append(" · ")
+    text.append(f"{len(recompiles)} recompiles", style="bold yellow" if recompiles else "")
+    text.append(" · ")
+    text.append(f"{len(errors)} errors", style="bold red" if errors else "")
+    total = sum((c.times.total or 0) + (c.times.backward or 0) for c in compiles)
+    if total:
+        stages: dict[str, float] = {}
+        for c in compiles:
+            for name, seconds in c.times.by_stage().items():
+                stages[name] = stages.get(name, 0.0) + seconds
+        parts = " · ".join(f"{name} {seconds:.2f} s" for name, seconds in stages.items())
+        text.append(f"\nCompile time {total:.2f} s: {parts}")
+    return text
+
+
+def _breaks_section(groups: list[BreakGroup], cwd: str | None) -> Group:
+    total = sum(g.count for g in groups)
+    rows: list = [Text(f"Graph breaks ({len(groups)} distinct, {total} in all), most frequent first", style="bold yellow")]
+    for i, g in enumerate(groups[:_MAX_LISTED], 1):
+        title = Text(f" {i}. ×{g.count}  ", style="bold")
+        title.append(g.headline, style="bold yellow")
+        if g.gb_id:
+            title.append(f"  [{g.gb_id}]", style="dim")
+        rows.append(title)
+        loc = g.location
+        where = Text(f"    {location(loc.file, loc.line, cwd)} in {friendly_function(loc.function)}", style="cyan")
+        if loc.code:
+            where.append(f":  {_clip(loc.code, 70)}", style="white")
+        rows.append(where)
+        if g.explanation:
+            rows.append(Text(f"    {_first_line(g.explanation)}"))
+        for hint in g.hints[:2]:
+            rows.append(Text(f"    hint: {_first_line(hint)}", style="green"))
+        extra = []
+        if g.compile_ids:
+            extra.append("compiles " + ", ".join(g.compile_ids[:6]) + (" …" if len(g.compile_ids) > 6 else ""))
+        if g.resumed_into:
+            extra.append("continues in " + ", ".join(friendly_function(r) for r in g.resumed_into[:2]))
+        if g.doc_link:
+            extra.append(g.doc_link)
+        if extra:
+            rows.append(Text("    " + " · ".join(extra), style="dim"))
+    if len(groups) > _MAX_LISTED:
+        rows.append(Text(f"    … and {len(groups) - _MAX_LISTED} more (see the TUI or a report)", style="dim"))
+    rows.append(Text(""))
+    return Group(*rows)
+
+
+def _recompiles_section(recompiles: list[Recompile], cwd: str | None) -> Group:
+    rows: list = [Text(f"Recompiles ({len(recompiles)})", style="bold yellow")]
+    for r in recompiles[:_MAX_LISTED]:
+        head = Text(f"  {friendly_function(r.function)}", style="bold")
+        head.append(f" ({location(r.file, r.line, cwd)}) → compile {r.compile_id}", style="cyan")
+        rows.append(head)
+        failure = r.failures[0]
+        line = Text("    guard failed: ")
+        line.append(failure.guard or failure.reason, style="yellow")
+        if failure.expected is not None or failure.actual is not None:
+            line.append(f"  (expected {failure.expected or '?'}, got {failure.actual or '?'})")
+        if failure.failed_compile_id:
+            line.append(f"  [cached {failure.failed_compile_id}]", style="dim")
+        rows.append(line)
+        if failure.user_code:
+            rows.append(Text(f"    guard from: {failure.user_code}", style="dim"))
+        if len(r.failures) > 1:
+            rows.append(Text(f"    (+{len(r.failures) - 1} older cached compiles also rejected the call)", style="dim"))
+    if len(recompiles) > _MAX_LISTED:
+        rows.append(Text(f"  … and {len(recompiles) - _MAX_LISTED} more", style="dim"))
+    rows.append(Text(""))
+    return Group(*rows)
+
+
+def _frames_section(capture: Capture, compiles: list[Compile], cwd: str | None) -> Group:
+    by_id = {c.compile_id: c for c in compiles}
+    frames = sorted(capture.frames(), key=lambda f: -sum(_total(by_id[c]) for c in f.compile_ids))
+    rows: list = [Text("Compiled frames, by compile time", style="bold")]
+    for frame in frames[:_MAX_LISTED]:
+        cs = [by_id[c] for c in frame.compile_ids]
+        line = Text(f"  {sum(_total(c) for c in cs):7.2f} s  ")
+        line.append(friendly_function(frame.function), style="bold")
+        line.append(f"  {location(frame.file, frame.line, cwd)}", style="cyan")
+        ops = sum(c.graph_op_count or 0 for c in cs)
+        line.append(f"  {len(cs)} compile{'s' if len(cs) != 1 else ''}, {ops} ops")
+        bad = sorted({c.status for c in cs} - {"ok"})
+        if bad:
+            line.append(f"  {', '.join(bad)}", style="red")
+        stages: dict[str, float] = {}
+        for c in cs:
+            for name, seconds in c.times.by_stage().items():
+                stages[name] = stages.get(name, 0.0) + seconds
+        if stages:
+            line.append("  [" + " · ".join(f"{n} {v:.2f}" for n, v in stages.items()) + "]", style="dim")
+        rows.append(line)
+    if len(frames) > _MAX_LISTED:
+        rows.append(Text(f"  … and {len(frames) - _MAX_LISTED} more frames", style="dim"))
+    return Group(*rows)
+
+
+def _footer(capture: Capture, console: Console) -> None:
+    run = capture.run
+    console.print()
+    if not run.keep_caches:
+        console.print("[dim]dynscope disabled the Inductor/AOTAutograd caches so every stage ran and was recorded "
+                      "(--keep-caches keeps them).[/]")
+    if run.probe_errors:
+        console.print(f"[yellow]{run.probe_errors} probe errors were recorded; the capture may be incomplete.[/]")
+    path = short_path(run.path, run.cwd)
+    console.print(f"Capture: [bold]{escape(path)}[/]")
+    console.print(f"[dim]Explore it: dynscope tui {escape(path)} · dynscope report {escape(path)} -o report.html · "
+                  f"dynscope stages {escape(path)}[/]")
+
+
+def _total(c: Compile) -> float:
+    return (c.times.total or 0.0) + (c.times.backward or 0.0)
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _first_line(text: str | None) -> str:
+    return (text or "").strip().split("\n", 1)[0]

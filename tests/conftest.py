@@ -1,0 +1,49 @@
+"""Shared fixtures: real captures made by running `dynscope explain` on the examples.
+
+Compiling on CPU is slow, so each (example, arguments) capture is made once per test
+session and shared; tests must treat capture files as read-only.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLES = REPO / "examples"
+
+
+def run_dynscope(*args: str, cwd: str | os.PathLike | None = None, timeout: float = 600,
+                 env: dict[str, str] | None = None, input: str | None = None) -> subprocess.CompletedProcess:
+    """Run the real CLI in a fresh process, as a user would."""
+    return subprocess.run(
+        [sys.executable, "-m", "dynscope", *args],
+        cwd=cwd, capture_output=True, text=True, timeout=timeout, input=input,
+        env={**os.environ, **(env or {})},
+    )
+
+
+class CaptureFactory:
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self._made: dict[tuple[str, ...], Path] = {}
+
+    def __call__(self, example: str, *args: str) -> Path:
+        """A capture of `dynscope explain examples/<example> <args>` (made once per session)."""
+        key = (example, *args)
+        if key not in self._made:
+            name = "-".join(a.strip("-").replace("/", "_") for a in key) + ".dynscope"
+            path = self.directory / name
+            result = run_dynscope("explain", "-q", "-o", str(path), str(EXAMPLES / example), *args)
+            assert result.returncode == 0, result.stderr[-4000:]
+            self._made[key] = path
+        return self._made[key]
+
+
+@pytest.fixture(scope="session")
+def make_capture(tmp_path_factory) -> CaptureFactory:
+    return CaptureFactory(tmp_path_factory.mktemp("captures"))
