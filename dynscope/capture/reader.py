@@ -99,6 +99,18 @@ class CaptureReader:
         sql = "SELECT DISTINCT compile_id, name FROM events WHERE " + " AND ".join(where)
         return [(cid, name) for cid, name in self._query(sql, args)]
 
+    def event_fields(self, names: Iterable[str], fields: dict[str, str]) -> list[dict[str, Any]]:
+        """Selected metadata fields of events, extracted by SQLite (JSON paths like
+        '$.compilation_metrics.co_name') rather than parsing whole metadata in Python: the
+        metadata of a compile's metrics is ~10 KB, and overviews list thousands of compiles."""
+        names = list(names)
+        columns = "".join(f", json_extract(metadata, ?)" for _ in fields)
+        sql = (f"SELECT id, ts, name, compile_id, attempt{columns} FROM events "
+               f"WHERE name IN ({','.join('?' * len(names))}) ORDER BY id")
+        rows = self._query(sql, [*fields.values(), *names])
+        keys = ["id", "ts", "name", "compile_id", "attempt", *fields]
+        return [dict(zip(keys, row)) for row in rows]
+
     def event_names(self) -> dict[str, int]:
         return dict(self._query("SELECT name, count(*) FROM events GROUP BY name", ()))
 

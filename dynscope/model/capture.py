@@ -8,7 +8,9 @@ capture of a thousand compiles costs only what the first view actually shows.
 from __future__ import annotations
 
 import json
+import os
 import re
+import runpy
 import threading
 from collections import OrderedDict
 from functools import cached_property
@@ -38,9 +40,26 @@ from dynscope.model.records import (
 )
 
 RESUME_PREFIX = "torch_dynamo_resume_in_"
+_DYNSCOPE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _EXPECTED_ACTUAL = re.compile(r"expected (?P<expected>.+?), actual (?P<actual>.+?)\.?$")
 _CACHE_LIMIT = 64  # compiles whose stages and kernels stay parsed in memory
 _MAIN_VARIANTS = ("graph", "after", "code", "original")
+
+# The compilation_metrics fields the model uses, extracted in SQL (see CaptureReader.event_fields).
+_METRIC_FIELDS = {
+    "cid": "$.compilation_metrics.compile_id",
+    **{key: f"$.compilation_metrics.{key}" for key in (
+        "co_name", "co_filename", "co_firstlineno", "fail_type", "fail_reason", "has_guarded_code", "start_time",
+        "entire_frame_compile_time_s", "backend_compile_time_s", "inductor_compile_time_s", "code_gen_time_s",
+        "graph_op_count", "graph_node_count", "guard_count", "restart_reasons")},
+    "fail_file": "$.compilation_metrics.fail_user_frame_filename",
+    "fail_line": "$.compilation_metrics.fail_user_frame_lineno",
+}
+_BACKWARD_FIELDS = {
+    "cid": "$.bwd_compilation_metrics.compile_id",
+    "backward_cumulative_compile_time_us": "$.bwd_compilation_metrics.backward_cumulative_compile_time_us",
+    "duration_us": "$.bwd_compilation_metrics.duration_us",
+}
 
 
 class Capture:
@@ -116,35 +135,28 @@ class Capture:
 
     @cached_property
     def _compiles(self) -> dict[str, Compile]:
-        starts: dict[str, list[Event]] = {}
-        metrics: dict[str, Event] = {}
-        bwd_metrics: dict[str, Event] = {}
-        for event in self.reader.events(["dynamo_start", "compilation_metrics", "bwd_compilation_metrics"]):
-            cid = event.compile_id or event.metadata.get(event.name, {}).get("compile_id")
-            if cid is None:
-                continue
-            if event.name == "dynamo_start":
-                starts.setdefault(cid, []).append(event)
-            elif event.name == "compilation_metrics":
-                metrics[cid] = event
-            else:
-                bwd_metrics[cid] = event
-        order = sorted(set(starts) | set(metrics), key=lambda c: (starts.get(c) or [metrics[c]])[0].id)
-        return {cid: self._build_compile(cid, starts.get(cid, []), metrics.get(cid), bwd_metrics.get(cid))
+        starts: dict[str, list[dict[str, Any]]] = {}
+        for row in self.reader.event_fields(["dynamo_start"], {"stack": "$.dynamo_start.stack"}):
+            if row["compile_id"] is not None:
+                starts.setdefault(row["compile_id"], []).append(row)
+        metrics = {row["cid"] or row["compile_id"]: row
+                   for row in self.reader.event_fields(["compilation_metrics"], _METRIC_FIELDS)}
+        backward = {row["cid"] or row["compile_id"]: row
+                    for row in self.reader.event_fields(["bwd_compilation_metrics"], _BACKWARD_FIELDS)}
+        order = sorted(set(starts) | set(metrics), key=lambda c: (starts.get(c) or [metrics[c]])[0]["id"])
+        return {cid: self._build_compile(cid, starts.get(cid, []), metrics.get(cid), backward.get(cid, {}))
                 for cid in order}
 
-    def _build_compile(self, cid: str, starts: list[Event], metrics_event: Event | None,
-                       bwd_event: Event | None) -> Compile:
-        m = metrics_event.metadata.get("compilation_metrics", {}) if metrics_event else {}
-        bwd = bwd_event.metadata.get("bwd_compilation_metrics", {}) if bwd_event else {}
-        stack = self._user_stack(starts[0].metadata.get("dynamo_start", {}).get("stack", [])) if starts else ()
+    def _build_compile(self, cid: str, starts: list[dict[str, Any]], m: dict[str, Any] | None,
+                       bwd: dict[str, Any]) -> Compile:
+        stack = self._user_stack(json.loads(starts[0]["stack"] or "[]")) if starts else ()
+        restarts = json.loads(m["restart_reasons"]) if m and m["restart_reasons"] else None
         frame_id, frame_compile_id = _split_compile_id(cid)
-        function = m.get("co_name") or (stack[-1].function if stack else None) or "?"
-        if metrics_event is None:
-            status = "incomplete"
-        elif m.get("fail_type"):
+        if m is None:
+            status, m = "incomplete", {}
+        elif m["fail_type"]:
             status = "failed"
-        elif m.get("has_guarded_code") is False:
+        elif m["has_guarded_code"] == 0:
             status = "skipped"
         else:
             status = "ok"
@@ -153,31 +165,35 @@ class Capture:
             frame_id=frame_id,
             frame_compile_id=frame_compile_id,
             # Each graph break restarts the analysis; torch lists why in restart_reasons.
-            attempts=len(m["restart_reasons"]) + 1 if m.get("restart_reasons") is not None
-            else max((e.attempt or 0) for e in starts) + 1 if starts else 1,
-            function=function,
+            attempts=len(restarts) + 1 if restarts is not None
+            else max((row["attempt"] or 0) for row in starts) + 1 if starts else 1,
+            function=m.get("co_name") or (stack[-1].function if stack else None) or "?",
             file=m.get("co_filename") or (stack[-1].file if stack else None),
             line=m.get("co_firstlineno") or (stack[-1].line if stack else None),
             status=status,
             fail_type=m.get("fail_type"),
             fail_reason=m.get("fail_reason"),
-            fail_file=m.get("fail_user_frame_filename"),
-            fail_line=m.get("fail_user_frame_lineno"),
-            started=m.get("start_time") or (starts[0].ts if starts else None),
+            fail_file=m.get("fail_file"),
+            fail_line=m.get("fail_line"),
+            started=m.get("start_time") or (starts[0]["ts"] if starts else None),
             times=_compile_times(m, bwd),
             graph_op_count=m.get("graph_op_count"),
             graph_node_count=m.get("graph_node_count"),
             guard_count=m.get("guard_count"),
-            restart_reasons=tuple(m.get("restart_reasons") or ()),
+            restart_reasons=tuple(restarts or ()),
             user_stack=stack,
         )
 
     def _user_stack(self, raw: list[dict[str, Any]]) -> tuple[StackFrame, ...]:
         files = self._interned_files
-        return tuple(
+        frames = [
             StackFrame(files.get(f.get("filename"), str(f.get("filename"))), f.get("line"), f.get("name"), f.get("loc"))
             for f in raw
-        )
+        ]
+        # The stack starts in dynscope's runner (runpy, our child process): not the user's code.
+        while frames and _is_runner_frame(frames[0].file):
+            frames.pop(0)
+        return tuple(frames)
 
     def compiles(self) -> list[Compile]:
         return list(self._compiles.values())
@@ -264,19 +280,18 @@ class Capture:
         return list(self._graph_breaks)
 
     @cached_property
-    def _guard_failures(self) -> list[dict[str, Any]]:
-        return [e.metadata for e in self.reader.events(["dynscope:guard_failure"])]
-
-    @cached_property
     def _recompiles(self) -> list[Recompile]:
-        probed = {f.get("reason"): f for f in self._guard_failures}
+        probes = self.reader.events(["dynscope:guard_failure"])
         out = []
         for event in self.reader.events(["artifact:recompile_reasons"]):
             raw = self.reader.payload(event.payload_hash) or ""
             reasons = _recompile_reason_list(raw)
             if not reasons or event.compile_id is None:
                 continue
-            failures = tuple(_guard_failure(text, probed.get(text)) for text in reasons)
+            # The same guard can fail on many calls: the probe that explains this recompile
+            # is the latest one with the same text before it.
+            latest = {p.metadata.get("reason"): p.metadata for p in probes if p.id < event.id}
+            failures = tuple(_guard_failure(text, latest.get(text)) for text in reasons)
             compile_ = self._compiles.get(event.compile_id)
             out.append(Recompile(
                 compile_id=event.compile_id,
@@ -460,7 +475,9 @@ class _StageBuilder:
             graphs.append("backward")
         ordered: list[Stage] = []
         for name in pipeline.CANONICAL_STAGES:
-            if name == "aot_inference" and has_training or name in ("aot_joint", "aot_forward", "aot_backward") and has_inference:
+            if (name == "aot_inference" and has_training) or (
+                name in ("aot_joint", "aot_forward", "aot_backward") and has_inference
+            ):
                 continue
             for graph in (graphs if name in pipeline.PER_GRAPH_STAGES else [None]):
                 key = pipeline.stage_key(name, graph)
@@ -546,6 +563,12 @@ class _StageBuilder:
     def _kernel_stage(self, kernel: Kernel) -> Stage:
         return Stage(self.compile.compile_id, "kernel", kernel.graph, kernel.key, True, None,
                      kernel.language, size=len(kernel.source))
+
+
+def _is_runner_frame(path: str | None) -> bool:
+    if not path:
+        return False
+    return path.startswith("<frozen runpy") or path.startswith(_DYNSCOPE_DIR) or path == runpy.__file__
 
 
 def _provenance_handle(kernel_name: str, handles: list[str]) -> str | None:

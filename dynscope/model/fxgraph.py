@@ -62,6 +62,21 @@ class FxNode:
             parts = parts[:-1]
         return parts[-1] if parts else target
 
+    def to_text(self) -> str:
+        meta = self.tensor if isinstance(self.tensor, dict) else None
+        typed = f": {meta.get('dtype', '')}[{', '.join(str(d) for d in meta['shape'])}]" if meta and "shape" in meta else ""
+        if self.op == "placeholder":
+            return f"{self.name}{typed} = input"
+        if self.op == "output":
+            returned = self.args[0] if isinstance(self.args, list) and len(self.args) == 1 else self.args
+            return f"return {_render_arg(returned)}"
+        call = f"{self.target}({_render_arg(self.args)[1:-1]}"
+        if self.kwargs:
+            call += (", " if self.args else "") + ", ".join(f"{k}={_render_arg(v)}" for k, v in self.kwargs.items())
+        frame = self.user_frame
+        where = f"  # line {frame.line}" if frame is not None else ""
+        return f"{self.name}{typed} = {call}){where}"
+
     @property
     def module_path(self) -> str | None:
         return self.module_stack[-1][0] if self.module_stack else None
@@ -94,6 +109,11 @@ class FxGraph:
     def users(self, name: str) -> list[str]:
         return [n.name for n in self.nodes if name in n.inputs]
 
+    def to_text(self) -> list[str]:
+        """One canonical line per node, the same for every stage and torch printer, so that
+        text diffs between stages show real changes rather than formatting."""
+        return [node.to_text() for node in self.nodes]
+
     def to_networkx(self) -> networkx.DiGraph:
         """Nodes keyed by name with their record as attribute ``node``; edges input -> user."""
         import networkx as nx
@@ -122,3 +142,15 @@ def _node(raw: dict[str, Any]) -> FxNode:
         from_node=tuple(raw.get("from_node", ())),
         original_aten=raw.get("original_aten"),
     )
+
+
+def _render_arg(value: Any) -> str:
+    if isinstance(value, dict) and set(value) == {"node"}:
+        return str(value["node"])
+    if isinstance(value, dict) and set(value) == {"repr"}:
+        return str(value["repr"])
+    if isinstance(value, list):
+        return "(" + ", ".join(_render_arg(v) for v in value) + ")"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {_render_arg(v)}" for k, v in value.items()) + "}"
+    return repr(value)

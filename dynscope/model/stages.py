@@ -1,14 +1,15 @@
 """The compile pipeline, in order, and which capture events hold each stage.
 
-Stage names are the same on every torch version and device:
+Stage names are the same on every torch version and device. They are ordered as the
+graph flows through torch:
 
-    bytecode -> dynamo -> aot_joint -> aot_forward / aot_backward (or aot_inference)
-    -> pre_grad -> post_grad -> scheduler_ir -> output_code -> kernel:<name>
+    bytecode -> dynamo -> pre_grad -> aot_joint -> aot_forward / aot_backward (or aot_inference)
+    -> post_grad -> scheduler_ir -> output_code -> kernel:<name>
 
-``pre_grad`` runs on the Dynamo graph, before AOTAutograd traces it, but we list it with
-Inductor's passes (as torch's own docs do) so that a backend's stages stay together.
-Inductor stages exist once per graph it compiles; the backward graph's get a
-``.backward`` suffix in their key (``post_grad.backward``).
+(Inductor's pre-grad passes run on the Dynamo graph before AOTAutograd traces it, so
+pre_grad comes before the AOT stages even though it belongs to Inductor.) Inductor stages
+exist once per graph it compiles; the backward graph's get a ``.backward`` suffix in their
+key (``post_grad.backward``).
 """
 
 from __future__ import annotations
@@ -21,11 +22,11 @@ from dynscope.capture.reader import Event
 CANONICAL_STAGES = (
     "bytecode",
     "dynamo",
+    "pre_grad",
     "aot_joint",
     "aot_forward",
     "aot_backward",
     "aot_inference",
-    "pre_grad",
     "post_grad",
     "scheduler_ir",
     "output_code",
@@ -106,6 +107,33 @@ class GraphSection:
 
     role: str | None
     events: list[Event]
+
+
+# Where each stage's input comes from, nearest first (the first recorded one is used).
+_PARENTS = {
+    "bytecode": (),
+    "dynamo": ("bytecode",),
+    "pre_grad": ("dynamo",),
+    "aot_joint": ("pre_grad", "dynamo"),
+    "aot_forward": ("aot_joint", "pre_grad", "dynamo"),
+    "aot_backward": ("aot_joint", "aot_forward"),
+    "aot_inference": ("pre_grad", "dynamo"),
+}
+_GRAPH_SOURCE = {"forward": "aot_forward", "backward": "aot_backward", "inference": "aot_inference"}
+
+
+def parent_keys(name: str, graph: str | None) -> tuple[str, ...]:
+    """Keys of the stages a stage is computed from, nearest first."""
+    if name in _PARENTS:
+        return _PARENTS[name]
+    aot = _GRAPH_SOURCE.get(graph or "", "aot_forward")
+    chain = {
+        "post_grad": (aot, "pre_grad", "dynamo"),
+        "scheduler_ir": (stage_key("post_grad", graph), aot),
+        "output_code": (stage_key("scheduler_ir", graph), stage_key("post_grad", graph), aot),
+        "kernel": (stage_key("output_code", graph),),
+    }
+    return chain.get(name, ())
 
 
 def stage_key(name: str, graph: str | None) -> str:

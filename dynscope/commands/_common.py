@@ -1,0 +1,38 @@
+"""Argument helpers the capture-reading subcommands share."""
+
+from __future__ import annotations
+
+import argparse
+
+from dynscope.errors import DynscopeError
+
+
+def add_capture_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("capture", help="a .dynscope capture file")
+
+
+def add_compile_argument(parser: argparse.ArgumentParser, *, required: bool) -> None:
+    parser.add_argument("--compile", dest="compile_id", metavar="ID", required=required,
+                        help='compile id as torch prints it, e.g. "0/1"')
+
+
+def resolve_stage(capture, compile_id: str, name: str):
+    """A stage by key ("post_grad.backward", "kernel:cpp_fused_0") or canonical name."""
+    stages = capture.stages(compile_id)
+    for stage in stages:
+        if stage.key == name:
+            return stage
+    matches = [s for s in stages if s.name == name]
+    if matches:
+        return matches[0]
+    if name.startswith("kernel:"):
+        wanted = name.removeprefix("kernel:")
+        kernels = [s for s in stages if s.name == "kernel" and s.key.removeprefix("kernel:").split(".backward")[0] == wanted]
+        if kernels:
+            return kernels[0]
+    raise DynscopeError(f"compile {compile_id} has no stage {name!r}; its stages: {', '.join(s.key for s in stages)}")
+
+
+def lexer_for(language: str) -> str:
+    return {"fx": "python", "python": "python", "triton": "python", "cpp": "cpp", "bytecode": "text",
+            "extern": "python"}.get(language, "text")

@@ -1,0 +1,85 @@
+"""dynscope diff: what changed between two stages of a compile, or between two compiles of a frame."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from dynscope.commands._common import add_capture_argument, add_compile_argument, resolve_stage
+from dynscope.errors import DynscopeError
+
+
+class Command:
+    name = "diff"
+    help = "diff two stages (--from A --to B) of a compile, or two compiles (--compile ID1 --against ID2)"
+
+    def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
+        add_capture_argument(parser)
+        add_compile_argument(parser, required=True)
+        parser.add_argument("--from", dest="from_stage", metavar="A", help="earlier stage (default: the one --to came from)")
+        parser.add_argument("--to", dest="to_stage", metavar="B", help="later stage")
+        parser.add_argument("--against", metavar="ID2", help="another compile of the same frame (e.g. a recompile)")
+        parser.add_argument("--raw", action="store_true", help="plain text, no colour")
+
+    def run(self, args: argparse.Namespace) -> int:
+        from dynscope.analysis.diff import diff_compiles, diff_stages, previous_recorded
+        from dynscope.model import Capture
+
+        with Capture.open(args.capture) as capture:
+            if args.against:
+                result = diff_compiles(capture, args.compile_id, args.against)
+                lines = _compile_lines(result)
+                text = result.graph.text_diff if result.graph else ()
+            else:
+                if not args.to_stage:
+                    raise DynscopeError("say which stages to compare: --from A --to B (or --against ID2 for compiles)")
+                after = resolve_stage(capture, args.compile_id, args.to_stage)
+                if args.from_stage:
+                    before = resolve_stage(capture, args.compile_id, args.from_stage)
+                else:
+                    before = previous_recorded(capture.stages(args.compile_id), after)
+                    if before is None:
+                        raise DynscopeError(f"stage {after.key} has no earlier recorded stage to compare with")
+                for stage in (before, after):
+                    if not stage.recorded:
+                        raise DynscopeError(f"stage {stage.key} is missing: {stage.missing_reason}", exit_code=1)
+                result = diff_stages(capture, before, after)
+                lines = result.summary_lines()
+                text = result.text_diff
+        _print(lines, text, raw=args.raw or not sys.stdout.isatty())
+        return 0
+
+
+def _compile_lines(result) -> list[str]:
+    lines = [f"compile {result.compile_a} → {result.compile_b}"]
+    if result.recompile_reason:
+        lines.append(f"recompiled because: {result.recompile_reason}")
+    if result.graph is not None:
+        lines += ["graph: " + line for line in result.graph.summary_lines()[1:]] or ["graph: unchanged"]
+    lines.append(f"guards: {result.guards_a} → {result.guards_b}")
+    for change in result.guard_changes:
+        where = f" on {change.source}" if change.source else ""
+        if change.before and change.after:
+            lines.append(f"  ~ {change.kind}{where}: {change.before}  →  {change.after}")
+        elif change.after:
+            lines.append(f"  + {change.kind}{where}: {change.after}")
+        else:
+            lines.append(f"  - {change.kind}{where}: {change.before}")
+    return lines
+
+
+def _print(lines: list[str], text_diff, *, raw: bool) -> None:
+    if raw:
+        sys.stdout.write("\n".join([*lines, "", *text_diff]) + "\n")
+        return
+    from rich.console import Console
+    from rich.syntax import Syntax
+    from rich.text import Text
+
+    console = Console(highlight=False)
+    console.print(Text(lines[0], style="bold"))
+    for line in lines[1:]:
+        console.print(Text(line))
+    if text_diff:
+        console.print()
+        console.print(Syntax("\n".join(text_diff), "diff", word_wrap=False))

@@ -1,0 +1,51 @@
+"""dynscope graph: draw a stage's FX graph (SVG via graphviz, or DOT text)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from dynscope.commands._common import add_capture_argument, add_compile_argument, resolve_stage
+from dynscope.errors import DynscopeError
+
+
+class Command:
+    name = "graph"
+    help = "draw a stage's FX graph as SVG (or .dot); big graphs are collapsed by module or kernel"
+
+    def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
+        add_capture_argument(parser)
+        add_compile_argument(parser, required=True)
+        parser.add_argument("--stage", required=True, metavar="NAME", help="an FX stage: dynamo, aot_forward, post_grad, ...")
+        parser.add_argument("-o", "--output", required=True, metavar="PATH", help="g.svg (drawn with graphviz) or g.dot")
+        parser.add_argument("--collapse", choices=("none", "module", "kernel"),
+                            help="group nodes (default: only when the graph is too big to read)")
+
+    def run(self, args: argparse.Namespace) -> int:
+        from dynscope.analysis.dot import render_svg, stage_to_dot
+        from dynscope.model import Capture
+
+        with Capture.open(args.capture) as capture:
+            stage = resolve_stage(capture, args.compile_id, args.stage)
+            dot_text = stage_to_dot(capture, stage, collapse=args.collapse)
+        if args.output.endswith(".dot"):
+            _write(args.output, dot_text)
+            return 0
+        try:
+            svg = render_svg(dot_text)
+        except DynscopeError as e:
+            fallback = os.path.splitext(args.output)[0] + ".dot"
+            _write(fallback, dot_text)
+            print(f"dynscope: {e}; wrote the DOT text to {fallback} instead", file=sys.stderr)
+            return 1
+        _write(args.output, svg)
+        return 0
+
+
+def _write(path: str, text: str) -> None:
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as e:
+        raise DynscopeError(f"cannot write {path}: {e.strerror}") from None

@@ -1,0 +1,145 @@
+"""What dynscope records equals what torch itself recorded in the same run.
+
+Each case runs an example under ``dynscope.capture()`` in a fresh process that then dumps
+torch's own counters, graph-break reasons and guard failures (tests/programs/torch_record.py).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from dynscope.model import Capture
+
+from conftest import EXAMPLES, REPO, run_dynscope
+
+RECORDER = Path(__file__).parent / "programs" / "torch_record.py"
+
+
+@pytest.fixture(scope="module")
+def recorded(tmp_path_factory):
+    made: dict[tuple[str, ...], tuple[Capture, dict]] = {}
+
+    def record(example: str, *args: str) -> tuple[Capture, dict]:
+        key = (example, *args)
+        if key not in made:
+            directory = tmp_path_factory.mktemp("fidelity")
+            capture_path, out = directory / "run.dynscope", directory / "torch.json"
+            result = subprocess.run(
+                [sys.executable, str(RECORDER), str(capture_path), str(out), str(EXAMPLES / example), *args],
+                capture_output=True, text=True, cwd=REPO, timeout=900,
+            )
+            assert result.returncode == 0, result.stderr[-3000:]
+            made[key] = (Capture.open(str(capture_path)), json.loads(out.read_text()))
+        return made[key]
+
+    return record
+
+
+BACKENDS = ["eager", "aot_eager", pytest.param("inductor", marks=pytest.mark.inductor)]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_graph_breaks_match_torch(recorded, backend):
+    capture, torch_record = recorded("graph_breaks.py", "--backend", backend)
+    breaks = capture.graph_breaks()
+    torch_breaks = [r for r in torch_record["graph_break_reasons"] if r["graph_break"]]
+
+    # Same number of breaks, at the same user file and line.
+    assert len(breaks) == len(torch_breaks) == 4
+    assert sorted((b.location.file, b.location.line) for b in breaks) == sorted(
+        (r["file"], r["line"]) for r in torch_breaks
+    )
+    # Same reason text: torch counts each break under its message (data-dependent branching
+    # under "unimplemented", the others under "graph_break").
+    counted = Counter()
+    for category in ("graph_break", "unimplemented"):
+        counted.update(torch_record["counters"].get(category, {}))
+    assert Counter(b.message for b in breaks) == +Counter({m: counted[m] for m in {b.message for b in breaks}})
+    assert sum(torch_record["counters"].get("graph_break", {}).values()) == sum(
+        1 for b in breaks if b.gb_type != "Data-dependent branching"
+    )
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_break_reason_is_torchs_graph_break_log_text(recorded, backend):
+    """torch's graph-break log (the dynamo_graph_break_reason artifact) says the same."""
+    capture, _ = recorded("graph_breaks.py", "--backend", backend)
+    logged = []
+    for event in capture.reader.events(["artifact:dynamo_graph_break_reason"]):
+        text = capture.reader.payload(event.payload_hash)
+        where = re.search(r"Graph break in user code at (.+):(\d+)", text)
+        reason = text.split("Graph Break Reason: ", 1)[1].split("\n\nUser code traceback:", 1)[0]
+        logged.append((where.group(1), int(where.group(2)), reason))
+    ours = [(b.location.file, b.location.line, b.reason) for b in capture.graph_breaks()]
+    assert sorted(ours) == sorted(logged)
+
+
+def test_break_details_are_structured(recorded):
+    capture, _ = recorded("graph_breaks.py", "--backend", "eager")
+    by_line = {b.location.line: b for b in capture.graph_breaks()}
+    source = (EXAMPLES / "graph_breaks.py").read_text().splitlines()
+    printing = by_line[next(i for i, line in enumerate(source, 1) if line.strip().startswith("print("))]
+    assert printing.gb_type == "Failed to trace builtin operator"
+    assert printing.gb_id == "GB0059" and printing.doc_link.endswith("gb0059.html")
+    assert "print" in printing.explanation and printing.hints
+    assert printing.location.code.startswith('print("block output mean computed")')
+    assert printing.location.function == "forward"
+    # Dynamo continued after the print in a resume function, which it then compiled.
+    assert printing.resumed_into in {c.function for c in capture.compiles()}
+
+
+def test_recompiles_match_torch_guard_failures(recorded):
+    capture, torch_record = recorded("recompiles.py", "--backend", "eager")
+    torch_reasons = Counter()
+    for entry in torch_record["guard_failures"]:
+        for reason in entry["reasons"]:
+            torch_reasons[(entry["function"], _strip(reason))] += 1
+    ours = Counter()
+    for recompile in capture.recompiles():
+        for failure in recompile.failures:
+            ours[(recompile.function, _strip(failure.reason))] += 1
+    assert ours == torch_reasons
+    assert len(capture.recompiles()) == 4  # shape 4->6, temperature 2.0->2, 2->3, mode sum->max
+
+
+def test_recompile_says_which_guard_and_what_value(recorded):
+    capture, _ = recorded("recompiles.py", "--backend", "eager")
+    by_guard = {r.failures[0].guard: r for r in capture.recompiles()}
+    shape = next(r for g, r in by_guard.items() if "size mismatch" in g)
+    assert (shape.failures[0].expected, shape.failures[0].actual) == ("4", "6")
+    mode = next(r for g, r in by_guard.items() if "mode" in g)
+    assert mode.failures[0].expected == "'sum'" and mode.failures[0].actual == "'max'"
+    assert mode.function == "forward"
+
+
+def test_summary_json_schema_on_a_real_run(make_capture):
+    path = make_capture("graph_breaks.py", "--backend", "aot_eager")
+    result = run_dynscope("summary", str(path), "--json")
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["torch_version"].startswith("2.") and doc["ranks"] == [{"rank": 0, "world_size": 1}]
+    assert {c["compile_id"] for c in doc["compiles"]} == {f"{i}/0" for i in range(5)}
+    for compile_ in doc["compiles"]:
+        assert set(compile_) >= {"compile_id", "function", "file", "line", "status", "stages"}
+        assert compile_["stages"][:2] == ["bytecode", "dynamo"] and "aot_inference" in compile_["stages"]
+    resumed = [c["function"] for c in doc["compiles"] if c["function"].startswith("torch_dynamo_resume_in_forward_at_")]
+    assert len(resumed) == 4
+    assert len(doc["graph_breaks"]) == 4
+    for item in doc["graph_breaks"]:
+        assert set(item) >= {"reason", "gb_type", "gb_id", "file", "line", "function", "count", "compile_ids"}
+        assert item["count"] == 1 and item["file"].endswith("graph_breaks.py")
+    assert doc["recompiles"] == [] and doc["errors"] == []
+
+
+def _strip(reason: str) -> str:
+    """torch's '0/1: guard  # code  # where\\nUser stack trace: ...' -> 'guard'."""
+    first = reason.split("\n", 1)[0]
+    first = re.sub(r"^!?[\d/_]+: ", "", first)
+    return first.split("  #", 1)[0].strip()
