@@ -48,6 +48,9 @@ class CaptureWriter:
             self._db.execute(f"PRAGMA application_id={APPLICATION_ID}")
             self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             self._db.executescript(f"BEGIN; {DDL} COMMIT;")
+            # Put the header (application id, schema version) into the main file now: until a
+            # checkpoint it lives only in the WAL, and a killed run must still be recognizable.
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         except sqlite3.Error as e:
             raise CaptureError(f"cannot write capture {self.path}: {e}") from None
 

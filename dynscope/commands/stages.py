@@ -17,29 +17,24 @@ class Command:
 
     def run(self, args: argparse.Namespace) -> int:
         from rich.console import Console
-        from rich.table import Table
         from rich.text import Text
 
         from dynscope.analysis.names import friendly_function, location
         from dynscope.model import Capture
 
-        console = Console(highlight=False)
+        # Plain lines rather than a table: long reasons soft-wrap instead of squeezing columns.
+        console = Console(highlight=False, soft_wrap=True)
         with Capture.open(args.capture) as capture:
             compiles = [capture.compile(args.compile_id)] if args.compile_id else capture.compiles()
             for c in compiles:
                 console.print(Text(f"{c.compile_id}  {friendly_function(c.function)}  "
                                    f"{location(c.file, c.line, capture.run.cwd)}  [{c.status}]", style="bold"))
-                table = Table(show_edge=False, pad_edge=False, box=None, padding=(0, 2, 0, 2))
-                table.add_column("stage")
-                table.add_column("what")
-                table.add_column("size", justify="right")
-                table.add_column("views")
+                width = max(len(s.key) for s in capture.stages(c.compile_id)) + 2
                 for stage in capture.stages(c.compile_id):
                     if stage.recorded:
-                        views = ", ".join(stage.variants) if len(stage.variants) > 1 else ""
-                        table.add_row(stage.key, stage.language, f"{stage.size:,}", views)
+                        views = f"  views: {', '.join(stage.variants)}" if len(stage.variants) > 1 else ""
+                        console.print(f"  {stage.key:<{width}}{stage.language:<9}{stage.size:>9,} bytes{views}")
                     else:
-                        table.add_row(Text(stage.key, style="dim"), Text(f"missing: {stage.missing_reason}", style="dim"), "", "")
-                console.print(table)
+                        console.print(Text(f"  {stage.key:<{width}}missing: {stage.missing_reason}", style="dim"))
                 console.print()
         return 0

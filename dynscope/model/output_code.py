@@ -16,7 +16,7 @@ from dynscope.model.records import StackFrame
 _DEFINITION = re.compile(r"^(?P<name>\w+) = async_compile\.(?P<method>\w+)\(", re.MULTILINE)
 _SOURCE_NODES = re.compile(r"#\s*Topologically Sorted Source Nodes: \[(?P<nodes>[^\]]*)\]")
 _MAPPING_LINE = re.compile(r"^#\s+(?P<origin>\w+) => (?P<nodes>[\w, ]+)$")
-_EXTERN_CALL = re.compile(r"^\s*(?P<name>extern_kernels\.\w+)\(", re.MULTILINE)
+_EXTERN_CALL = re.compile(r"^\s*(?:\w+ = )?(?P<name>extern_kernels\.\w+)\(", re.MULTILINE)
 _AOT_ID = re.compile(r"^# AOT ID: \['\d+_(?P<graph>forward|backward|inference)'\]", re.MULTILINE)
 _STACK_ENTRY = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<function>[^\n]+)\n(?P<code>[^\n]*)')
 

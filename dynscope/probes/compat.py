@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import warnings
 from typing import Any
 
 import torch
@@ -107,6 +108,9 @@ def disable_compile_caches() -> None:
     for config in (getattr(torch, "compiler", None) and torch.compiler.config, torch._inductor.config):
         if config is not None and hasattr(config, "force_disable_caches"):
             config.force_disable_caches = True
+    # Torch then warns that profile-guided dynamic shapes are off. That warning is about
+    # our switch, not the user's program: keep it off their stderr.
+    warnings.filterwarnings("ignore", message="dynamo_pgo force disabled by torch.compiler.config.force_disable_caches")
 
 
 def enable_provenance_tracking() -> str:

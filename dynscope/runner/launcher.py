@@ -117,7 +117,10 @@ def exit_like(returncode: int) -> int:
         sig = -returncode
         sys.stdout.flush()
         sys.stderr.flush()
-        signal.signal(sig, signal.SIG_DFL)
+        try:
+            signal.signal(sig, signal.SIG_DFL)
+        except (OSError, ValueError):
+            pass  # SIGKILL and SIGSTOP have no handler to reset
         os.kill(os.getpid(), sig)
         return 128 + sig  # not reached for fatal signals
     return returncode

@@ -81,6 +81,8 @@ class UserProgramError(Exception):
     def report_and_exit(self) -> None:
         """What python does with an uncaught exception: excepthook, then status 1
         (or death by SIGINT for KeyboardInterrupt, as python >= 3.8 does)."""
+        # Python prints value.__traceback__ (not the tb argument) for chained display.
+        self.exc.with_traceback(self.tb)
         sys.excepthook(type(self.exc), self.exc, self.tb)
         sys.stderr.flush()
         if isinstance(self.exc, KeyboardInterrupt):
