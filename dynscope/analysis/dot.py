@@ -7,6 +7,8 @@ read are collapsed: by module path (one box per nn.Module) or, after Inductor, b
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from collections import defaultdict
 
 from dynscope.analysis.names import short_path
@@ -72,18 +74,20 @@ def stage_to_dot(capture: Capture, stage: Stage, *, collapse: str | None = None,
     return _collapsed(graph, title, kernels_of if collapse == "kernel" else None)
 
 
-def render_svg(dot_text: str) -> str:
-    """SVG from DOT via graphviz's `dot` binary."""
-    import graphviz
-
-    try:
-        return graphviz.Source(dot_text).pipe(format="svg", encoding="utf-8")
-    except graphviz.ExecutableNotFound:
+def render_svg(dot_text: str, *, timeout_s: float = 60.0) -> str:
+    """SVG from DOT, drawn by graphviz's `dot` program."""
+    dot = shutil.which("dot")
+    if dot is None:
         raise DynscopeError(
             "graphviz's `dot` program is not installed (e.g. `apt install graphviz`), so no SVG could be drawn"
-        ) from None
-    except graphviz.CalledProcessError as e:
-        raise DynscopeError(f"graphviz failed to draw the graph: {_first_line(e.stderr)}") from None
+        )
+    try:
+        result = subprocess.run([dot, "-Tsvg"], input=dot_text, capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        raise DynscopeError(f"graphviz took over {timeout_s:.0f} s to draw the graph; try --collapse module") from None
+    if result.returncode != 0:
+        raise DynscopeError(f"graphviz failed to draw the graph: {_first_line(result.stderr)}")
+    return result.stdout
 
 
 def _full(graph: FxGraph, title: str, kernels_of: dict[str, str], cwd: str | None) -> str:
@@ -182,7 +186,5 @@ def _esc(text: str) -> str:
     return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
-def _first_line(text: object) -> str:
-    if isinstance(text, bytes):
-        text = text.decode("utf-8", "replace")
-    return str(text or "").strip().split("\n", 1)[0]
+def _first_line(text: str) -> str:
+    return (text or "").strip().split("\n", 1)[0]
