@@ -22,8 +22,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from dynscope.capture.reader import CaptureReader, Event  # noqa: E402
-from dynscope.capture.writer import CaptureWriter  # noqa: E402
+from dynscope.store.reader import CaptureReader, Event  # noqa: E402
+from dynscope.store.writer import CaptureWriter  # noqa: E402
 
 TEMPLATE_RUNS = (
     ("graph_breaks.py", "--backend", "inductor"),

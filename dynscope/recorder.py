@@ -15,7 +15,7 @@ import traceback
 from typing import TYPE_CHECKING, Any
 
 from dynscope._version import __version__
-from dynscope.capture.writer import CaptureWriter
+from dynscope.store.writer import CaptureWriter
 
 if TYPE_CHECKING:
     from dynscope.model import Capture

@@ -7,9 +7,9 @@ import sqlite3
 
 import pytest
 
-from dynscope.capture.reader import CaptureReader
-from dynscope.capture.schema import SCHEMA_VERSION
-from dynscope.capture.writer import CaptureWriter
+from dynscope.store.reader import CaptureReader
+from dynscope.store.schema import SCHEMA_VERSION
+from dynscope.store.writer import CaptureWriter
 from dynscope.errors import CaptureError
 from dynscope.model import Capture
 
@@ -80,3 +80,29 @@ def test_reading_a_capture_never_imports_torch(capture_path):
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.stdout.strip() == "False", result.stderr
+
+
+def test_python_api_records_a_block(tmp_path):
+    """`with dynscope.capture(path):` around a compile, in this very process."""
+    import torch
+
+    import dynscope
+    import dynscope.model  # importing the model (and the capture store) must not shadow dynscope.capture
+
+    with dynscope.capture(str(tmp_path / "api.dynscope")) as recording:
+        torch.compile(lambda x: torch.relu(x) + 1, backend="eager")(torch.randn(4))
+    capture = recording.load()
+    assert [c.status for c in capture.compiles()] == ["ok"]
+    assert capture.recorded_stage_names(capture.compiles()[0].compile_id)[:2] == ["bytecode", "dynamo"]
+    assert capture.run.exit_code == 0
+
+
+def test_python_api_restores_torch_settings_afterwards(tmp_path):
+    import torch
+
+    import dynscope
+
+    before = torch._inductor.config.force_disable_caches
+    with dynscope.capture(str(tmp_path / "api.dynscope")):
+        assert torch._inductor.config.force_disable_caches is True
+    assert torch._inductor.config.force_disable_caches == before

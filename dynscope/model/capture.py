@@ -16,7 +16,7 @@ from collections import OrderedDict
 from functools import cached_property
 from typing import Any
 
-from dynscope.capture.reader import CaptureReader, Event
+from dynscope.store.reader import CaptureReader, Event
 from dynscope.errors import DynscopeError
 from dynscope.model import stages as pipeline
 from dynscope.model.break_text import parse_break_message

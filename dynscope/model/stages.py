@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from dynscope.capture.reader import Event
+from dynscope.store.reader import Event
 
 CANONICAL_STAGES = (
     "bytecode",

@@ -35,8 +35,9 @@ def install_probes(sink: Sink, *, keep_caches: bool = False) -> InstalledProbes:
     probes = InstalledProbes()
 
     if not keep_caches:
-        compat.disable_compile_caches()
-    probes.details["provenance"] = compat.enable_provenance_tracking()
+        probes._undo.append(compat.disable_compile_caches())
+    probes.details["provenance"], restore_provenance = compat.enable_provenance_tracking()
+    probes._undo.append(restore_provenance)
 
     printed_graphs = PrintedGraphs()
     trace_logger = compat.trace_logger()

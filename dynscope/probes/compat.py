@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import sys
 import warnings
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -103,28 +103,35 @@ def tracing_user_stack() -> list[Any]:
         return []
 
 
-def disable_compile_caches() -> None:
-    """Cache hits skip most stage artifacts; a full capture needs every stage to run."""
-    for config in (getattr(torch, "compiler", None) and torch.compiler.config, torch._inductor.config):
-        if config is not None and hasattr(config, "force_disable_caches"):
-            config.force_disable_caches = True
+def disable_compile_caches() -> Callable[[], None]:
+    """Cache hits skip most stage artifacts; a full capture needs every stage to run.
+    Returns the function that restores the user's settings."""
+    configs = [c for c in (torch.compiler.config, torch._inductor.config) if hasattr(c, "force_disable_caches")]
+    saved = [(c, c.force_disable_caches) for c in configs]
+    for config in configs:
+        config.force_disable_caches = True
     # Torch then warns that profile-guided dynamic shapes are off. That warning is about
     # our switch, not the user's program: keep it off their stderr.
     warnings.filterwarnings("ignore", message="dynamo_pgo force disabled by torch.compiler.config.force_disable_caches")
 
+    def restore() -> None:
+        for config, value in saved:
+            config.force_disable_caches = value
 
-def enable_provenance_tracking() -> str:
-    """Turn on inductor's kernel <-> node <-> source maps. Returns how (for the capture)."""
+    return restore
+
+
+def enable_provenance_tracking() -> tuple[str, Callable[[], None]]:
+    """Turn on inductor's kernel <-> node <-> source maps. Returns (how, restore)."""
     trace = torch._inductor.config.trace
-    if hasattr(trace, "provenance_tracking_level"):  # torch >= 2.12
-        if trace.provenance_tracking_level == 0:
-            trace.provenance_tracking_level = 1
-        return "trace.provenance_tracking_level"
-    if hasattr(trace, "provenance_tracking"):  # ~2.8-2.9
-        trace.provenance_tracking = True
-        return "trace.provenance_tracking"
+    for option, value in (("provenance_tracking_level", 1), ("provenance_tracking", True)):  # >= 2.12, ~2.8-2.9
+        if hasattr(trace, option):
+            saved = getattr(trace, option)
+            if not saved:
+                setattr(trace, option, value)
+            return f"trace.{option}", lambda: setattr(trace, option, saved)
     # Torch 2.11 emits the provenance artifacts with no switch at all.
-    return "default"
+    return "default", lambda: None
 
 
 def dist_rank_and_world() -> tuple[int | None, int | None]:

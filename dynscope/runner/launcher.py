@@ -16,9 +16,9 @@ import sys
 import time
 from dataclasses import dataclass
 
-from dynscope.capture.header import is_capture_file
-from dynscope.capture.schema import FILE_SUFFIX
-from dynscope.capture.writer import CaptureWriter
+from dynscope.store.header import is_capture_file
+from dynscope.store.schema import FILE_SUFFIX
+from dynscope.store.writer import CaptureWriter
 from dynscope.errors import DynscopeError
 from dynscope.recorder import record_run_end
 from dynscope.runner.program import Program, check_runnable

@@ -16,8 +16,8 @@ import time
 import zlib
 from typing import Any
 
-from dynscope.capture.header import is_capture_file
-from dynscope.capture.schema import APPLICATION_ID, DDL, SCHEMA_VERSION
+from dynscope.store.header import is_capture_file
+from dynscope.store.schema import APPLICATION_ID, DDL, SCHEMA_VERSION
 from dynscope.errors import CaptureError
 
 # Payloads smaller than this are stored as-is: compressing them saves nothing worth the CPU.

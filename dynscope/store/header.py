@@ -10,7 +10,7 @@ import os
 import struct
 from dataclasses import dataclass
 
-from dynscope.capture.schema import APPLICATION_ID
+from dynscope.store.schema import APPLICATION_ID
 
 _MAGIC = b"SQLite format 3\x00"
 

@@ -16,8 +16,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from dynscope.capture.header import expected_size, file_size, read_header
-from dynscope.capture.schema import APPLICATION_ID, SCHEMA_VERSION
+from dynscope.store.header import expected_size, file_size, read_header
+from dynscope.store.schema import APPLICATION_ID, SCHEMA_VERSION
 from dynscope.errors import CaptureError
 
 

@@ -1,0 +1,1 @@
+"""The capture file format (one SQLite file): schema, writer, reader."""
