@@ -188,3 +188,18 @@ def test_graph_command_without_graphviz_leaves_the_dot_text(make_capture, tmp_pa
     assert "`dot` program is not installed" in drawn.stderr and "g.dot" in drawn.stderr
     assert (tmp_path / "g.dot").read_text().startswith("digraph fx {")
     assert not (tmp_path / "g.svg").exists()
+
+
+@pytest.mark.inductor
+def test_keep_caches_names_the_cache_hit_as_the_reason_a_stage_is_missing(tmp_path):
+    env = {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor-cache")}
+    for name in ("cold", "warm"):
+        result = run_dynscope("explain", "--keep-caches", "-o", str(tmp_path / f"{name}.dynscope"),
+                              str(EXAMPLES / "train_loop.py"), env=env)
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert "disabled the Inductor/AOTAutograd caches" not in result.stderr
+    cold, warm = (Capture.open(str(tmp_path / f"{n}.dynscope")) for n in ("cold", "warm"))
+    assert cold.stage("0/0", "scheduler_ir").recorded
+    missing = {s.key: s.missing_reason for s in warm.stages("0/0") if not s.recorded}
+    assert "cache hit" in missing["pre_grad"] and "cache hit" in missing["scheduler_ir"]
+    assert warm.stage("0/0", "output_code").recorded and warm.stage("0/0", "post_grad").recorded  # replayed

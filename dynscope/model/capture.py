@@ -511,6 +511,8 @@ class _StageBuilder:
             if not has_aot:
                 return 'not run: the backend does not use Inductor (e.g. backend="eager")'
             return 'not run: the backend does not use Inductor (e.g. backend="aot_eager")'
+        if "artifact:fx_graph_cache_hit" in self.names and name in ("pre_grad", "post_grad", "scheduler_ir"):
+            return "skipped: Inductor FX graph cache hit (run without --keep-caches to record it)"
         if graph == "backward":
             return "not compiled: Inductor compiles the backward graph on the first .backward(), which this run did not reach"
         if name == "scheduler_ir":

@@ -76,6 +76,7 @@ SINGLE_STAGE_EVENTS = {
 # Events Inductor emits while compiling one graph, in the order it emits them.
 PER_GRAPH_EVENTS = {
     "artifact:inductor_post_grad_graph": ("post_grad", "after"),
+    "inductor_post_grad_graph": ("post_grad", "after"),  # replayed from the FX graph cache on a hit
     "artifact:before_post_grad_graph": ("post_grad", "before"),
     "dynscope:log:ir_post_fusion": ("scheduler_ir", "after"),
     "dynscope:log:ir_pre_fusion": ("scheduler_ir", "before"),
