@@ -36,7 +36,7 @@ def render_summary(capture: Capture, console: Console) -> None:
         for e in errors[:_MAX_LISTED]:
             where = location(e.user_file, e.user_line, cwd) if e.user_file else location(e.file, e.line, cwd)
             console.print(f"  [red]{escape(e.compile_id)}[/] {escape(friendly_function(e.function))} "
-                          f"({escape(where)}): [bold]{escape(e.fail_type)}[/]: {escape(_first_line(e.reason))}")
+                          f"({escape(where)}): [bold]{escape(e.fail_type)}[/]: {escape(_condensed(e.reason))}")
         console.print()
     if compiles:
         console.print(_frames_section(capture, compiles, cwd))
@@ -59,7 +59,7 @@ def _headline(capture: Capture) -> Text:
         text.append(f" · {run.duration_s:.1f} s")
     exception = capture.exception
     if exception is not None:
-        text.append(f"\nThe program raised {exception.type}: {_first_line(exception.message)}", style="red")
+        text.append(f"\nThe program raised {exception.type}: {_condensed(exception.message)}", style="red")
     return text
 
 
@@ -184,6 +184,13 @@ def _footer(capture: Capture, console: Console) -> None:
 
 def _total(c: Compile) -> float:
     return (c.times.total or 0.0) + (c.times.backward or 0.0)
+
+
+def _condensed(message: str | None, lines: int = 2) -> str:
+    """The informative lines of a torch error, without its boilerplate about verbose logging."""
+    kept = [line.strip() for line in (message or "").splitlines()
+            if line.strip() and not line.strip().startswith(("Set TORCHDYNAMO_VERBOSE", "You can suppress this"))]
+    return " ".join(kept[:lines])
 
 
 def _clip(text: str, width: int) -> str:

@@ -177,3 +177,17 @@ def test_refuses_to_overwrite_a_file_that_is_not_a_capture(tmp_path):
     result = run_dynscope("explain", "-o", str(precious), BEHAVES, input="")
     assert result.returncode != 0 and "refusing to overwrite" in result.stderr
     assert precious.read_text() == "print('my work')\n"
+
+
+def test_compile_error_is_explained_and_the_program_fails_as_it_would(tmp_path):
+    path = tmp_path / "err.dynscope"
+    result = run_dynscope("explain", "-o", str(path), str(PROGRAMS / "compile_error.py"))
+    assert result.returncode == 1
+    assert "Compile errors (1)" in result.stderr and "this backend cannot compile anything" in result.stderr
+    capture = Capture.open(str(path))
+    (error,) = capture.errors()
+    assert error.fail_type == "BackendCompilerFailed" and error.function == "f"
+    assert [c.status for c in capture.compiles()] == ["failed"]
+    assert capture.exception.type == "BackendCompilerFailed"
+    missing = {s.key: s.missing_reason for s in capture.stages(error.compile_id) if not s.recorded}
+    assert "compile failed (BackendCompilerFailed)" in missing["aot_joint"]

@@ -203,3 +203,13 @@ def test_keep_caches_names_the_cache_hit_as_the_reason_a_stage_is_missing(tmp_pa
     missing = {s.key: s.missing_reason for s in warm.stages("0/0") if not s.recorded}
     assert "cache hit" in missing["pre_grad"] and "cache hit" in missing["scheduler_ir"]
     assert warm.stage("0/0", "output_code").recorded and warm.stage("0/0", "post_grad").recorded  # replayed
+
+
+@pytest.mark.inductor
+def test_big_graphs_collapse_by_module_path(conv):
+    collapsed = stage_to_dot(conv, conv.stage("0/0", "dynamo"), collapse="module")
+    for module in ("L['self'].conv", "L['self'].bn", "L['self'].head"):
+        assert f'"{module}" [label=' in collapsed
+    assert "\"L['self'].conv\" -> \"L['self'].bn\"" in collapsed
+    assert stage_to_dot(conv, conv.stage("0/0", "dynamo"), max_nodes=3).count("[label=") < len(
+        conv.fx_graph(conv.stage("0/0", "dynamo")))  # auto-collapse above max_nodes
