@@ -106,3 +106,33 @@ def test_python_api_restores_torch_settings_afterwards(tmp_path):
     with dynscope.capture(str(tmp_path / "api.dynscope")):
         assert torch._inductor.config.force_disable_caches is True
     assert torch._inductor.config.force_disable_caches == before
+
+
+def test_probes_are_removed_cleanly_and_do_not_change_results(tmp_path):
+    import logging
+
+    import torch
+    import torch._dynamo.guards as guards
+    from torch._dynamo.symbolic_convert import InstructionTranslatorBase
+
+    import dynscope
+
+    def probed_functions():
+        return (InstructionTranslatorBase.log_graph_break, guards.get_guard_fail_reason,
+                torch.fx.GraphModule.print_readable)
+
+    trace_logger = logging.getLogger("torch.__trace")
+    handlers_before, functions_before = list(trace_logger.handlers), probed_functions()
+
+    def run(x):
+        torch._dynamo.reset()
+        return torch.compile(lambda t: torch.nn.functional.gelu(t) * t.sum(), backend="aot_eager")(x)
+
+    x = torch.randn(5, 3)
+    plain = run(x)
+    with dynscope.capture(str(tmp_path / "probed.dynscope")):
+        assert probed_functions() != functions_before  # the probes are in
+        probed = run(x)
+    assert torch.equal(plain, probed)
+    assert probed_functions() == functions_before
+    assert trace_logger.handlers == handlers_before
