@@ -7,7 +7,8 @@ from rich.markup import escape
 from rich.text import Text
 
 from dynscope.analysis.breaks import BreakGroup, group_breaks
-from dynscope.analysis.names import friendly_function, location, short_path
+from dynscope.analysis.names import condensed, first_line, friendly_function, location, short_path
+from dynscope.analysis.overview import compile_seconds, stage_seconds, totals
 from dynscope.model import Capture, Compile, Recompile
 
 _MAX_LISTED = 20  # per section; the rest is counted, and is in the TUI and reports
@@ -22,7 +23,7 @@ def render_summary(capture: Capture, console: Console) -> None:
     cwd = run.cwd
 
     console.print(_headline(capture))
-    console.print(_counts(capture, compiles, groups, recompiles, errors))
+    console.print(_counts(capture))
     if not compiles:
         console.print("[yellow]torch.compile compiled nothing in this run.[/] "
                       "Was the compiled function called? Is torch.compile applied?")
@@ -36,7 +37,7 @@ def render_summary(capture: Capture, console: Console) -> None:
         for e in errors[:_MAX_LISTED]:
             where = location(e.user_file, e.user_line, cwd) if e.user_file else location(e.file, e.line, cwd)
             console.print(f"  [red]{escape(e.compile_id)}[/] {escape(friendly_function(e.function))} "
-                          f"({escape(where)}): [bold]{escape(e.fail_type)}[/]: {escape(_condensed(e.reason))}")
+                          f"({escape(where)}): [bold]{escape(e.fail_type)}[/]: {escape(condensed(e.reason))}")
         console.print()
     if compiles:
         console.print(_frames_section(capture, compiles, cwd))
@@ -59,29 +60,23 @@ def _headline(capture: Capture) -> Text:
         text.append(f" · {run.duration_s:.1f} s")
     exception = capture.exception
     if exception is not None:
-        text.append(f"\nThe program raised {exception.type}: {_condensed(exception.message)}", style="red")
+        text.append(f"\nThe program raised {exception.type}: {condensed(exception.message)}", style="red")
     return text
 
 
-def _counts(capture: Capture, compiles: list[Compile], groups: list[BreakGroup],
-            recompiles: list[Recompile], errors: list) -> Text:
-    graphs = sum(1 for c in compiles if c.graph_op_count)
-    breaks = sum(g.count for g in groups)
+def _counts(capture: Capture) -> Text:
+    t = totals(capture)
     text = Text()
-    text.append(f"{len(capture.frames())} frames · {len(compiles)} compiles · {graphs} graphs · ")
-    text.append(f"{breaks} graph breaks ({len(groups)} distinct)", style="bold yellow" if breaks else "")
+    text.append(f"{t.frames} frames · {t.compiles} compiles · {t.graphs} graphs · ")
+    text.append(f"{t.graph_breaks} graph breaks ({t.distinct_graph_breaks} distinct)",
+                style="bold yellow" if t.graph_breaks else "")
     text.append(" · ")
-    text.append(f"{len(recompiles)} recompiles", style="bold yellow" if recompiles else "")
+    text.append(f"{t.recompiles} recompiles", style="bold yellow" if t.recompiles else "")
     text.append(" · ")
-    text.append(f"{len(errors)} errors", style="bold red" if errors else "")
-    total = sum((c.times.total or 0) + (c.times.backward or 0) for c in compiles)
-    if total:
-        stages: dict[str, float] = {}
-        for c in compiles:
-            for name, seconds in c.times.by_stage().items():
-                stages[name] = stages.get(name, 0.0) + seconds
-        parts = " · ".join(f"{name} {seconds:.2f} s" for name, seconds in stages.items())
-        text.append(f"\nCompile time {total:.2f} s: {parts}")
+    text.append(f"{t.errors} errors", style="bold red" if t.errors else "")
+    if t.compile_time_s:
+        parts = " · ".join(f"{name} {seconds:.2f} s" for name, seconds in t.stage_times.items())
+        text.append(f"\nCompile time {t.compile_time_s:.2f} s: {parts}")
     return text
 
 
@@ -100,9 +95,9 @@ def _breaks_section(groups: list[BreakGroup], cwd: str | None) -> Group:
             where.append(f":  {_clip(loc.code, 70)}", style="white")
         rows.append(where)
         if g.explanation:
-            rows.append(Text(f"    {_first_line(g.explanation)}"))
+            rows.append(Text(f"    {first_line(g.explanation)}"))
         for hint in g.hints[:2]:
-            rows.append(Text(f"    hint: {_first_line(hint)}", style="green"))
+            rows.append(Text(f"    hint: {first_line(hint)}", style="green"))
         extra = []
         if g.compile_ids:
             extra.append("compiles " + ", ".join(g.compile_ids[:6]) + (" …" if len(g.compile_ids) > 6 else ""))
@@ -144,11 +139,11 @@ def _recompiles_section(recompiles: list[Recompile], cwd: str | None) -> Group:
 
 def _frames_section(capture: Capture, compiles: list[Compile], cwd: str | None) -> Group:
     by_id = {c.compile_id: c for c in compiles}
-    frames = sorted(capture.frames(), key=lambda f: -sum(_total(by_id[c]) for c in f.compile_ids))
+    frames = sorted(capture.frames(), key=lambda f: -sum(compile_seconds(by_id[c]) for c in f.compile_ids))
     rows: list = [Text("Compiled frames, by compile time", style="bold")]
     for frame in frames[:_MAX_LISTED]:
         cs = [by_id[c] for c in frame.compile_ids]
-        line = Text(f"  {sum(_total(c) for c in cs):7.2f} s  ")
+        line = Text(f"  {sum(compile_seconds(c) for c in cs):7.2f} s  ")
         line.append(friendly_function(frame.function), style="bold")
         line.append(f"  {location(frame.file, frame.line, cwd)}", style="cyan")
         ops = sum(c.graph_op_count or 0 for c in cs)
@@ -156,10 +151,7 @@ def _frames_section(capture: Capture, compiles: list[Compile], cwd: str | None) 
         bad = sorted({c.status for c in cs} - {"ok"})
         if bad:
             line.append(f"  {', '.join(bad)}", style="red")
-        stages: dict[str, float] = {}
-        for c in cs:
-            for name, seconds in c.times.by_stage().items():
-                stages[name] = stages.get(name, 0.0) + seconds
+        stages = stage_seconds(cs)
         if stages:
             line.append("  [" + " · ".join(f"{n} {v:.2f}" for n, v in stages.items()) + "]", style="dim")
         rows.append(line)
@@ -182,20 +174,6 @@ def _footer(capture: Capture, console: Console) -> None:
                   f"dynscope stages {escape(path)}[/]")
 
 
-def _total(c: Compile) -> float:
-    return (c.times.total or 0.0) + (c.times.backward or 0.0)
-
-
-def _condensed(message: str | None, lines: int = 2) -> str:
-    """The informative lines of a torch error, without its boilerplate about verbose logging."""
-    kept = [line.strip() for line in (message or "").splitlines()
-            if line.strip() and not line.strip().startswith(("Set TORCHDYNAMO_VERBOSE", "You can suppress this"))]
-    return " ".join(kept[:lines])
-
-
 def _clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
-
-def _first_line(text: str | None) -> str:
-    return (text or "").strip().split("\n", 1)[0]

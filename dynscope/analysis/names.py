@@ -37,3 +37,14 @@ def short_path(path: str | None, cwd: str | None = None) -> str:
 
 def location(path: str | None, line: int | None, cwd: str | None = None) -> str:
     return f"{short_path(path, cwd)}:{line}" if line is not None else short_path(path, cwd)
+
+
+def condensed(message: str | None, lines: int = 2) -> str:
+    """The informative lines of a torch message, without its boilerplate about verbose logging."""
+    kept = [line.strip() for line in (message or "").splitlines()
+            if line.strip() and not line.strip().startswith(("Set TORCHDYNAMO_VERBOSE", "You can suppress this"))]
+    return " ".join(kept[:lines])
+
+
+def first_line(text: str | None) -> str:
+    return (text or "").strip().split("\n", 1)[0]

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from dynscope.analysis.breaks import group_breaks
+from dynscope.analysis.overview import totals
 from dynscope.model import Capture
 
 SCHEMA = "dynscope.summary/1"
@@ -21,6 +22,7 @@ def summary_document(capture: Capture) -> dict[str, Any]:
     recompiles = capture.recompiles()
     errors = capture.errors()
     exception = capture.exception
+    t = totals(capture)
     return {
         "schema": SCHEMA,
         "capture": run.path,
@@ -38,14 +40,14 @@ def summary_document(capture: Capture) -> dict[str, Any]:
             "exception": None if exception is None else {"type": exception.type, "message": exception.message},
         },
         "totals": {
-            "frames": len(capture.frames()),
-            "compiles": len(compiles),
-            "graphs": sum(1 for c in compiles if c.graph_op_count),
-            "graph_breaks": sum(g.count for g in groups),
-            "distinct_graph_breaks": len(groups),
-            "recompiles": len(recompiles),
-            "errors": len(errors),
-            "compile_time_s": sum(c.times.total or 0.0 for c in compiles) + sum(c.times.backward or 0.0 for c in compiles),
+            "frames": t.frames,
+            "compiles": t.compiles,
+            "graphs": t.graphs,
+            "graph_breaks": t.graph_breaks,
+            "distinct_graph_breaks": t.distinct_graph_breaks,
+            "recompiles": t.recompiles,
+            "errors": t.errors,
+            "compile_time_s": t.compile_time_s,
         },
         "compiles": [
             {

@@ -1,0 +1,51 @@
+"""The headline numbers of a run, computed once for every view (summary, TUI, reports)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from dynscope.analysis.breaks import group_breaks
+from dynscope.model import Capture, Compile
+
+
+@dataclass(frozen=True)
+class Totals:
+    frames: int
+    compiles: int
+    graphs: int  # compiles that produced a graph with at least one op
+    graph_breaks: int
+    distinct_graph_breaks: int
+    recompiles: int
+    errors: int
+    compile_time_s: float  # forward and (lazily compiled) backward graphs together
+    stage_times: dict[str, float] = field(default_factory=dict)  # seconds by stage, over all compiles
+
+
+def compile_seconds(c: Compile) -> float:
+    """A compile's whole cost: its frame's compile plus its backward graph's, when one was compiled."""
+    return (c.times.total or 0.0) + (c.times.backward or 0.0)
+
+
+def stage_seconds(compiles: list[Compile]) -> dict[str, float]:
+    """Seconds per stage (dynamo, aot_autograd, inductor, codegen, backward), summed over compiles."""
+    totals: dict[str, float] = {}
+    for c in compiles:
+        for name, seconds in c.times.by_stage().items():
+            totals[name] = totals.get(name, 0.0) + seconds
+    return totals
+
+
+def totals(capture: Capture) -> Totals:
+    compiles = capture.compiles()
+    groups = group_breaks(capture.graph_breaks())
+    return Totals(
+        frames=len(capture.frames()),
+        compiles=len(compiles),
+        graphs=sum(1 for c in compiles if c.graph_op_count),
+        graph_breaks=sum(g.count for g in groups),
+        distinct_graph_breaks=len(groups),
+        recompiles=len(capture.recompiles()),
+        errors=len(capture.errors()),
+        compile_time_s=sum(compile_seconds(c) for c in compiles),
+        stage_times=stage_seconds(compiles),
+    )
