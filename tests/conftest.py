@@ -7,6 +7,7 @@ session and shared; tests must treat capture files as read-only.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -25,6 +26,13 @@ def run_dynscope(*args: str, cwd: str | os.PathLike | None = None, timeout: floa
         cwd=cwd, capture_output=True, text=True, timeout=timeout, input=input,
         env={**os.environ, **(env or {})},
     )
+
+
+def needs_program(*names: str) -> pytest.MarkDecorator:
+    """Skip a test when none of these programs is installed, except in CI (CI=true), where
+    .ci/run installs them and a missing one must fail the test rather than hide it."""
+    missing = not os.environ.get("CI") and not any(shutil.which(name) for name in names)
+    return pytest.mark.skipif(missing, reason=f"needs {' or '.join(names)} (.ci/run installs it)")
 
 
 class CaptureFactory:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -9,6 +10,8 @@ from pathlib import Path
 import pytest
 
 from dynscope.model import Capture
+
+from conftest import run_dynscope
 
 PROGRAM = Path(__file__).parent / "programs" / "distributed_step.py"
 
@@ -51,3 +54,16 @@ def test_all_ranks_flag_makes_every_rank_speak(tmp_path):
     result = torchrun(tmp_path, "--all-ranks")
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stderr.count("dynscope · torch") == 2
+
+
+def test_one_report_across_ranks_shows_where_they_differ(two_ranks):
+    tmp_path, _ = two_ranks
+    ranks = [str(tmp_path / f"run.rank{rank}.dynscope") for rank in (0, 1)]
+    result = run_dynscope("report", *ranks, "-o", str(tmp_path / "ranks.html"))
+    assert result.returncode == 0, result.stderr
+    html = (tmp_path / "ranks.html").read_text()
+    differences = html.split('id="rank-differences"', 1)[1].split("</section>", 1)[0]
+    # The print() break happened on rank 1 only, and the report says so.
+    assert re.search(r"graph break</td><td><code>Failed to trace builtin operator at [^<]*distributed_step.py:\d+"
+                     r"</code></td><td>rank 1</td>", differences)
+    assert 'data-rank-tab="r0">rank 0<' in html and 'data-rank-tab="r1">rank 1<' in html

@@ -15,9 +15,9 @@ from dynscope.analysis.diff import diff_compiles, diff_stages, previous_recorded
 from dynscope.analysis.dot import render_svg, stage_to_dot
 from dynscope.model import Capture
 
-from conftest import EXAMPLES, run_dynscope
+from conftest import EXAMPLES, needs_program, run_dynscope
 
-needs_dot = pytest.mark.skipif(shutil.which("dot") is None, reason="graphviz's dot is not installed")
+needs_dot = needs_program("dot")
 CONV_NET = (EXAMPLES / "conv_net.py").read_text().splitlines()
 
 

@@ -1,0 +1,77 @@
+"""dynscope report: write a capture (or every rank's capture) as HTML, Markdown or JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from contextlib import ExitStack
+
+from dynscope.errors import DynscopeError
+
+FORMATS = ("html", "md", "json")
+_SUFFIXES = {".html": "html", ".htm": "html", ".md": "md", ".markdown": "md", ".json": "json"}
+
+
+class Command:
+    name = "report"
+    help = "write a report of one or more captures (one per rank): self-contained HTML, Markdown or JSON"
+
+    def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("captures", nargs="+", metavar="CAPTURE", help=".dynscope capture files (several: one per rank)")
+        parser.add_argument("-o", "--output", metavar="PATH", help="report file; Markdown and JSON go to stdout without it")
+        parser.add_argument("--format", choices=FORMATS, help="html, md or json (default: from the output's suffix)")
+
+    def run(self, args: argparse.Namespace) -> int:
+        fmt = report_format(args.output, args.format)
+        write_report(args.captures, args.output, fmt=fmt)
+        if args.output:
+            print(f"dynscope: wrote {args.output}", file=sys.stderr)
+        return 0
+
+
+def report_format(output: str | None, fmt: str | None) -> str:
+    if fmt:
+        return fmt
+    if output is None:
+        raise DynscopeError("say where the report goes (-o report.html) or which format to print (--format md|json)")
+    suffix = os.path.splitext(output)[1].lower()
+    if suffix not in _SUFFIXES:
+        raise DynscopeError(f"cannot tell the report format from {output!r}: use a .html, .md or .json name, or --format")
+    return _SUFFIXES[suffix]
+
+
+def write_report(paths: list[str], output: str | None, *, fmt: str) -> None:
+    """Render the captures at ``paths`` as ``fmt`` into ``output`` (stdout when None)."""
+    from dynscope.model import Capture
+
+    if fmt == "html" and output is None:
+        raise DynscopeError("an HTML report needs a file: -o report.html")
+    with ExitStack() as stack:
+        captures = [stack.enter_context(Capture.open(p)) for p in paths]
+        text = _render(captures, fmt)
+    if output is None:
+        sys.stdout.write(text)
+        return
+    try:
+        # Lone surrogates (undecodable bytes in file names) survive as visible \udcxx escapes.
+        with open(output, "w", encoding="utf-8", errors="backslashreplace") as f:
+            f.write(text)
+    except OSError as e:
+        raise DynscopeError(f"cannot write {output}: {e.strerror}") from None
+
+
+def _render(captures, fmt: str) -> str:
+    if fmt == "html":
+        from dynscope.reporters.html import html_report
+
+        return html_report(captures)
+    if fmt == "md":
+        from dynscope.reporters.markdown import markdown_report
+
+        return markdown_report(captures)
+    from dynscope.reporters.json_report import report_document, report_set
+
+    document = report_document(captures[0]) if len(captures) == 1 else report_set(captures)
+    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"

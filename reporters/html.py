@@ -1,0 +1,356 @@
+"""A self-contained HTML report: one file, no network, everything from the capture escaped.
+
+Server side we render the page (jinja2, autoescape on) and, for each compile shown in detail,
+a JSON payload of its stages, diffs, graphs and kernels, gzipped and base64-encoded into the
+page; the page's script decompresses a compile's payload only when it is opened, and puts
+every string into the DOM as text. Graph drawings are SVG images (data: URLs), which cannot
+run scripts. A Content-Security-Policy with a per-report nonce backs this up: no request
+leaves the page, and no script but ours runs.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import secrets
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dynscope.analysis.breaks import group_breaks
+from dynscope.analysis.diff import diff_compiles, diff_stages, previous_recorded
+from dynscope.analysis.dot import render_svg, stage_to_dot
+from dynscope.analysis.names import friendly_function, location, short_path
+from dynscope.analysis.overview import compile_seconds, stage_seconds, totals
+from dynscope.analysis.problems import Problem, top_problems
+from dynscope.analysis.ranks import rank_differences
+from dynscope.analysis.source import source_excerpt
+from dynscope.errors import DynscopeError
+from dynscope.model import Capture, Compile, Stage
+
+_HERE = Path(__file__).parent
+_STAGE_COLORS = {"dynamo": "#4c6ef5", "aot_autograd": "#12b886", "inductor": "#fab005", "codegen": "#fa5252",
+                 "backward": "#be4bdb"}
+
+
+@dataclass(frozen=True)
+class ReportLimits:
+    """What keeps a report of a huge capture usable; everything cut is said in the report."""
+
+    detailed_compiles: int = 100  # compiles with a stage stepper (the most interesting first)
+    stage_bytes: int = 200_000  # per stage text
+    payload_bytes: int = 60_000_000  # all detailed payloads together, before compression
+    graphs: int = 40  # graphviz drawings
+    graph_nodes: int = 400  # bigger graphs are drawn collapsed
+    recompile_diffs: int = 50
+    timeline_frames: int = 200
+
+
+def html_report(captures: list[Capture], *, limits: ReportLimits = ReportLimits()) -> str:
+    import jinja2
+
+    started = time.perf_counter()
+    graphs = _GraphBudget(limits.graphs)
+    ranks = [_RankView(i, capture, limits, graphs).build() for i, capture in enumerate(captures)]
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(_HERE / "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["seconds"] = lambda v: "–" if not v else f"{v:.2f}"
+    return env.get_template("report.html.j2").render(
+        title=_title(captures),
+        ranks=ranks,
+        differences=rank_differences(captures) if len(captures) > 1 else None,
+        css=(_HERE / "assets" / "report.css").read_text(),
+        js=(_HERE / "assets" / "report.js").read_text(),
+        nonce=secrets.token_urlsafe(16),
+        generated=time.strftime("%Y-%m-%d %H:%M:%S"),
+        generation_s=time.perf_counter() - started,
+        graph_note=graphs.note(),
+    )
+
+
+def write_html(captures: list[Capture], output: str) -> None:
+    html = html_report(captures)
+    try:
+        # Undecodable bytes from file names survive as visible \udcxx escapes.
+        Path(output).write_bytes(html.encode("utf-8", "backslashreplace"))
+    except OSError as e:
+        raise DynscopeError(f"cannot write {output}: {e.strerror}") from None
+
+
+def _title(captures: list[Capture]) -> str:
+    command = captures[0].run.command
+    script = next((a for a in command if a.endswith(".py")), None) or " ".join(command[:4]) or "run"
+    return f"torch.compile report: {short_path(script)}"
+
+
+class _GraphBudget:
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.drawn = 0
+        self.skipped = 0
+        self.unavailable = shutil.which("dot") is None
+
+    def take(self) -> bool:
+        if self.unavailable or self.drawn >= self.limit:
+            self.skipped += 1
+            return False
+        self.drawn += 1
+        return True
+
+    def note(self) -> str | None:
+        if self.unavailable:
+            return "graphviz's `dot` was not installed when this report was made: graphs are shown as DOT text."
+        if self.skipped:
+            return f"{self.drawn} graphs are drawn; {self.skipped} more are shown as DOT text (drawing budget)."
+        return None
+
+
+class _RankView:
+    def __init__(self, index: int, capture: Capture, limits: ReportLimits, graphs: _GraphBudget) -> None:
+        self.index = index
+        self.capture = capture
+        self.limits = limits
+        self.graphs = graphs
+        self.cwd = capture.run.cwd
+        self.payload_left = limits.payload_bytes
+
+    def build(self) -> dict[str, Any]:
+        capture, run = self.capture, self.capture.run
+        compiles = capture.compiles()
+        groups = group_breaks(capture.graph_breaks())
+        recompiles = capture.recompiles()
+        detailed = self._detailed_ids(compiles, groups, recompiles)
+        return {
+            "id": f"r{self.index}",
+            "label": f"rank {run.rank}" if run.world_size and run.world_size > 1 else "run",
+            "run": self._run_facts(),
+            "counts": totals(capture),
+            "problems": [self._problem(p, groups, recompiles) for p in top_problems(capture)[:10]],
+            "stage_totals": self._stage_totals(stage_seconds(compiles)),
+            "timeline": self._timeline(compiles),
+            "breaks": [self._break(i, g) for i, g in enumerate(groups)],
+            "recompiles": [self._recompile(i, r) for i, r in enumerate(recompiles)],
+            "errors": [
+                {"compile_id": e.compile_id, "function": friendly_function(e.function),
+                 "where": location(e.file, e.line, self.cwd), "fail_type": e.fail_type, "reason": e.reason}
+                for e in capture.errors()
+            ],
+            "compiles": [self._compile(c, c.compile_id in detailed) for c in compiles],
+            "detail_note": (f"{len(compiles) - len(detailed)} of {len(compiles)} compiles are listed without their "
+                            f"stages to keep this report usable (those with breaks, recompiles and errors, then the "
+                            f"slowest, are shown in full); `dynscope stages` and `dynscope show` read any of them."
+                            if len(detailed) < len(compiles) else None),
+        }
+
+    def _run_facts(self) -> dict[str, Any]:
+        run = self.capture.run
+        exception = self.capture.exception
+        command = run.command[2:] if run.command[:2] == ["dynscope", "explain"] else run.command
+        return {
+            "torch": run.torch_version, "python": run.python, "dynscope": run.dynscope_version,
+            "command": " ".join(command), "cwd": run.cwd, "host": run.hostname,
+            "device": run.device.get("cuda_device") or ("CUDA" if run.device.get("cuda") else "CPU"),
+            "triton": run.device.get("triton"),
+            "rank": run.rank, "world_size": run.world_size,
+            "ended": ("killed by signal %d" % run.signal) if run.signal else (
+                f"exit {run.exit_code}" if run.exit_code is not None else "did not finish (no record of its end)"),
+            "duration_s": run.duration_s,
+            "keep_caches": run.keep_caches,
+            "capture": run.path,
+            "exception": None if exception is None else f"{exception.type}: {exception.message.strip()}",
+            "missing_probes": sorted(name for name, ok in run.probes.items() if not ok),
+            "probe_errors": run.probe_errors,
+        }
+
+    def _stage_totals(self, totals_by_stage: dict[str, float]) -> list[dict[str, Any]]:
+        whole = sum(totals_by_stage.values()) or 1.0
+        return [{"name": n, "seconds": v, "percent": 100 * v / whole, "color": _STAGE_COLORS.get(n, "#868e96")}
+                for n, v in totals_by_stage.items()]
+
+    def _problem(self, problem: Problem, groups: list, recompiles: list) -> dict[str, Any]:
+        """A ranked problem with a link to the section that explains it."""
+        if problem.kind == "graph_break":
+            anchor = f"r{self.index}-break-{groups.index(problem.subject)}"
+        elif problem.kind == "recompile":
+            anchor = f"r{self.index}-recompile-{recompiles.index(problem.subject[0])}"
+        else:
+            anchor = f"r{self.index}-errors"
+        loc = problem.location
+        return {"kind": problem.kind.replace("_", " "), "title": problem.title, "explanation": problem.explanation,
+                "hint": problem.hint, "count": problem.count, "anchor": anchor,
+                "where": location(loc.file, loc.line, self.cwd)}
+
+    def _timeline(self, compiles: list[Compile]) -> dict[str, Any]:
+        """One row per frame; each compile a bar at its start time, split by stage."""
+        timed = [c for c in compiles if c.started and c.times.total]
+        if not timed:
+            return {"rows": [], "legend": [], "span_s": 0, "note": None}
+        t0 = min(self.capture.run.started or c.started for c in timed)
+        t0 = min(t0, *(c.started for c in timed))
+        end = max(c.started + compile_seconds(c) for c in timed)
+        span = max(end - t0, 1e-6)
+        frames: dict[Any, list[Compile]] = {}
+        for c in timed:
+            frames.setdefault(c.frame_id, []).append(c)
+        rows = []
+        for cs in list(frames.values())[: self.limits.timeline_frames]:
+            bars = []
+            for c in cs:
+                x = 100 * (c.started - t0) / span
+                segments = []
+                for name, seconds in c.times.by_stage().items():
+                    if name == "backward":
+                        continue
+                    segments.append({"name": name, "width": 100 * seconds / span, "color": _STAGE_COLORS.get(name)})
+                bars.append({"compile_id": c.compile_id, "x": x, "segments": segments,
+                             "title": f"{c.compile_id} {friendly_function(c.function)}: {c.times.total:.2f} s"})
+            rows.append({"label": f"{friendly_function(cs[0].function)} ({location(cs[0].file, cs[0].line, self.cwd)})",
+                         "bars": bars})
+        note = (f"{len(frames) - self.limits.timeline_frames} more frames are not drawn"
+                if len(frames) > self.limits.timeline_frames else None)
+        return {"rows": rows, "span_s": span, "note": note,
+                "legend": [{"name": n, "color": c} for n, c in _STAGE_COLORS.items()]}
+
+    def _break(self, index: int, group) -> dict[str, Any]:
+        loc = group.location
+        excerpt = source_excerpt(loc.file, loc.line, self.cwd)
+        return {
+            "id": f"r{self.index}-break-{index}",
+            "headline": group.headline, "gb_id": group.gb_id, "count": group.count,
+            "doc_link": group.doc_link if (group.doc_link or "").startswith("https://") else None,
+            "explanation": group.explanation, "hints": list(group.hints), "reason": group.reason,
+            "where": location(loc.file, loc.line, self.cwd), "function": friendly_function(loc.function), "code": loc.code,
+            "compile_ids": group.compile_ids, "resumed_into": [friendly_function(r) for r in group.resumed_into],
+            "stack": [{"where": location(f.file, f.line, self.cwd), "function": friendly_function(f.function),
+                       "code": f.code} for f in group.first.user_stack],
+            "excerpt": None if excerpt is None else [{"no": n, "text": t, "marked": n == loc.line}
+                                                    for n, t in excerpt.lines],
+        }
+
+    def _recompile(self, index: int, recompile) -> dict[str, Any]:
+        failure = recompile.failures[0]
+        diff = None
+        if index < self.limits.recompile_diffs and failure.failed_compile_id in {c.compile_id for c in self.capture.compiles()}:
+            result = diff_compiles(self.capture, failure.failed_compile_id, recompile.compile_id)
+            diff = {
+                "graph": result.graph.summary_lines()[1:] if result.graph else [],
+                "guards": [{"kind": g.kind, "source": g.source, "before": g.before, "after": g.after}
+                           for g in result.guard_changes],
+                "guard_counts": (result.guards_a, result.guards_b),
+            }
+        return {
+            "id": f"r{self.index}-recompile-{index}",
+            "function": friendly_function(recompile.function), "where": location(recompile.file, recompile.line, self.cwd),
+            "compile_id": recompile.compile_id,
+            "failures": [{"guard": f.guard or f.reason, "expected": f.expected, "actual": f.actual,
+                          "failed_compile_id": f.failed_compile_id, "user_code": f.user_code}
+                         for f in recompile.failures],
+            "diff": diff,
+        }
+
+    def _detailed_ids(self, compiles, groups, recompiles) -> set[str]:
+        interesting = [c.compile_id for c in compiles if c.status != "ok"]
+        interesting += [cid for g in groups for cid in g.compile_ids]
+        interesting += [r.compile_id for r in recompiles] + [f.failed_compile_id for r in recompiles for f in r.failures]
+        interesting += [c.compile_id for c in sorted(compiles, key=lambda c: -(c.times.total or 0))]
+        chosen: list[str] = []
+        for cid in interesting:
+            if cid not in chosen and len(chosen) < self.limits.detailed_compiles:
+                chosen.append(cid)
+        return set(chosen)
+
+    def _compile(self, c: Compile, detailed: bool) -> dict[str, Any]:
+        stages = self.capture.stages(c.compile_id) if detailed else []
+        payload, note = (self._payload(c, stages) if detailed else (None, None))
+        return {
+            "id": f"r{self.index}-c-{c.compile_id.replace('/', '-').replace('!', 'ca')}",
+            "compile_id": c.compile_id, "function": friendly_function(c.function),
+            "where": location(c.file, c.line, self.cwd), "status": c.status, "attempts": c.attempts,
+            "ops": c.graph_op_count, "time_s": compile_seconds(c),
+            "times": c.times.by_stage(),
+            "fail": f"{c.fail_type}: {c.fail_reason}" if c.fail_type else None,
+            "stages": [{"key": s.key, "recorded": s.recorded, "missing_reason": s.missing_reason,
+                        "language": s.language, "size": s.size} for s in stages],
+            "payload": payload, "payload_note": note,
+        }
+
+    def _payload(self, c: Compile, stages: list[Stage]) -> tuple[str | None, str | None]:
+        data: dict[str, Any] = {"stages": {}, "kernels": []}
+        truncated = []
+        for stage in stages:
+            if not stage.recorded:
+                continue
+            entry = self._stage_entry(stage, stages)
+            if entry.pop("_truncated"):
+                truncated.append(stage.key)
+            data["stages"][stage.key] = entry
+        for kernel in self.capture.kernels(c.compile_id):
+            data["kernels"].append({
+                "key": kernel.key, "name": kernel.name, "language": kernel.language, "graph": kernel.graph,
+                "launch": kernel.launch, "provenance": kernel.provenance, "compile_time_s": kernel.compile_time_s,
+                "post_grad_nodes": list(kernel.post_grad_nodes), "origin_nodes": list(kernel.origin_nodes),
+                "lines": [self._line_ref(f.file, f.line) for f in kernel.source_lines[:12]],
+            })
+        raw = json.dumps(data, ensure_ascii=True, separators=(",", ":"))
+        if len(raw) > self.payload_left:
+            return None, "not embedded: the report's payload budget was used up (use `dynscope show`)"
+        self.payload_left -= len(raw)
+        note = f"truncated to {self.limits.stage_bytes:,} characters: {', '.join(truncated)}" if truncated else None
+        return base64.b64encode(gzip.compress(raw.encode("ascii"), 6)).decode("ascii"), note
+
+    def _stage_entry(self, stage: Stage, stages: list[Stage]) -> dict[str, Any]:
+        limit = self.limits.stage_bytes
+        text = self.capture.stage_text(stage)
+        entry: dict[str, Any] = {"language": stage.language, "text": text[:limit], "_truncated": len(text) > limit,
+                                 "views": {}, "diff": None, "graph": None, "nodes": None}
+        for view, digest in stage.variants.items():
+            if digest != stage.payload_hash:
+                entry["views"][view] = self.capture.stage_text(stage, view)[:limit]
+        parent = previous_recorded(stages, stage)
+        if parent is not None:
+            step = diff_stages(self.capture, parent, stage)
+            entry["diff"] = {"from": parent.key, "summary": step.summary_lines()[1:],
+                             "lines": list(step.text_diff[:4000]), "cut": len(step.text_diff) > 4000}
+        graph = self.capture.fx_graph(stage)
+        if graph is not None:
+            entry["nodes"] = [[n.name, n.op_kind, n.target, _shape(n.tensor), n.user_frame.line if n.user_frame else None]
+                              for n in graph.nodes if n.op != "output"][:5000]
+            entry["graph"] = self._graph(stage, len(graph.compute_nodes))
+        return entry
+
+    def _graph(self, stage: Stage, compute_nodes: int) -> dict[str, Any]:
+        collapse = None if compute_nodes <= self.limits.graph_nodes else ("kernel" if stage.name == "post_grad" else "module")
+        try:
+            dot = stage_to_dot(self.capture, stage, collapse=collapse, max_nodes=self.limits.graph_nodes)
+        except DynscopeError as e:
+            return {"svg": None, "dot": None, "note": str(e)}
+        if self.graphs.take():
+            try:
+                svg = render_svg(dot)
+                return {"svg": base64.b64encode(svg.encode("utf-8", "backslashreplace")).decode("ascii"),
+                        "dot": None, "note": f"collapsed by {collapse}" if collapse else None}
+            except DynscopeError as e:
+                return {"svg": None, "dot": dot, "note": str(e)}
+        return {"svg": None, "dot": dot, "note": self.graphs.note()}
+
+    def _line_ref(self, file: str | None, line: int | None) -> dict[str, Any]:
+        excerpt = source_excerpt(file, line, self.cwd, context=2)
+        return {"where": location(file, line, self.cwd), "line": line,
+                "excerpt": None if excerpt is None else [[n, t] for n, t in excerpt.lines]}
+
+
+def _shape(tensor: Any) -> str:
+    if isinstance(tensor, dict) and "shape" in tensor:
+        return f"{tensor.get('dtype', '')}[{', '.join(str(d) for d in tensor['shape'])}]"
+    if isinstance(tensor, dict) and "sym" in tensor:
+        return f"sym {tensor['sym']}"
+    return ""
+

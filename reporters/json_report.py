@@ -1,0 +1,56 @@
+"""The JSON report: the summary document plus every compile's stages and kernels, by reference.
+
+"By reference" means names and sizes, not texts: a consumer fetches a stage's text with
+``dynscope show CAPTURE --compile ID --stage KEY``. Schema: docs/summary-json.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dynscope.analysis.summary import summary_document
+from dynscope.model import Capture
+
+SCHEMA = "dynscope.report/1"
+SET_SCHEMA = "dynscope.report-set/1"
+
+
+def report_document(capture: Capture) -> dict[str, Any]:
+    document = summary_document(capture)
+    document["schema"] = SCHEMA
+    document["summary_schema"] = "dynscope.summary/1"
+    for entry in document["compiles"]:
+        compile_id = entry["compile_id"]
+        entry["pipeline"] = [
+            {
+                "key": s.key,
+                "name": s.name,
+                "graph": s.graph,
+                "recorded": s.recorded,
+                "missing_reason": s.missing_reason,
+                "language": s.language,
+                "bytes": s.size,
+                "views": sorted(s.variants),
+            }
+            for s in capture.stages(compile_id)
+        ]
+        entry["kernels"] = [
+            {
+                "key": k.key,
+                "name": k.name,
+                "graph": k.graph,
+                "language": k.language,
+                "provenance": k.provenance,
+                "post_grad_nodes": list(k.post_grad_nodes),
+                "origin_nodes": list(k.origin_nodes),
+                "source_lines": [{"file": f.file, "line": f.line} for f in k.source_lines],
+                "compile_time_s": k.compile_time_s,
+            }
+            for k in capture.kernels(compile_id)
+        ]
+    return document
+
+
+def report_set(captures: list[Capture]) -> dict[str, Any]:
+    """Several captures (one per rank) in one document: each is a full report."""
+    return {"schema": SET_SCHEMA, "reports": [report_document(c) for c in captures]}

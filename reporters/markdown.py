@@ -1,0 +1,166 @@
+"""A compact Markdown report to paste into a GitHub issue.
+
+Plain Markdown plus ``<details>`` only; every string from the capture is escaped, and the
+report stops adding items before GitHub's 65,536-character limit (it says what it left out).
+"""
+
+from __future__ import annotations
+
+import re
+
+from dynscope.analysis.breaks import group_breaks
+from dynscope.analysis.names import first_line, friendly_function, location
+from dynscope.analysis.overview import compile_seconds, totals
+from dynscope.model import Capture
+
+SIZE_CAP = 60_000
+_MAX_ITEMS = 50
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|~])")
+
+
+def markdown_report(captures: list[Capture], *, size_cap: int = SIZE_CAP) -> str:
+    out = _Budget(size_cap)
+    out.add("## torch.compile report (dynscope)\n")
+    for capture in captures:
+        _capture_section(out, capture, titled=len(captures) > 1)
+    if out.omitted:
+        out.force(f"\n_{out.omitted} more items were left out to stay under {size_cap:,} characters; "
+                  "the HTML report (`dynscope report CAPTURE -o report.html`) has everything._\n")
+    return out.text()
+
+
+def _capture_section(out: _Budget, capture: Capture, *, titled: bool) -> None:
+    run = capture.run
+    compiles = capture.compiles()
+    groups = group_breaks(capture.graph_breaks())
+    recompiles = capture.recompiles()
+    errors = capture.errors()
+    cwd = run.cwd
+    if titled:
+        out.add(f"\n### Rank {run.rank if run.rank is not None else '?'}\n")
+    ended = (f"killed by signal {run.signal}" if run.signal else f"exit {run.exit_code}"
+             if run.exit_code is not None else "did not finish")
+    command = " ".join(run.command[2:] if run.command[:2] == ["dynscope", "explain"] else run.command)
+    out.add(f"\ntorch {text(run.torch_version or '?')} · {ended}"
+            + (f" · {run.duration_s:.1f} s" if run.duration_s else "") + f" · {code(command)}\n")
+    if capture.exception is not None:
+        out.add(f"\nThe program raised **{text(capture.exception.type)}**: {text(first_line(capture.exception.message))}\n")
+    t = totals(capture)
+    out.add("\n| frames | compiles | graphs | graph breaks | recompiles | errors | compile time |\n"
+            "|---:|---:|---:|---:|---:|---:|---:|\n"
+            f"| {t.frames} | {t.compiles} | {t.graphs} | {t.graph_breaks} ({t.distinct_graph_breaks} distinct) "
+            f"| {t.recompiles} | {t.errors} | {t.compile_time_s:.2f} s |\n")
+
+    if groups:
+        out.add("\n#### Graph breaks\n\n")
+        for i, g in enumerate(groups[:_MAX_ITEMS], 1):
+            loc = g.location
+            gb = f" ({text(g.gb_id)})" if g.gb_id else ""
+            item = (f"{i}. **{text(g.headline)}**{gb} ×{g.count} — {code(location(loc.file, loc.line, cwd))} "
+                    f"in {code(friendly_function(loc.function))}" + (f": {code(loc.code)}" if loc.code else "") + "\n")
+            details = []
+            if g.explanation:
+                details.append(text(g.explanation))
+            details += [f"- hint: {text(h)}" for h in g.hints]
+            if g.doc_link and g.doc_link.startswith("https://"):
+                details.append(f"- docs: <{g.doc_link}>")
+            if g.compile_ids:
+                details.append(f"- compiles: {', '.join(code(c) for c in g.compile_ids[:10])}")
+            if details:
+                item += "   <details><summary>details</summary>\n\n" + "".join(
+                    f"   {line}\n" for d in details for line in d.split("\n")) + "\n   </details>\n"
+            out.add(item)
+        out.skip(len(groups) - _MAX_ITEMS)
+
+    if recompiles:
+        out.add("\n#### Recompiles\n\n| function | compile | failed guard | expected | actual |\n|---|---|---|---|---|\n")
+        for r in recompiles[:_MAX_ITEMS]:
+            f = r.failures[0]
+            out.add(f"| {code(friendly_function(r.function), cell=True)} ({text(location(r.file, r.line, cwd))}) "
+                    f"| {code(r.compile_id, cell=True)} | {code(f.guard or f.reason, cell=True)} "
+                    f"| {code(f.expected or '?', cell=True)} | {code(f.actual or '?', cell=True)} |\n")
+        out.skip(len(recompiles) - _MAX_ITEMS)
+
+    if errors:
+        out.add("\n#### Compile errors\n\n")
+        for e in errors[:_MAX_ITEMS]:
+            out.add(f"- {code(e.compile_id)} {code(friendly_function(e.function))}: **{text(e.fail_type)}** — "
+                    f"{text(first_line(e.reason))}\n")
+        out.skip(len(errors) - _MAX_ITEMS)
+
+    if compiles:
+        _frame_times(out, capture, compiles, cwd)
+
+
+def _frame_times(out: _Budget, capture: Capture, compiles: list, cwd: str | None) -> None:
+    if not out.add("\n<details><summary>Compile time by frame</summary>\n\n"
+                   "| function | where | compiles | total s | dynamo | aot | inductor | codegen | backward |\n"
+                   "|---|---|---:|---:|---:|---:|---:|---:|---:|\n"):
+        return
+    by_id = {c.compile_id: c for c in compiles}
+    frames = sorted(capture.frames(), key=lambda f: -sum(compile_seconds(by_id[c]) for c in f.compile_ids))
+    for frame in frames[:_MAX_ITEMS]:
+        cs = [by_id[c] for c in frame.compile_ids]
+        cols = [sum(getattr(c.times, a) or 0 for c in cs) for a in ("dynamo", "aot_autograd", "inductor", "codegen", "backward")]
+        out.add(f"| {code(friendly_function(frame.function), cell=True)} | {text(location(frame.file, frame.line, cwd))} "
+                f"| {len(cs)} | {sum(compile_seconds(c) for c in cs):.2f} | " + " | ".join(f"{v:.2f}" for v in cols) + " |\n")
+    out.skip(len(frames) - _MAX_ITEMS)
+    out.force("\n</details>\n")
+
+
+class _Budget:
+    """Collect parts until the size cap; count what did not fit.
+
+    Once a part does not fit, nothing more is added (a smaller table row must not land
+    under a table header that was left out)."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.parts: list[str] = []
+        self.size = 0
+        self.omitted = 0
+        self.full = False
+        self._reserve = 400  # room for the closing note and </details>
+
+    def add(self, part: str) -> bool:
+        """Add the part if it fits; say whether it did."""
+        if self.full or self.size + len(part) > self.cap - self._reserve:
+            self.full = True
+            self.omitted += 1
+            return False
+        self.force(part)
+        return True
+
+    def force(self, part: str) -> None:
+        self.parts.append(part)
+        self.size += len(part)
+
+    def skip(self, count: int) -> None:
+        self.omitted += max(count, 0)
+
+    def text(self) -> str:
+        return "".join(self.parts)
+
+
+def text(value: str) -> str:
+    """Markdown-inert text: HTML characters as entities, Markdown punctuation escaped."""
+    value = _printable(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _MD_SPECIAL.sub(r"\\\1", value)
+
+
+def code(value: str, *, cell: bool = False) -> str:
+    """An inline code span that survives any backticks in the value (and stays on one line).
+    In a table cell a pipe must be escaped even inside code (GFM splits cells first)."""
+    value = _printable(value).replace("\n", " ")
+    if cell:
+        value = value.replace("|", "\\|")
+    longest = max((len(run) for run in re.findall(r"`+", value)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if value.startswith("`") or value.endswith("`") or not value.strip() else ""
+    return f"{fence}{pad}{value}{pad}{fence}"
+
+
+def _printable(value: str) -> str:
+    """Lone surrogates (undecodable bytes in paths) become visible escapes, not an encode error."""
+    return value.encode("utf-8", "backslashreplace").decode("utf-8")
+
