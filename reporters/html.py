@@ -153,15 +153,13 @@ class _RankView:
     def _run_facts(self) -> dict[str, Any]:
         run = self.capture.run
         exception = self.capture.exception
-        command = run.command[2:] if run.command[:2] == ["dynscope", "explain"] else run.command
         return {
             "torch": run.torch_version, "python": run.python, "dynscope": run.dynscope_version,
-            "command": " ".join(command), "cwd": run.cwd, "host": run.hostname,
+            "command": " ".join(run.program_command), "cwd": run.cwd, "host": run.hostname,
             "device": run.device.get("cuda_device") or ("CUDA" if run.device.get("cuda") else "CPU"),
             "triton": run.device.get("triton"),
             "rank": run.rank, "world_size": run.world_size,
-            "ended": ("killed by signal %d" % run.signal) if run.signal else (
-                f"exit {run.exit_code}" if run.exit_code is not None else "did not finish (no record of its end)"),
+            "ended": run.outcome,
             "duration_s": run.duration_s,
             "keep_caches": run.keep_caches,
             "capture": run.path,

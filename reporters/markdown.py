@@ -38,10 +38,8 @@ def _capture_section(out: _Budget, capture: Capture, *, titled: bool) -> None:
     cwd = run.cwd
     if titled:
         out.add(f"\n### Rank {run.rank if run.rank is not None else '?'}\n")
-    ended = (f"killed by signal {run.signal}" if run.signal else f"exit {run.exit_code}"
-             if run.exit_code is not None else "did not finish")
-    command = " ".join(run.command[2:] if run.command[:2] == ["dynscope", "explain"] else run.command)
-    out.add(f"\ntorch {text(run.torch_version or '?')} · {ended}"
+    command = " ".join(run.program_command)
+    out.add(f"\ntorch {text(run.torch_version or '?')} · {run.outcome}"
             + (f" · {run.duration_s:.1f} s" if run.duration_s else "") + f" · {code(command)}\n")
     if capture.exception is not None:
         out.add(f"\nThe program raised **{text(capture.exception.type)}**: {text(first_line(capture.exception.message))}\n")

@@ -6,7 +6,7 @@ Ranking, most harmful first:
    cost on every step; more occurrences rank higher;
 3. recompiles: a one-off compile cost per new guard value, until the recompile limit makes
    the frame run eagerly; more recompiles of a frame rank higher.
-Within a kind, ties go to the problem that cost more compile time.
+Within a kind, ties keep the order torch met the problems in, so a run always ranks the same way.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ def top_problems(capture: Capture) -> list[Problem]:
     problems = [_error(e, seconds) for e in capture.errors()]
     problems += [_graph_break(g, seconds) for g in group_breaks(capture.graph_breaks())]
     problems += [_recompiles(rs, seconds) for rs in _recompiles_by_frame(capture.recompiles())]
-    return sorted(problems, key=lambda p: (p.severity, -p.count, -p.compile_time_s))
+    return sorted(problems, key=lambda p: (p.severity, -p.count))  # stable: ties stay in order met
 
 
 def _error(e: CompileError, seconds: dict[str, float]) -> Problem:
@@ -88,7 +88,8 @@ def _recompiles(rs: tuple[Recompile, ...], seconds: dict[str, float]) -> Problem
     guards = list(dict.fromkeys(r.failures[0].guard or r.reason for r in rs))
     failure = first.failures[0]
     change = ""
-    if failure.expected is not None or failure.actual is not None:
+    already_said = "expected" in (guards[0] or "")  # torch's tensor guards say "expected 4, actual 6"
+    if not already_said and (failure.expected is not None or failure.actual is not None):
         change = f" (expected {failure.expected or '?'}, got {failure.actual or '?'})"
     more = f"; {len(guards) - 1} other guard{'s' if len(guards) > 2 else ''} too" if len(guards) > 1 else ""
     times = "once" if len(rs) == 1 else f"{len(rs)} times"

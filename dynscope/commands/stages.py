@@ -29,12 +29,12 @@ class Command:
             for c in compiles:
                 console.print(Text(f"{c.compile_id}  {friendly_function(c.function)}  "
                                    f"{location(c.file, c.line, capture.run.cwd)}  [{c.status}]", style="bold"))
-                width = min(max(len(s.key) for s in capture.stages(c.compile_id)), 40) + 2
+                width = min(max(len(s.key) for s in capture.stages(c.compile_id)), 40)
                 for stage in capture.stages(c.compile_id):
                     if stage.recorded:
                         views = f"  views: {', '.join(stage.variants)}" if len(stage.variants) > 1 else ""
-                        console.print(f"  {stage.key:<{width}}{stage.language:<9}{stage.size:>9,} bytes{views}")
+                        console.print(f"  {stage.key:<{width}}  {stage.language:<9}{stage.size:>9,} bytes{views}")
                     else:
-                        console.print(Text(f"  {stage.key:<{width}}missing: {stage.missing_reason}", style="dim"))
+                        console.print(Text(f"  {stage.key:<{width}}  missing: {stage.missing_reason}", style="dim"))
                 console.print()
         return 0

@@ -51,6 +51,20 @@ class Run:
             return None
         return self.finished - self.started
 
+    @property
+    def outcome(self) -> str:
+        """How the run ended, in a few words: "exit 0", "killed by signal 9", "did not finish"."""
+        if self.signal:
+            return f"killed by signal {self.signal}"
+        if self.exit_code is not None:
+            return f"exit {self.exit_code}"
+        return "did not finish"
+
+    @property
+    def program_command(self) -> list[str]:
+        """The user's own command: what came after ``dynscope explain`` (and its options)."""
+        return self.command[2:] if self.command[:2] == ["dynscope", "explain"] else self.command
+
 
 @dataclass(frozen=True)
 class ProgramException:
