@@ -1,0 +1,51 @@
+"""dynscope tui: walk through a capture in the terminal (Textual)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+
+from dynscope.commands._common import add_capture_argument
+from dynscope.errors import DynscopeError
+
+
+class Command:
+    name = "tui"
+    help = "explore a capture in the terminal: breaks, recompiles, stages step by step, kernels"
+
+    def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
+        add_capture_argument(parser)
+
+    def run(self, args: argparse.Namespace) -> int:
+        open_tui(args.capture)
+        return 0
+
+
+def open_tui(path: str) -> None:
+    """Open the capture, then the UI. A missing, damaged or too-new capture fails here, with
+    one line, before the terminal is switched into the UI (the app reads the overview's
+    records when it is created)."""
+    from dynscope.model import Capture
+
+    with Capture.open(path) as capture:
+        from dynscope.tui.app import DynscopeApp  # Textual is imported by this subcommand only
+
+        app = DynscopeApp(capture, export_html=html_exporter(path))
+        if not (sys.stdin.isatty() and sys.stdout.isatty()):
+            raise DynscopeError("the terminal UI needs an interactive terminal; "
+                                f"for a text summary run `dynscope summary {path}`")
+        app.run()
+
+
+def html_exporter(capture_path: str) -> Callable[[str], None] | None:
+    """What the `e` key calls to write the HTML report, or None when the reporter is not installed."""
+    try:
+        from dynscope.commands.report import write_report
+    except ImportError:
+        return None
+
+    def export(out_path: str) -> None:
+        write_report([capture_path], out_path, fmt="html")
+
+    return export

@@ -1,0 +1,189 @@
+"""The dynscope terminal UI: a Textual app over one capture.
+
+Five views in tabs (overview, compiles with the stage stepper, graph breaks, recompiles &
+guards, kernels), a search screen, a source screen and help. The app only formats what the
+model and its analyses return; it never queries the capture file or parses torch's text
+itself. Opening is cheap (the overview's numbers come from a few indexed queries); every
+other view is built the first time it is shown, and per-compile details load in workers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from textual import work
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.widgets import Footer, TabbedContent, TabPane
+
+from dynscope.analysis.overview import totals
+from dynscope.analysis.problems import top_problems
+from dynscope.analysis.search import Hit
+from dynscope.errors import DynscopeError
+from dynscope.model import Capture
+from dynscope.tui.breaks import BreaksPane
+from dynscope.tui.compiles import CompilesPane
+from dynscope.tui.guards import GuardsPane
+from dynscope.tui.help import HelpScreen
+from dynscope.tui.kernels import KernelsPane
+from dynscope.tui.messages import ShowBreak, ShowGuards, ShowKernel, ShowSource, ShowStage
+from dynscope.tui.overview import OverviewPane
+from dynscope.tui.palette import DynscopeCommands
+from dynscope.tui.search import SearchScreen
+from dynscope.tui.source import SourceScreen
+
+ExportHtml = Callable[[str], None]
+View = OverviewPane | CompilesPane | BreaksPane | GuardsPane | KernelsPane
+
+
+class DynscopeApp(App[None]):
+    CSS_PATH = "dynscope.tcss"
+    TITLE = "dynscope"
+    COMMANDS = App.COMMANDS | {DynscopeCommands}
+    # Narrow terminals stack lists above details instead of beside them (see dynscope.tcss).
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
+    TABS = (("overview", "overview"), ("compiles", "compiles"), ("breaks", "graph breaks"),
+            ("guards", "recompiles & guards"), ("kernels", "kernels"))
+    BINDINGS = [
+        *(Binding(str(i), f"switch_to('{tab}')", title, show=False) for i, (tab, title) in enumerate(TABS, 1)),
+        Binding("escape", "focus_view", "Back to the view", show=False),
+        Binding("slash", "search", "Search"),
+        Binding("question_mark", "help", "Help"),
+        Binding("e", "export", "Export HTML"),
+        Binding("q", "quit", "Quit"),
+    ]
+
+    def __init__(self, capture: Capture, *, export_html: ExportHtml | None = None, hide_volatile: bool = False) -> None:
+        """``export_html(path)`` writes the HTML report (the `e` key); None: no reporter installed.
+        ``hide_volatile`` leaves out or masks what changes from run to run or machine to machine
+        (timings, the capture's directory, the command line, the torch version, object ids in
+        guards), for snapshot tests.
+
+        Reads the overview's records here, so a damaged capture fails before the terminal is taken over."""
+        super().__init__()
+        self.capture = capture
+        self.export_html = export_html
+        self.hide_volatile = hide_volatile
+        self.totals = totals(capture)
+        self.problems = top_problems(capture)
+        self.sub_title = Path(capture.path).name
+
+    def compose(self) -> ComposeResult:
+        # Only the overview is built now; each other view is built the first time it is shown.
+        # Short tab labels, so the five fit in 80 columns.
+        with TabbedContent(initial="overview", id="tabs"):
+            with TabPane("1 overview", id="overview"):
+                yield OverviewPane(self.capture, self.totals, self.problems, hide_volatile=self.hide_volatile)
+            yield TabPane("2 compiles", id="compiles")
+            yield TabPane(f"3 breaks ({self.totals.distinct_graph_breaks})", id="breaks")
+            yield TabPane(f"4 recompiles ({self.totals.recompiles})", id="guards")
+            yield TabPane("5 kernels", id="kernels")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one(OverviewPane).focus_main()
+
+    # -- switching views --------------------------------------------------------------------
+
+    async def action_switch_to(self, tab: str) -> None:
+        await self.switch_to(tab)
+
+    async def switch_to(self, tab: str) -> View:
+        """Show a view (building it the first time) and focus it."""
+        tabs = self.query_one("#tabs", TabbedContent)
+        if tabs.active != tab:
+            # Drop focus first: a focused widget in the pane being hidden would hand focus to
+            # a sibling in that pane, and TabbedContent would switch back to it.
+            self.screen.set_focus(None)
+            tabs.active = tab
+        return await self._focus_view(tab)
+
+    async def view(self, tab: str) -> View:
+        """The view in a tab, built and mounted the first time it is asked for."""
+        pane = self.query_one(f"TabPane#{tab}", TabPane)
+        if not pane.children:
+            await pane.mount(self._build_view(tab))
+        return pane.children[0]  # type: ignore[return-value]
+
+    def _build_view(self, tab: str) -> View:
+        if tab == "guards":
+            return GuardsPane(self.capture, hide_volatile=self.hide_volatile)
+        views = {"compiles": CompilesPane, "breaks": BreaksPane, "kernels": KernelsPane}
+        return views[tab](self.capture)
+
+    async def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        if event.pane.id is not None and event.pane.is_attached:
+            await self._focus_view(event.pane.id)
+
+    async def action_focus_view(self) -> None:
+        await self._focus_view(self.query_one("#tabs", TabbedContent).active)
+
+    async def _focus_view(self, tab: str) -> View:
+        view = await self.view(tab)
+        # After the switch is laid out: a hidden widget can't take focus.
+        self.call_after_refresh(view.focus_main)
+        return view
+
+    # -- requests from the views ------------------------------------------------------------
+
+    async def on_show_break(self, message: ShowBreak) -> None:
+        view = await self.switch_to("breaks")
+        assert isinstance(view, BreaksPane)
+        view.show(message.event_id)
+
+    async def on_show_stage(self, message: ShowStage) -> None:
+        view = await self.switch_to("compiles")
+        assert isinstance(view, CompilesPane)
+        view.show(message.compile_id, message.stage_key, message.node)
+
+    async def on_show_guards(self, message: ShowGuards) -> None:
+        view = await self.switch_to("guards")
+        assert isinstance(view, GuardsPane)
+        view.show(message.compile_id)
+
+    async def on_show_kernel(self, message: ShowKernel) -> None:
+        view = await self.switch_to("kernels")
+        assert isinstance(view, KernelsPane)
+        view.show(message.compile_id, message.kernel_key)
+
+    def on_show_source(self, message: ShowSource) -> None:
+        self.push_screen(SourceScreen(message.file, message.line, self.capture.run.cwd, message.code))
+
+    def go_to_hit(self, hit: Hit | None) -> None:
+        if hit is None:
+            return
+        if hit.kind == "graph_break" and hit.event_id is not None:
+            self.post_message(ShowBreak(hit.event_id))
+        elif hit.kind == "recompile" and hit.compile_id:
+            self.post_message(ShowGuards(hit.compile_id))
+        elif hit.kind == "kernel" and hit.compile_id and hit.stage_key:
+            self.post_message(ShowKernel(hit.compile_id, hit.stage_key))
+        elif hit.compile_id:
+            self.post_message(ShowStage(hit.compile_id, hit.stage_key, hit.name))
+
+    # -- keys -------------------------------------------------------------------------------
+
+    def action_search(self) -> None:
+        self.push_screen(SearchScreen(self.capture), self.go_to_hit)
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen())
+
+    def action_export(self) -> None:
+        if self.export_html is None:
+            self.notify("The HTML reporter is not available in this installation.", severity="warning", markup=False)
+            return
+        out = str(Path(self.capture.path).with_suffix(".html"))
+        self.notify(f"Writing {out}…", markup=False)
+        self._export(out)
+
+    @work(thread=True, exclusive=True, group="export")
+    def _export(self, out: str) -> None:
+        assert self.export_html is not None
+        try:
+            self.export_html(out)
+        except DynscopeError as e:
+            self.call_from_thread(self.notify, f"Export failed: {e}", severity="error", markup=False)
+        else:
+            self.call_from_thread(self.notify, f"Wrote {out}", markup=False)

@@ -1,0 +1,130 @@
+"""The first screen: what ran, the headline counts, and what went wrong, worst first."""
+
+from __future__ import annotations
+
+import os
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.widgets import OptionList, Static
+from textual.widgets.option_list import Option
+
+from dynscope.analysis.names import friendly_function, location
+from dynscope.analysis.overview import Totals
+from dynscope.analysis.problems import Problem
+from dynscope.model import Capture, Run
+from dynscope.tui.messages import ShowBreak, ShowGuards, ShowStage
+from dynscope.tui.text import first_line, line, lines_of, plain, seconds
+
+_KIND_STYLE = {"error": "bold red", "graph_break": "bold yellow", "recompile": "bold magenta"}
+
+
+class OverviewPane(Vertical):
+    def __init__(self, capture: Capture, totals: Totals, problems: list[Problem], *, hide_volatile: bool) -> None:
+        super().__init__()
+        self.capture = capture
+        self.totals = totals
+        self.problems = problems
+        self.hide_volatile = hide_volatile
+
+    def compose(self) -> ComposeResult:
+        yield Static(run_facts(self.capture, self.totals, hide_volatile=self.hide_volatile), id="run-facts")
+        title = f"Top problems ({len(self.problems)}), worst first" if self.problems else "No problems found"
+        yield Static(plain(title, "bold"), classes="section-title")
+        if self.problems:
+            options = [Option(problem_prompt(i, p, self.capture.run.cwd), id=str(i))
+                       for i, p in enumerate(self.problems, 1)]
+            yield OptionList(*options, id="problems")
+        else:
+            yield Static(plain("torch.compile reported no graph breaks, recompiles or compile errors in this run."))
+
+    def focus_main(self) -> None:
+        if self.problems:
+            self.query_one("#problems", OptionList).focus()
+
+    def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        problem = self.problems[int(event.option.id or 1) - 1]
+        if problem.kind == "graph_break":
+            self.post_message(ShowBreak(problem.subject.first.event_id))
+        elif problem.kind == "recompile":
+            self.post_message(ShowGuards(problem.compile_ids[0]))
+        else:
+            self.post_message(ShowStage(problem.compile_ids[0]))
+
+
+def run_facts(capture: Capture, totals: Totals, *, hide_volatile: bool) -> Text:
+    run = capture.run
+    torch_version = "(hidden)" if hide_volatile else run.torch_version or "?"
+    rows = [line(("dynscope", "bold cyan"), "  ", ("torch ", "dim"), torch_version,
+                 ("  device ", "dim"), device_text(run), "  ", rank_text(run), "  ", outcome(run, hide_volatile))]
+    if not hide_volatile:
+        rows.append(line(("capture ", "dim"), run.path, ("  command ", "dim"), " ".join(run.program_command)))
+    else:
+        rows.append(line(("capture ", "dim"), os.path.basename(run.path)))
+    rows.append(line(
+        ("counts ", "dim"),
+        f"{totals.frames} frames · {totals.compiles} compiles · {totals.graphs} graphs · ",
+        (f"{totals.graph_breaks} graph breaks ({totals.distinct_graph_breaks} distinct)",
+         "bold yellow" if totals.graph_breaks else ""),
+        " · ", (f"{totals.recompiles} recompiles", "bold magenta" if totals.recompiles else ""),
+        " · ", (f"{totals.errors} errors", "bold red" if totals.errors else ""),
+    ))
+    if not hide_volatile and totals.compile_time_s:
+        by_stage = " · ".join(f"{name} {value:.2f}" for name, value in totals.stage_times.items())
+        rows.append(line(("compile time ", "dim"), seconds(totals.compile_time_s), (f"  ({by_stage})", "dim")))
+    if totals.compiles == 0:
+        rows.append(plain("torch.compile compiled nothing: was the compiled function called?", "yellow"))
+    exception = capture.exception
+    if exception is not None:
+        raised = f"{exception.type}: {first_line(exception.message)}"
+        rows.append(line(("the program raised ", "red"), (raised, "bold red")))
+    missing = [name for name, ok in run.probes.items() if not ok]
+    if missing:
+        rows.append(line(("not recorded on this torch: ", "yellow"), ", ".join(missing)))
+    if run.probe_errors:
+        rows.append(plain(f"{run.probe_errors} probe errors: the capture may be incomplete", "yellow"))
+    return lines_of(*rows)
+
+
+def device_text(run: Run) -> str:
+    device = run.device
+    if device.get("cuda"):
+        name = device.get("cuda_device") or "CUDA"
+        count = device.get("cuda_count")
+        return f"{name} ×{count}" if count and count > 1 else str(name)
+    return "CPU"
+
+
+def rank_text(run: Run) -> str:
+    if run.world_size and run.world_size > 1:
+        return f"rank {run.rank} of {run.world_size}"
+    return "single process"
+
+
+def outcome(run: Run, hide_volatile: bool) -> Text:
+    text = plain(run.outcome, "green" if run.exit_code == 0 and not run.signal else "bold red")
+    if run.duration_s is not None and not hide_volatile:
+        text.append(f" after {run.duration_s:.1f} s")
+    return text
+
+
+def problem_prompt(index: int, problem: Problem, cwd: str | None) -> Table:
+    """A problem in a two-column grid, so its wrapped lines keep their indent."""
+    head = plain(problem.title, _KIND_STYLE[problem.kind])
+    if problem.kind == "graph_break" and problem.count > 1:  # a recompile's title has its count
+        head.append(f"  ×{problem.count}", style="bold")
+    where = problem.location
+    rows = [head, line((location(where.file, where.line, cwd), "cyan"),
+                       (f" in {friendly_function(where.function)}" if where.function else "", "dim"))]
+    if problem.explanation:
+        rows.append(plain(problem.explanation))
+    if problem.hint:
+        rows.append(plain(f"try: {problem.hint}", "green"))
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(width=3, justify="right")
+    grid.add_column(ratio=1)
+    grid.add_row(plain(f"{index}.", "bold"), lines_of(*rows))
+    return grid

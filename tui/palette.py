@@ -1,0 +1,67 @@
+"""Commands for Textual's command palette (ctrl+p): the views, and every compile and graph break."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from functools import partial
+from typing import TYPE_CHECKING
+
+from textual.command import DiscoveryHit, Hit, Hits, Matcher, Provider
+from textual.content import Content
+from textual.markup import escape
+
+from dynscope.analysis.breaks import group_breaks
+from dynscope.analysis.names import friendly_function, location
+from dynscope.tui.messages import ShowBreak, ShowStage
+
+if TYPE_CHECKING:
+    from dynscope.tui.app import DynscopeApp
+
+Command = tuple[str, Callable[[], object], str]  # (name, what it does, help)
+
+
+class DynscopeCommands(Provider):
+    @property
+    def dynscope(self) -> DynscopeApp:
+        return self.app  # type: ignore[return-value]
+
+    def _views(self) -> Iterator[Command]:
+        app = self.dynscope
+        for tab, title in app.TABS:
+            yield f"Go to {title}", partial(app.switch_to, tab), f"show the {title} view"
+        yield "Search the capture", app.action_search, "reasons, FX node names and ops, kernel names"
+        yield "Export the HTML report", app.action_export, "write the report next to the capture"
+        yield "Help", app.action_help, "keys and views"
+
+    def _records(self) -> Iterator[Command]:
+        app = self.dynscope
+        capture = app.capture
+        cwd = capture.run.cwd
+        for c in capture.compiles():
+            name = f"Compile {c.compile_id} {friendly_function(c.function)} ({c.status})"
+            yield name, partial(app.post_message, ShowStage(c.compile_id)), escape(location(c.file, c.line, cwd))
+        for g in group_breaks(capture.graph_breaks()):
+            name = f"Graph break: {g.headline} ×{g.count}"
+            where = location(g.location.file, g.location.line, cwd)
+            yield name, partial(app.post_message, ShowBreak(g.first.event_id)), escape(where)
+
+    async def discover(self) -> Hits:
+        for name, callback, help_text in self._views():
+            yield DiscoveryHit(Content(name), callback, text=name, help=help_text)
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for name, callback, help_text in [*self._views(), *self._records()]:
+            score = matcher.match(name)
+            if score > 0:
+                yield Hit(score, highlighted(matcher, name), callback, text=name, help=help_text)
+
+
+def highlighted(matcher: Matcher, candidate: str) -> Content:
+    """The candidate with the matched characters styled; never parsed as markup (a break's
+    headline may contain "[...]"), unlike Matcher.highlight."""
+    content = Content(candidate)
+    _, offsets = matcher.fuzzy_search.match(matcher.query, candidate)
+    for offset in offsets:
+        content = content.stylize("reverse", offset, offset + 1)
+    return content
