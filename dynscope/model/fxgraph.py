@@ -133,8 +133,8 @@ def _node(raw: dict[str, Any]) -> FxNode:
         name=raw["name"],
         op=raw.get("op", ""),
         target=str(raw.get("target", "")),
-        args=raw.get("args"),
-        kwargs=raw.get("kwargs"),
+        args=display_form(raw.get("args")),
+        kwargs=display_form(raw.get("kwargs")),
         inputs=tuple(raw.get("inputs", ())),
         tensor=raw.get("tensor"),
         stack_trace=raw.get("stack_trace"),
@@ -154,3 +154,51 @@ def _render_arg(value: Any) -> str:
     if isinstance(value, dict):
         return "{" + ", ".join(f"{k}: {_render_arg(v)}" for k, v in value.items()) + "}"
     return repr(value)
+
+
+_MAX_SHOWN_STR = 120
+
+
+def display_form(value: Any) -> Any:
+    """An argument as views know it, whatever encoding the capture used.
+
+    Since graph encoding 2 (dynscope.probes.fx_graphs) constants are stored exactly, in typed
+    forms {"$": kind, ...}, so that the minifier can rebuild graphs. Views keep the simpler
+    form of encoding 1: sequences as lists, other constants as {"repr": text}, strings of at
+    most 120 characters.
+    """
+    if isinstance(value, list):
+        return [display_form(v) for v in value]
+    if isinstance(value, str):
+        return value[:_MAX_SHOWN_STR]
+    if not isinstance(value, dict):
+        return value
+    kind = value.get("$")
+    if set(value) in ({"node"}, {"repr"}):
+        return value
+    if not isinstance(kind, str):
+        return {k: display_form(v) for k, v in value.items()}
+    if kind == "tuple":
+        return [display_form(v) for v in value.get("items", ())]
+    if kind == "dict":
+        return {str(display_form(k)): display_form(v) for k, v in value.get("items", ())}
+    if kind == "float":
+        return float(value.get("value", "nan"))
+    return {"repr": _typed_repr(kind, value)}
+
+
+def _typed_repr(kind: str, value: dict[str, Any]) -> str:
+    """The repr encoding 1 stored for the constant."""
+    if kind in ("dtype", "layout", "memory_format"):
+        return f"torch.{value.get('name')}"
+    if kind == "device":
+        index = value.get("index")
+        return f"device(type={value.get('type')!r}" + (f", index={index})" if index is not None else ")")
+    if kind == "slice":
+        parts = [_render_arg(display_form(value.get(k))) for k in ("start", "stop", "step")]
+        return f"slice({', '.join(parts)})"
+    if kind == "ellipsis":
+        return "Ellipsis"
+    if kind == "complex":
+        return repr(complex(value.get("real", 0.0), value.get("imag", 0.0)))
+    return str(value)

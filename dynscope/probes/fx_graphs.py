@@ -10,6 +10,7 @@ event carrying that text arrives.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections import OrderedDict
 from typing import Any, Callable
@@ -32,6 +33,12 @@ GRAPH_EVENTS = frozenset(
 _MAX_PENDING = 32
 _MAX_CONST_REPR = 120
 _MAX_ORIGIN_DEPTH = 8
+
+# Version of the graph JSON. 2: constants are encoded exactly (typed forms for tuples,
+# dtypes, devices, slices, non-finite floats...; strings kept whole), so that the minifier
+# can rebuild a graph from its structure alone. Version 1 (no "encoding" key) kept short
+# reprs and wrote tuples as lists: fine to display, not enough to rebuild.
+GRAPH_ENCODING = 2
 
 
 class PrintedGraphs:
@@ -92,8 +99,8 @@ def serialize_graph(gm: Any) -> dict[str, Any]:
             "name": node.name,
             "op": node.op,
             "target": _target_name(node),
-            "args": _arg(node.args),
-            "kwargs": _arg(node.kwargs),
+            "args": [_arg(a) for a in node.args],  # the top level is always a tuple
+            "kwargs": {str(k): _arg(v) for k, v in node.kwargs.items()},
             "inputs": [n.name for n in node.all_input_nodes],
         }
         tensor = _tensor_meta(meta.get("val", meta.get("example_value")))
@@ -119,7 +126,7 @@ def serialize_graph(gm: Any) -> dict[str, Any]:
         nodes.append(entry)
     # torch's NodeSource.graph_id is id() of the graph a node came from: keeping ours lets
     # the model follow a post-grad node's origins back into earlier stages.
-    return {"graph_id": id(gm.graph), "nodes": nodes}
+    return {"graph_id": id(gm.graph), "encoding": GRAPH_ENCODING, "nodes": nodes}
 
 
 def _target_name(node: Any) -> str:
@@ -135,19 +142,59 @@ def _target_name(node: Any) -> str:
 
 
 def _arg(value: Any) -> Any:
-    """Node references become {"node": name}; constants keep a short repr."""
+    """Encode a node argument exactly, as JSON.
+
+    Node references become {"node": name}; lists, str-keyed dicts, None, bools, ints, finite
+    floats and strings stay themselves; everything else that can be carried exactly gets a
+    typed form {"$": kind, ...} (see ``_typed``). Anything else keeps a short repr,
+    {"repr": text}, which can be shown but not rebuilt.
+    """
     from torch.fx import Node
 
     if isinstance(value, Node):
         return {"node": value.name}
-    if isinstance(value, (list, tuple)):
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else {"$": "float", "value": repr(value)}
+    if isinstance(value, list):
         return [_arg(v) for v in value]
+    if isinstance(value, tuple):
+        return {"$": "tuple", "items": [_arg(v) for v in value]}
     if isinstance(value, dict):
-        return {str(k): _arg(v) for k, v in value.items()}
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value if not isinstance(value, str) or len(value) <= _MAX_CONST_REPR else value[:_MAX_CONST_REPR]
+        if all(isinstance(k, str) for k in value) and not _looks_typed(value):
+            return {k: _arg(v) for k, v in value.items()}
+        return {"$": "dict", "items": [[_arg(k), _arg(v)] for k, v in value.items()]}
+    typed = _typed(value)
+    if typed is not None:
+        return typed
     text = repr(value)
     return {"repr": text if len(text) <= _MAX_CONST_REPR else text[:_MAX_CONST_REPR] + "…"}
+
+
+def _looks_typed(value: dict[str, Any]) -> bool:
+    """A plain dict that a reader would mistake for one of our encoded forms."""
+    return "$" in value or (len(value) == 1 and next(iter(value)) in ("node", "repr"))
+
+
+def _typed(value: Any) -> dict[str, Any] | None:
+    import torch
+
+    if isinstance(value, torch.dtype):
+        return {"$": "dtype", "name": str(value).removeprefix("torch.")}
+    if isinstance(value, torch.device):
+        return {"$": "device", "type": value.type, "index": value.index}
+    if isinstance(value, torch.layout):
+        return {"$": "layout", "name": str(value).removeprefix("torch.")}
+    if isinstance(value, torch.memory_format):
+        return {"$": "memory_format", "name": str(value).removeprefix("torch.")}
+    if isinstance(value, slice):
+        return {"$": "slice", "start": _arg(value.start), "stop": _arg(value.stop), "step": _arg(value.step)}
+    if value is Ellipsis:
+        return {"$": "ellipsis"}
+    if isinstance(value, complex):
+        return {"$": "complex", "real": _arg(value.real), "imag": _arg(value.imag)}
+    return None
 
 
 def _tensor_meta(val: Any) -> dict[str, Any] | list | None:

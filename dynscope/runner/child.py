@@ -14,15 +14,21 @@ from dynscope.recorder import Recorder
 from dynscope.runner.program import Program, UserProgramError, run_program
 
 
-def main() -> None:
-    spec = json.loads(sys.argv[1])
-    program = Program(**spec["program"])
+def start_recording(spec: dict) -> Recorder:
+    """The recorder the launcher's spec asks for, started (or one line and exit if it can't be)."""
     recorder = Recorder(spec["capture"], keep_caches=spec["keep_caches"], command=spec["command"])
     try:
         recorder.start()
     except DynscopeError as e:
         print(f"dynscope: {e}", file=sys.stderr)
         sys.exit(e.exit_code)
+    return recorder
+
+
+def main() -> None:
+    spec = json.loads(sys.argv[1])
+    program = Program(**spec["program"])
+    recorder = start_recording(spec)
     try:
         run_program(program)
     except UserProgramError as e:

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 from dynscope.store.header import is_capture_file
 from dynscope.store.schema import FILE_SUFFIX
@@ -60,7 +61,15 @@ def rank_from_env() -> tuple[int | None, int | None]:
         return None, None
 
 
-def launch(program: Program, capture_path: str, *, keep_caches: bool, command: list[str]) -> RunResult:
+def launch(program: Program, capture_path: str, *, keep_caches: bool, command: list[str],
+           child_module: str = "dynscope.runner.child", extra_spec: dict | None = None,
+           popen_kwargs: dict | None = None, wait: Callable[[subprocess.Popen], int] | None = None) -> RunResult:
+    """Run the program in ``python -m child_module SPEC`` and record how it ended.
+
+    ``extra_spec`` adds keys to the child's spec, ``popen_kwargs`` go to Popen (e.g. where
+    the program's output goes), and ``wait(proc)`` replaces ``proc.wait()`` for a caller
+    that watches the child while it runs (dynscope minify stops one that hangs).
+    """
     check_runnable(program)
     if os.path.isdir(capture_path):
         raise DynscopeError(f"cannot write capture {capture_path}: it is a directory")
@@ -71,14 +80,15 @@ def launch(program: Program, capture_path: str, *, keep_caches: bool, command: l
         "capture": capture_path,
         "keep_caches": keep_caches,
         "command": command,
+        **(extra_spec or {}),
     }
-    argv = [sys.executable, *_interpreter_flags(), "-m", "dynscope.runner.child", json.dumps(spec)]
+    argv = [sys.executable, *_interpreter_flags(), "-m", child_module, json.dumps(spec)]
     started = time.time()
-    proc = subprocess.Popen(argv)
+    proc = subprocess.Popen(argv, **(popen_kwargs or {}))
     previous = {sig: signal.signal(sig, lambda signum, _frame: proc.send_signal(signum)) for sig in _FORWARDED_SIGNALS}
     previous[signal.SIGINT] = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        returncode = proc.wait()
+        returncode = wait(proc) if wait is not None else proc.wait()
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

@@ -1,0 +1,212 @@
+"""dynscope minify: find the failing layer and op of a torch.compile failure, and write a
+small standalone repro.py that fails the same way.
+
+    dynscope minify [OPTIONS] SCRIPT [ARGS...]
+    dynscope minify [OPTIONS] -m MODULE [ARGS...]
+    dynscope minify --from CAPTURE --compile ID [OPTIONS]
+
+Everything after SCRIPT (or -m MODULE) belongs to the program. Progress goes to stderr;
+the result also goes to OUT/result.json and into the capture.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+from dynscope.errors import DynscopeError
+
+USAGE = """dynscope minify [OPTIONS] SCRIPT [ARGS...]
+       dynscope minify [OPTIONS] -m MODULE [ARGS...]
+       dynscope minify --from CAPTURE --compile ID [OPTIONS]"""
+
+DEFAULT_TIMEOUT_S = 120.0
+DEFAULT_RTOL = DEFAULT_ATOL = 1e-3  # torch's own accuracy minifier uses 1e-3 too
+
+
+class Command:
+    name = "minify"
+    help = ("find which layer of torch.compile breaks a program (and which op), and write a minimal "
+            "standalone repro.py that fails the same way")
+
+    def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
+        parser.usage = USAGE
+        parser.add_argument("--accuracy", action="store_true",
+                            help="also treat wrong results as failures: compare compiled code with eager "
+                                 "(outputs and gradients) against a float64 reference")
+        parser.add_argument("--rtol", type=float, default=None, help="relative tolerance for --accuracy (1e-3)")
+        parser.add_argument("--atol", type=float, default=None, help="absolute tolerance for --accuracy (1e-3)")
+        parser.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS",
+                            help="limit for each check, and for each compile or compiled call of the program "
+                                 f"(default {DEFAULT_TIMEOUT_S:.0f}); one that runs longer counts as a hang")
+        parser.add_argument("--out", metavar="DIR",
+                            help="where repro.py and the run's files go (default: <program>-minify)")
+        parser.add_argument("--resume", action="store_true",
+                            help="continue an interrupted run in the same --out directory, reusing its checks")
+        parser.add_argument("--from", dest="capture", metavar="CAPTURE",
+                            help="minify a compile recorded in a capture instead of running a program")
+        parser.add_argument("--compile", dest="compile_id", metavar="ID", help='with --from: the compile, e.g. "0/0"')
+        parser.add_argument("--backend", default="inductor",
+                            help="with --from: the backend that fails (a capture does not record it; default inductor)")
+        parser.add_argument("-m", dest="module_argv", nargs=argparse.REMAINDER, metavar="MODULE [ARGS]",
+                            help="run a module as python -m does")
+        parser.add_argument("program", nargs=argparse.REMAINDER, help="SCRIPT [ARGS...]")
+
+    def run(self, args: argparse.Namespace) -> int:
+        options = _options(args)
+        from rich.console import Console
+
+        from dynscope.minifier import session
+
+        console = Console(stderr=True, highlight=False)
+        with LiveProgress(console) as progress:
+            outcome = session.run(options, progress)
+        print_outcome(console, outcome)
+        return 0 if outcome.verified else 1
+
+
+def _options(args: argparse.Namespace):
+    from dynscope.minifier.session import Options
+    from dynscope.runner.program import Program, check_runnable
+
+    if args.timeout <= 0:
+        raise DynscopeError("--timeout must be a positive number of seconds")
+    accuracy = None
+    if args.accuracy or args.rtol is not None or args.atol is not None:
+        accuracy = {"rtol": DEFAULT_RTOL if args.rtol is None else args.rtol,
+                    "atol": DEFAULT_ATOL if args.atol is None else args.atol}
+    program = None
+    if args.module_argv:
+        program = Program("module", args.module_argv[0], list(args.module_argv[1:]))
+    elif args.module_argv is not None:
+        raise DynscopeError("-m needs a module name")
+    elif args.program:
+        program = Program("script", args.program[0], list(args.program[1:]))
+    if args.capture is not None:
+        if program is not None:
+            raise DynscopeError("give either a program to run or --from CAPTURE, not both")
+        if not args.compile_id:
+            raise DynscopeError("--from CAPTURE needs --compile ID (dynscope summary CAPTURE lists the compiles)")
+        if not os.path.exists(args.capture):
+            raise DynscopeError(f"no such capture: {args.capture}")
+        stem = os.path.splitext(os.path.basename(args.capture))[0]
+        out = args.out or f"{stem}-minify-{args.compile_id.replace('/', '_')}"
+    else:
+        if program is None:
+            raise DynscopeError("minify needs a program to run (dynscope minify SCRIPT [ARGS...]) "
+                                "or a capture (dynscope minify --from CAPTURE --compile ID)")
+        if args.compile_id:
+            raise DynscopeError("--compile goes with --from CAPTURE")
+        check_runnable(program)
+        stem = os.path.splitext(os.path.basename(program.target.rstrip("/")))[0] or "program"
+        out = args.out or f"{stem}-minify"
+    return Options(out_dir=out, timeout=args.timeout, accuracy=accuracy, program=program, capture=args.capture,
+                   compile_id=args.compile_id, backend=args.backend, resume=args.resume,
+                   command=["dynscope", "minify", *sys.argv[2:]])
+
+
+class LiveProgress:
+    """One live line on stderr: stage, checks made, nodes left, what is being tried. On a
+    terminal it redraws in place; otherwise each stage is printed once as it starts."""
+
+    def __init__(self, console) -> None:
+        self.console = console
+        self._started = time.monotonic()
+        self._stage = ""
+        self._stage_started = self._started
+        self._checks = 0
+        self._nodes_before: int | None = None
+        self._nodes: int | None = None
+        self._detail = ""
+        self._live = None
+
+    def __enter__(self) -> LiveProgress:
+        if self.console.is_terminal:
+            from rich.live import Live
+
+            self._live = Live(self._render(), console=self.console, transient=True, refresh_per_second=8)
+            self._live.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._live is not None:
+            self._live.__exit__(None, None, None)
+        if exc[0] is None and self._stage:
+            self._done()
+
+    def stage(self, text: str) -> None:
+        if self._stage:
+            self._done()
+        self._stage, self._stage_started, self._detail = text, time.monotonic(), ""
+        if self._live is None:
+            self.console.print(f"dynscope: {text}…", soft_wrap=True)
+        self._refresh()
+
+    def update(self, *, checks: int | None = None, nodes: int | None = None, detail: str | None = None) -> None:
+        if checks is not None:
+            self._checks = checks
+        if nodes is not None:
+            self._nodes_before = nodes if self._nodes_before is None else self._nodes_before
+            self._nodes = nodes
+        if detail is not None:
+            self._detail = detail
+        self._refresh()
+
+    def _done(self) -> None:
+        if self._live is not None:
+            self.console.print(f"[green]✓[/] {self._stage} [dim]({time.monotonic() - self._stage_started:.1f} s)[/]")
+
+    def _refresh(self) -> None:
+        if self._live is not None:
+            self._live.update(self._render())
+
+    def _render(self):
+        from rich.spinner import Spinner
+
+        parts = [self._stage or "starting"]
+        if self._checks:
+            parts.append(f"{self._checks} checks")
+        if self._nodes is not None:
+            parts.append(f"nodes {self._nodes_before} → {self._nodes}" if self._nodes != self._nodes_before
+                         else f"{self._nodes} nodes")
+        if self._detail:
+            parts.append(self._detail)
+        parts.append(f"{time.monotonic() - self._started:.0f} s")
+        return Spinner("dots", text=" · ".join(parts))
+
+
+def print_outcome(console, outcome) -> None:
+    from rich.markup import escape
+
+    where = f"compile {outcome.compile_id}" if outcome.compile_id else "the failing graph"
+    if outcome.verified:
+        console.print(f"[bold]dynscope:[/] minified {where} in {outcome.wall_s:.1f} s "
+                      f"({outcome.checks_run} checks)", soft_wrap=True)
+    else:
+        console.print(f"[bold]dynscope:[/] {where}: no verified repro ({outcome.wall_s:.1f} s, "
+                      f"{outcome.checks_run} checks)", soft_wrap=True)
+    rows = [("failure", outcome.signature)]
+    if outcome.culprit_text:
+        passed = f" (passes with {', '.join(outcome.passed_backends)})" if outcome.passed_backends and outcome.culprit_backend else ""
+        rows.append(("culprit", f"{outcome.culprit_text}{passed}"))
+    elif outcome.passed_backends:
+        rows.append(("culprit", f"not found: {', '.join(outcome.passed_backends)} all pass"))
+    if outcome.op:
+        rows.append(("op", outcome.op))
+    if outcome.attribution and outcome.culprit_backend:
+        rows.append(("traceback", outcome.attribution))
+    if outcome.nodes_after is not None:
+        rows.append(("graph", f"{outcome.nodes_before} → {outcome.nodes_after} compute nodes"))
+    if outcome.repro:
+        status = ("verified: fails the same way in a fresh process" if outcome.verified
+                  else f"NOT verified: in a fresh process {outcome.verify_text}")
+        rows.append(("repro", f"{outcome.repro} ({status})"))
+        rows.append(("run", f"python {outcome.repro}"))
+    for note in outcome.notes:
+        rows.append(("note", note))
+    width = max(len(k) for k, _ in rows)
+    for key, value in rows:
+        if value:
+            console.print(f"  [bold]{key.ljust(width)}[/]  {escape(str(value))}", soft_wrap=True)

@@ -1,0 +1,129 @@
+"""The case being minified: a failing graph, its inputs, how it was compiled and how it failed.
+
+A case comes from the detection run (``failure.json`` written by minifier/probe.py, or a
+graph record named by the crash marker) or from a capture (``--from CAPTURE --compile ID``:
+the Dynamo graph's structure and input shapes as the capture recorded them). Only JSON is
+read; nothing from a capture or the run is executed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from dynscope.errors import DynscopeError
+from dynscope.minifier.attribution import Attribution
+from dynscope.minifier.fragment import Fragment
+from dynscope.minifier.signature import Signature
+
+
+@dataclass
+class Case:
+    fragment: Fragment
+    backend: dict[str, Any]  # {"name", "options", "mode", "custom", "label"} (compat.describe_backend)
+    configs: dict[str, dict[str, Any]]
+    grad_enabled: bool
+    compile_id: str | None
+    target: Signature | None  # None until a check shows how it fails (a case from a capture)
+    kind: str | None = None
+    attribution: Attribution | None = None
+    values: dict[str, Any] | None = None  # {"path", "names"}: recorded input values
+    accuracy: dict[str, float] | None = None  # the tolerances the failure was found with
+    exception_text: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def custom_backend(self) -> bool:
+        return bool(self.backend.get("custom"))
+
+
+def case_from_failure(data: dict[str, Any], out_dir: str) -> Case:
+    fragment = Fragment(data["graph"], data["inputs"])
+    values = None
+    if data.get("values"):
+        values = {"path": os.path.join(out_dir, data["values"]), "names": [p["name"] for p in fragment.placeholders]}
+    return Case(
+        fragment=fragment,
+        backend=data["backend"],
+        configs=data.get("configs") or {},
+        grad_enabled=bool(data.get("grad_enabled", True)),
+        compile_id=data.get("compile_id"),
+        target=Signature.from_json(data.get("signature")),
+        kind=data.get("kind"),
+        attribution=Attribution.from_json(data.get("attribution")),
+        values=values,
+        accuracy=data.get("accuracy"),
+        exception_text=(data.get("exception") or {}).get("traceback"),
+        notes=list(data.get("notes") or []),
+    )
+
+
+def case_from_graph_record(data: dict[str, Any], signature: Signature) -> Case:
+    """A graph the program was compiling or running when it crashed or hung."""
+    return Case(Fragment(data["graph"], data["inputs"]), data["backend"], data.get("configs") or {},
+                bool(data.get("grad_enabled", True)), data.get("compile_id"), signature, signature.kind)
+
+
+def case_from_capture(path: str, compile_id: str, backend: str) -> tuple[Case, dict[str, dict[str, Any]]]:
+    """The Dynamo graph of one compile in a capture. Returns the case and the full config
+    dumps the capture holds for it (the worker reduces them to non-default values)."""
+    from dynscope.model import Capture
+
+    with Capture.open(path) as capture:
+        compile_ = capture.compile(compile_id)
+        stages = capture.stages(compile_id)
+        dynamo = next((s for s in stages if s.name == "dynamo" and s.recorded and s.structure_hash), None)
+        if dynamo is None:
+            raise DynscopeError(f"compile {compile_id} in {path} has no recorded Dynamo graph to minify "
+                                f"({_why_no_graph(compile_, stages)})")
+        graph = json.loads(capture.reader.payload(dynamo.structure_hash) or "{}")
+        dumps = _config_dumps(capture, compile_id)
+    if graph.get("encoding", 1) < 2:
+        raise DynscopeError(f"{path} was recorded by an older dynscope, which kept graph constants only as text: "
+                            "record the run again (dynscope explain, or dynscope minify SCRIPT)")
+    training = any(s.recorded and s.name in ("aot_joint", "aot_backward") for s in stages)
+    fragment = Fragment(graph, [_input_from_meta(p, training, compile_id) for p in graph["nodes"] if p["op"] == "placeholder"])
+    backend_spec = {"name": backend, "options": None, "mode": None, "custom": False, "label": backend}
+    case = Case(fragment, backend_spec, {}, training, compile_id, None)
+    case.notes.append("inputs are random values of the recorded shapes (a capture keeps no tensor values)")
+    return case, dumps
+
+
+def _input_from_meta(node: dict[str, Any], training: bool, compile_id: str) -> dict[str, Any]:
+    meta = node.get("tensor")
+    if isinstance(meta, dict) and "shape" in meta:
+        if not all(isinstance(d, int) for d in [*meta["shape"], *(meta.get("stride") or [])]):
+            raise DynscopeError(f"compile {compile_id} was traced with dynamic shapes ({node['name']} has size "
+                                f"{meta['shape']}); a capture keeps no values for them: run dynscope minify on the "
+                                "script instead")
+        # Parameters need gradients in a training graph; Dynamo names them ..._parameters_...
+        wants_grad = training and "_parameters_" in node["name"] and str(meta.get("dtype", "")).startswith("float")
+        return {"kind": "tensor", "shape": meta["shape"], "stride": meta.get("stride") or None,
+                "dtype": meta.get("dtype", "float32"), "device": meta.get("device", "cpu"), "requires_grad": wants_grad}
+    raise DynscopeError(f"compile {compile_id}: input {node['name']} is not a tensor of recorded shape; "
+                        "run dynscope minify on the script instead")
+
+
+def _why_no_graph(compile_: Any, stages: list[Any]) -> str:
+    dynamo = next((s for s in stages if s.name == "dynamo"), None)
+    if dynamo is not None and dynamo.missing_reason:
+        return dynamo.missing_reason
+    if compile_.status == "failed":
+        return f"Dynamo failed before making one: {compile_.fail_type}"
+    return "its structure was not recorded"
+
+
+def _config_dumps(capture: Any, compile_id: str) -> dict[str, dict[str, Any]]:
+    dumps: dict[str, dict[str, Any]] = {}
+    events = capture.reader.events(["compilation_metrics"], compile_id=compile_id)
+    metrics = events[-1].metadata.get("compilation_metrics", {}) if events else {}
+    for field_name, module in (("inductor_config", "torch._inductor.config"), ("dynamo_config", "torch._dynamo.config")):
+        try:
+            value = json.loads(metrics.get(field_name) or "null")
+        except (TypeError, ValueError):
+            continue
+        if isinstance(value, dict):
+            dumps[module] = value
+    return dumps

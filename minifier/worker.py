@@ -1,0 +1,236 @@
+"""The parent's side of the check worker: send a request, wait at most so long.
+
+One worker process serves every check. A check that kills the worker (an abort or a
+segfault in generated code) or outlives its timeout (a hang) becomes a result, not an
+error: the worker is killed with its process group (Inductor's compile subprocesses
+included) and the next request goes to a new one.
+
+Where the platform can fork and pass file descriptors (Linux, macOS) and no GPU is present,
+workers are forked from a fork server that has imported torch and warmed Inductor up once
+(minifier/worker_main.py): a replacement costs milliseconds, where a fresh interpreter costs
+seconds of imports and first-compile work. Elsewhere (CUDA does not survive a fork) each
+worker is a fresh process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import IO, Any, Callable
+
+# How long a worker may take to start and warm up before its first check.
+STARTUP_TIMEOUT_S = 600.0
+_WORKER = [sys.executable, "-m", "dynscope.minifier.worker_main"]
+
+
+@dataclass(frozen=True)
+class Reply:
+    data: dict[str, Any] | None  # the worker's answer
+    crashed: int | None = None  # the worker died: its return code (negative: signal)
+    hung_after: float | None = None  # no answer within the timeout
+    progress: dict[str, Any] = field(default_factory=dict)  # what it reported before dying
+
+
+class _Channel:
+    """One worker process: where requests go, where replies come from, how it ends."""
+
+    def __init__(self, pid: int, requests: IO[bytes], replies: IO[bytes], reap: Callable[[], int],
+                 reap_killed: Callable[[], None]) -> None:
+        self.pid = pid
+        self.requests = requests
+        self.replies = replies
+        self.replies_fd = replies.fileno()
+        self.reap = reap  # waits for it to end; returns its status as subprocess reports it
+        self.reap_killed = reap_killed  # after SIGKILL: must not block
+        self.buffer = b""
+        self.warming: int | None = None  # id of a warm-up request still running
+
+    def kill(self) -> None:
+        try:
+            os.killpg(self.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        # Never wait for it here: a process killed while its GPU context was broken can take
+        # a long time to finish dying in the driver, and nothing needs its status.
+        self._close_pipes()
+        self.reap_killed()
+
+    def close(self) -> int:
+        self._close_pipes()
+        return self.reap()
+
+    def _close_pipes(self) -> None:
+        for closer in (self.requests.close, self.replies.close):
+            try:
+                closer()
+            except (OSError, ValueError):
+                pass
+
+
+class _ForkServer:
+    def __init__(self, log: IO[bytes]) -> None:
+        ours, theirs = socket.socketpair()
+        self.proc = subprocess.Popen([*_WORKER, "--fork-server", str(theirs.fileno())], pass_fds=[theirs.fileno()],
+                                     stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+        theirs.close()
+        self.sock = ours
+        self.lines = ours.makefile("rb")
+        self.ready = False
+
+    def spawn(self) -> _Channel:
+        if not self.ready:  # its warm-up runs while the program does; wait for it here
+            self.sock.settimeout(STARTUP_TIMEOUT_S)
+            if not self._answer().get("ready"):
+                raise OSError("the fork server cannot fork workers here (CUDA was initialized while warming up)")
+            self.ready = True
+        request_read, request_write = os.pipe()
+        reply_read, reply_write = os.pipe()
+        socket.send_fds(self.sock, [json.dumps({"op": "spawn"}).encode()], [request_read, reply_write])
+        os.close(request_read)
+        os.close(reply_write)
+        pid = self._answer()["pid"]
+        # A killed child stays a zombie of the fork server until the session ends: reaping it
+        # would wait on it, and the server's socket answers one request at a time.
+        return _Channel(pid, os.fdopen(request_write, "wb"), os.fdopen(reply_read, "rb", buffering=0),
+                        lambda: self._reap(pid), lambda: None)
+
+    def _reap(self, pid: int) -> int:
+        socket.send_fds(self.sock, [json.dumps({"op": "reap", "pid": pid}).encode()], [])
+        return int(self._answer()["returncode"])
+
+    def _answer(self) -> dict[str, Any]:
+        line = self.lines.readline()
+        if not line:
+            raise OSError("the fork server died (see worker.log)")
+        return json.loads(line)
+
+    def close(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.proc.wait()
+        self.sock.close()
+
+
+def _can_fork_workers() -> bool:
+    """Forking needs fork and fd passing, and no GPU: CUDA, once a driver call has been made
+    in a process, does not work in its forked children, and torch may make one on import."""
+    gpu = any(os.path.exists(p) for p in ("/dev/nvidiactl", "/dev/nvidia0", "/dev/kfd"))
+    return hasattr(os, "fork") and hasattr(socket, "send_fds") and not gpu
+
+
+class Worker:
+    def __init__(self, log_path: str, *, fork: bool | None = None) -> None:
+        self.log_path = log_path
+        self.fork = _can_fork_workers() if fork is None else fork
+        self.started = 0  # worker processes started so far
+        self._log: IO[bytes] | None = None
+        self._server: _ForkServer | None = None
+        self._channel: _Channel | None = None
+        self._next_id = 0
+
+    def start(self) -> None:
+        """Start warming up now (torch's import, Inductor's first compile), in the background."""
+        if self._log is None:
+            self._log = open(self.log_path, "ab")
+        if self.fork and self._server is None:
+            self._server = _ForkServer(self._log)
+        elif not self.fork and self._channel is None:
+            self._channel = self._spawn_plain(warm_up=True)
+
+    def request(self, request: dict[str, Any], timeout: float) -> Reply:
+        channel = self._ensure_channel()
+        if channel.warming is not None:  # let a warm-up finish first: its time is not the check's
+            warm = self._receive(channel, channel.warming, STARTUP_TIMEOUT_S)
+            channel.warming = None
+            if warm.data is None:
+                channel = self._ensure_channel()
+        reply = self._receive(channel, self._send(channel, request), timeout)
+        if reply.data is not None and reply.data.get("restart"):
+            channel.kill()  # its state cannot be trusted any more
+        if reply.data is None or reply.data.get("restart"):
+            self._channel = None
+        return reply
+
+    def close(self) -> None:
+        # No graceful exit: torch's interpreter teardown costs seconds and the workers hold
+        # nothing worth keeping.
+        if self._channel is not None:
+            self._channel.kill()
+            self._channel = None
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    # -- internals -------------------------------------------------------------------------
+
+    def _ensure_channel(self) -> _Channel:
+        self.start()
+        if self._channel is None:
+            if self._server is not None:
+                try:
+                    self._channel = self._server.spawn()
+                except OSError:  # no fork server after all: fresh processes from now on
+                    self._server.close()
+                    self._server, self.fork = None, False
+                    self._channel = self._spawn_plain(warm_up=self.started == 0)
+            else:
+                self._channel = self._spawn_plain(warm_up=self.started == 0)
+            self.started += 1
+        return self._channel
+
+    def _spawn_plain(self, *, warm_up: bool) -> _Channel:
+        proc = subprocess.Popen(_WORKER, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
+                                start_new_session=True)
+        channel = _Channel(proc.pid, proc.stdin, proc.stdout, proc.wait,  # type: ignore[arg-type]
+                           lambda: threading.Thread(target=proc.wait, daemon=True).start())
+        if warm_up:
+            channel.warming = self._send(channel, {"op": "warmup"})
+        return channel
+
+    def _send(self, channel: _Channel, request: dict[str, Any]) -> int:
+        self._next_id += 1
+        line = json.dumps({**request, "id": self._next_id}, default=str) + "\n"
+        try:
+            channel.requests.write(line.encode())
+            channel.requests.flush()
+        except (BrokenPipeError, OSError, ValueError):
+            pass  # it died; _receive reports how
+        return self._next_id
+
+    def _receive(self, channel: _Channel, request_id: int, timeout: float) -> Reply:
+        deadline = time.monotonic() + timeout
+        progress: dict[str, Any] = {}
+        while True:
+            while b"\n" in channel.buffer:
+                line, channel.buffer = channel.buffer.split(b"\n", 1)
+                data = json.loads(line)
+                if data.get("id") != request_id:
+                    continue
+                if "progress" in data:
+                    progress = data["progress"]
+                    continue
+                return Reply(data, progress=progress)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                channel.kill()
+                return Reply(None, hung_after=timeout, progress=progress)
+            ready, _, _ = select.select([channel.replies_fd], [], [], min(left, 1.0))
+            if not ready:
+                continue
+            chunk = os.read(channel.replies_fd, 1 << 20)
+            if not chunk:  # end of file: the worker died
+                return Reply(None, crashed=channel.close(), progress=progress)
+            channel.buffer += chunk
