@@ -134,6 +134,7 @@ class _RankView:
             "run": self._run_facts(),
             "counts": totals(capture),
             "problems": [self._problem(p, groups, recompiles) for p in top_problems(capture)[:10]],
+            "minify": capture.minify_results(),
             "stage_totals": self._stage_totals(stage_seconds(compiles)),
             "timeline": self._timeline(compiles),
             "breaks": [self._break(i, g) for i, g in enumerate(groups)],

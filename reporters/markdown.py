@@ -86,6 +86,16 @@ def _capture_section(out: _Budget, capture: Capture, *, titled: bool) -> None:
                     f"{text(first_line(e.reason))}\n")
         out.skip(len(errors) - _MAX_ITEMS)
 
+    results = capture.minify_results()
+    if results:
+        out.add("\n#### dynscope minify\n\n")
+        for m in results:
+            out.add(f"- {code(m.compile_id or '?')} {text(m.signature or m.kind or 'failure')}: "
+                    f"**{text(m.culprit or 'culprit not found')}**"
+                    + (f", op {code(m.op)}" if m.op else "")
+                    + (f"; repro ({m.nodes_after} compute nodes, verified in a fresh process) at {code(m.repro)}"
+                       if m.verified and m.repro else "; no verified repro") + "\n")
+
     if compiles:
         _frame_times(out, capture, compiles, cwd)
 

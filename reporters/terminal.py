@@ -39,6 +39,8 @@ def render_summary(capture: Capture, console: Console) -> None:
             console.print(f"  [red]{escape(e.compile_id)}[/] {escape(friendly_function(e.function))} "
                           f"({escape(where)}): [bold]{escape(e.fail_type)}[/]: {escape(condensed(e.reason))}")
         console.print()
+    for result in capture.minify_results():
+        console.print(Text("dynscope minify: ", style="bold red") + Text(result.headline))
     if compiles:
         console.print(_frames_section(capture, compiles, cwd))
     _footer(capture, console)

@@ -8,14 +8,11 @@ to its nodes and source line. Snapshots of the main screens are in test_tui_snap
 
 from __future__ import annotations
 
-import asyncio
-import io
 import shutil
 import sqlite3
 from pathlib import Path
 
 import pytest
-from rich.console import Console
 from textual.widgets import DataTable, OptionList, Static, TabbedContent, Tree
 
 from dynscope.analysis.breaks import group_breaks
@@ -37,6 +34,7 @@ from dynscope.tui.search import SearchScreen
 from dynscope.tui.source import SourceScreen
 
 from conftest import EXAMPLES, run_dynscope
+from tui_pilot import drive, settle, text_of
 
 GRAPH_BREAKS = (EXAMPLES / "graph_breaks.py").read_text().splitlines()
 
@@ -56,28 +54,6 @@ def conv_path(make_capture) -> Path:
     return make_capture("conv_net.py", "--backend", "inductor")
 
 
-def drive(path: Path, script, *, size: tuple[int, int] = (80, 24), **options) -> None:
-    """Run the app on a capture and hand ``script(app, pilot)`` the controls."""
-
-    async def main() -> None:
-        with Capture.open(str(path)) as capture:
-            app = DynscopeApp(capture, **options)
-            async with app.run_test(size=size) as pilot:
-                await settle(app, pilot)
-                await script(app, pilot)
-
-    asyncio.run(main())
-
-
-async def settle(app: DynscopeApp, pilot) -> None:
-    """Until every worker has finished and what it posted has been handled."""
-    while True:
-        await app.workers.wait_for_complete()
-        await pilot.pause()
-        if not any(w.is_running for w in app.workers):
-            return
-
-
 async def press(app: DynscopeApp, pilot, *keys: str) -> None:
     for key in keys:
         await pilot.press(key)
@@ -91,13 +67,6 @@ async def search(app: DynscopeApp, pilot, query: str) -> SearchScreen:
         await pilot.pause(0.05)
     await settle(app, pilot)
     return app.screen
-
-
-def text_of(static: Static) -> str:
-    """What a Static shows, as plain text (tables included)."""
-    console = Console(width=200, record=True, file=io.StringIO())
-    console.print(static.content, soft_wrap=True)
-    return console.export_text()
 
 
 def active_tab(app: DynscopeApp) -> str:

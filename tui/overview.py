@@ -81,6 +81,8 @@ def run_facts(capture: Capture, totals: Totals, *, hide_volatile: bool) -> Text:
     if exception is not None:
         raised = f"{exception.type}: {first_line(exception.message)}"
         rows.append(line(("the program raised ", "red"), (raised, "bold red")))
+    for result in capture.minify_results():
+        rows.append(line(("dynscope minify ", "bold red"), result.headline))
     missing = [name for name, ok in run.probes.items() if not ok]
     if missing:
         rows.append(line(("not recorded on this torch: ", "yellow"), ", ".join(missing)))

@@ -103,6 +103,25 @@ def summary_document(capture: Capture) -> dict[str, Any]:
             }
             for r in recompiles
         ],
+        "minify": [
+            {
+                "compile_id": m.compile_id,
+                "kind": m.kind,
+                "signature": m.signature,
+                "culprit_stage": m.culprit_stage,
+                "culprit_backend": m.culprit_backend,
+                "culprit": m.culprit,
+                "passed_backends": list(m.passed_backends),
+                "subsystem": m.subsystem,
+                "op": m.op,
+                "repro": m.repro,
+                "verified": m.verified,
+                "checks_run": m.checks_run,
+                "nodes_before": m.nodes_before,
+                "nodes_after": m.nodes_after,
+            }
+            for m in capture.minify_results()
+        ],
         "errors": [
             {
                 "compile_id": e.compile_id,

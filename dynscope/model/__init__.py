@@ -2,6 +2,7 @@
 
 from dynscope.model.capture import Capture
 from dynscope.model.fxgraph import FxGraph, FxNode
+from dynscope.model.minify import MinifyResult
 from dynscope.model.records import (
     Compile,
     CompileError,
@@ -21,5 +22,5 @@ from dynscope.model.stages import CANONICAL_STAGES
 
 __all__ = [
     "CANONICAL_STAGES", "Capture", "Compile", "CompileError", "CompileTimes", "Frame", "FxGraph", "FxNode",
-    "GraphBreak", "Guard", "GuardFailure", "Kernel", "ProgramException", "Recompile", "Run", "StackFrame", "Stage",
+    "GraphBreak", "Guard", "GuardFailure", "Kernel", "MinifyResult", "ProgramException", "Recompile", "Run", "StackFrame", "Stage",
 ]

@@ -22,6 +22,7 @@ from dynscope.model import stages as pipeline
 from dynscope.model.break_text import parse_break_message
 from dynscope.model.fxgraph import FxGraph
 from dynscope.model.guards import parse_guard_tree
+from dynscope.model.minify import MinifyResult, minify_results
 from dynscope.model.output_code import graph_role, parse_stack_text, split_kernels
 from dynscope.model.records import (
     Compile,
@@ -305,6 +306,10 @@ class Capture:
 
     def recompiles(self) -> list[Recompile]:
         return list(self._recompiles)
+
+    def minify_results(self) -> list[MinifyResult]:
+        """What `dynscope minify` found for this run (it records its result into the capture)."""
+        return minify_results(self)
 
     def errors(self) -> list[CompileError]:
         return [

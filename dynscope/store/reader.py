@@ -104,7 +104,7 @@ class CaptureReader:
         '$.compilation_metrics.co_name') rather than parsing whole metadata in Python: the
         metadata of a compile's metrics is ~10 KB, and overviews list thousands of compiles."""
         names = list(names)
-        columns = "".join(f", json_extract(metadata, ?)" for _ in fields)
+        columns = "".join(", json_extract(metadata, ?)" for _ in fields)
         sql = (f"SELECT id, ts, name, compile_id, attempt{columns} FROM events "
                f"WHERE name IN ({','.join('?' * len(names))}) ORDER BY id")
         rows = self._query(sql, [*fields.values(), *names])
