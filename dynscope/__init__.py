@@ -6,7 +6,8 @@
     with dynscope.capture("run.dynscope") as cap:
         model = torch.compile(model)
         model(x)
-    print(cap.load().summary())
+    for b in cap.load().graph_breaks():
+        print(b.location, b.headline)
 
 Importing dynscope is cheap: torch is imported only when a capture starts.
 """

@@ -33,6 +33,7 @@ from dynscope.minifier.signature import ACCURACY, COMPILE_ERROR, RUNTIME_ERROR, 
 from dynscope.probes import compat
 from dynscope.probes.fx_graphs import serialize_graph
 
+
 class StopProgram(BaseException):
     """Ends the user's program once its first failure is recorded (a BaseException, so the
     program's own ``except Exception`` handlers let it pass)."""
