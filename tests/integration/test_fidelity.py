@@ -19,7 +19,7 @@ from dynscope.model import Capture
 
 from conftest import EXAMPLES, REPO, run_dynscope
 
-RECORDER = Path(__file__).parent / "programs" / "torch_record.py"
+RECORDER = Path(__file__).parent.parent / "programs" / "torch_record.py"
 
 
 @pytest.fixture(scope="module")

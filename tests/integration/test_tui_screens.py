@@ -7,7 +7,7 @@ out what changes between runs and machines (timings, the torch version, the capt
 directory, object ids in guards). Kernel code depends on the CPU's vector ISA, so kernels
 are checked by the Pilot tests in test_tui.py, not by snapshot.
 
-    pytest tests/test_tui_screens.py --snapshot-update    # after an intended change of a screen
+    pytest tests/integration/test_tui_screens.py --snapshot-update    # after an intended change of a screen
 """
 
 from __future__ import annotations

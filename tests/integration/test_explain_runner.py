@@ -15,7 +15,7 @@ from dynscope.model import Capture
 
 from conftest import EXAMPLES, run_dynscope
 
-PROGRAMS = Path(__file__).parent / "programs"
+PROGRAMS = Path(__file__).parent.parent / "programs"
 BEHAVES = str(PROGRAMS / "behaves_like_python.py")
 
 

@@ -19,7 +19,7 @@ from dynscope.reporters.markdown import markdown_report
 from browser import Browser, find_chromium
 from conftest import EXAMPLES, needs_program, run_dynscope
 
-PROGRAMS = Path(__file__).parent / "programs"
+PROGRAMS = Path(__file__).parent.parent / "programs"
 needs_chromium = needs_program("chromium", "chromium-browser", "google-chrome")
 PWNED = "window.__pwned=1"
 

@@ -13,7 +13,7 @@ from dynscope.model import Capture
 
 from conftest import run_dynscope
 
-PROGRAM = Path(__file__).parent / "programs" / "distributed_step.py"
+PROGRAM = Path(__file__).parent.parent / "programs" / "distributed_step.py"
 
 
 def torchrun(tmp_path: Path, *explain_options: str) -> subprocess.CompletedProcess:
