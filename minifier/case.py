@@ -78,7 +78,9 @@ def case_from_capture(path: str, compile_id: str, backend: str) -> tuple[Case, d
         if dynamo is None:
             raise DynscopeError(f"compile {compile_id} in {path} has no recorded Dynamo graph to minify "
                                 f"({_why_no_graph(compile_, stages)})")
-        graph = json.loads(capture.reader.payload(dynamo.structure_hash) or "{}")
+        graph = capture.reader.json_payload(dynamo.structure_hash)
+        if not isinstance(graph, dict) or not isinstance(graph.get("nodes"), list):
+            raise DynscopeError(f"compile {compile_id} in {path}: its recorded Dynamo graph is not a graph")
         dumps = _config_dumps(capture, compile_id)
     if graph.get("encoding", 1) < 2:
         raise DynscopeError(f"{path} was recorded by an older dynscope, which kept graph constants only as text: "

@@ -27,7 +27,7 @@ from dynscope.analysis.names import friendly_function, location, short_path
 from dynscope.analysis.overview import compile_seconds, stage_seconds, totals
 from dynscope.analysis.problems import Problem, top_problems
 from dynscope.analysis.ranks import rank_differences
-from dynscope.analysis.source import source_excerpt
+from dynscope.analysis.source import SourceAccess
 from dynscope.errors import DynscopeError
 from dynscope.model import Capture, Compile, Stage
 
@@ -49,12 +49,13 @@ class ReportLimits:
     timeline_frames: int = 200
 
 
-def html_report(captures: list[Capture], *, limits: ReportLimits = ReportLimits()) -> str:
+def html_report(captures: list[Capture], *, limits: ReportLimits = ReportLimits(), any_source: bool = False) -> str:
     import jinja2
 
     started = time.perf_counter()
     graphs = _GraphBudget(limits.graphs)
-    ranks = [_RankView(i, capture, limits, graphs).build() for i, capture in enumerate(captures)]
+    ranks = [_RankView(i, capture, limits, graphs, SourceAccess.for_run(capture.run, any_source=any_source)).build()
+             for i, capture in enumerate(captures)]
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(_HERE / "templates"),
         autoescape=True,
@@ -114,8 +115,10 @@ class _GraphBudget:
 
 
 class _RankView:
-    def __init__(self, index: int, capture: Capture, limits: ReportLimits, graphs: _GraphBudget) -> None:
+    def __init__(self, index: int, capture: Capture, limits: ReportLimits, graphs: _GraphBudget,
+                 sources: SourceAccess) -> None:
         self.index = index
+        self.sources = sources
         self.capture = capture
         self.limits = limits
         self.graphs = graphs
@@ -220,7 +223,7 @@ class _RankView:
 
     def _break(self, index: int, group) -> dict[str, Any]:
         loc = group.location
-        excerpt = source_excerpt(loc.file, loc.line, self.cwd)
+        excerpt = self.sources.excerpt(loc.file, loc.line)
         return {
             "id": f"r{self.index}-break-{index}",
             "headline": group.headline, "gb_id": group.gb_id, "count": group.count,
@@ -232,6 +235,7 @@ class _RankView:
                        "code": f.code} for f in group.first.user_stack],
             "excerpt": None if excerpt is None else [{"no": n, "text": t, "marked": n == loc.line}
                                                     for n, t in excerpt.lines],
+            "source_withheld": self.sources.withheld(loc.file),
         }
 
     def _recompile(self, index: int, recompile) -> dict[str, Any]:
@@ -341,7 +345,7 @@ class _RankView:
         return {"svg": None, "dot": dot, "note": self.graphs.note()}
 
     def _line_ref(self, file: str | None, line: int | None) -> dict[str, Any]:
-        excerpt = source_excerpt(file, line, self.cwd, context=2)
+        excerpt = self.sources.excerpt(file, line, context=2)
         return {"where": location(file, line, self.cwd), "line": line,
                 "excerpt": None if excerpt is None else [[n, t] for n, t in excerpt.lines]}
 

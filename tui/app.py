@@ -20,6 +20,7 @@ from textual.widgets import Footer, TabbedContent, TabPane
 from dynscope.analysis.overview import totals
 from dynscope.analysis.problems import top_problems
 from dynscope.analysis.search import Hit
+from dynscope.analysis.source import SourceAccess
 from dynscope.errors import DynscopeError
 from dynscope.model import Capture
 from dynscope.tui.breaks import BreaksPane
@@ -54,17 +55,19 @@ class DynscopeApp(App[None]):
         Binding("q", "quit", "Quit"),
     ]
 
-    def __init__(self, capture: Capture, *, export_html: ExportHtml | None = None, hide_volatile: bool = False) -> None:
+    def __init__(self, capture: Capture, *, export_html: ExportHtml | None = None, hide_volatile: bool = False,
+                 any_source: bool = False) -> None:
         """``export_html(path)`` writes the HTML report (the `e` key); None: no reporter installed.
         ``hide_volatile`` leaves out or masks what changes from run to run or machine to machine
         (timings, the capture's directory, the command line, the torch version, object ids in
-        guards), for snapshot tests.
+        guards), for snapshot tests. ``any_source`` shows source files outside the program's tree.
 
         Reads the overview's records here, so a damaged capture fails before the terminal is taken over."""
         super().__init__()
         self.capture = capture
         self.export_html = export_html
         self.hide_volatile = hide_volatile
+        self.sources = SourceAccess.for_run(capture.run, any_source=any_source)
         self.totals = totals(capture)
         self.problems = top_problems(capture)
         self.sub_title = Path(capture.path).name
@@ -148,7 +151,7 @@ class DynscopeApp(App[None]):
         view.show(message.compile_id, message.kernel_key)
 
     def on_show_source(self, message: ShowSource) -> None:
-        self.push_screen(SourceScreen(message.file, message.line, self.capture.run.cwd, message.code))
+        self.push_screen(SourceScreen(message.file, message.line, self.sources, message.code))
 
     def go_to_hit(self, hit: Hit | None) -> None:
         if hit is None:

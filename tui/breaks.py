@@ -11,7 +11,6 @@ from textual.widgets.option_list import Option
 
 from dynscope.analysis.breaks import BreakGroup, group_breaks
 from dynscope.analysis.names import friendly_function, location
-from dynscope.analysis.source import source_excerpt
 from dynscope.model import Capture, StackFrame
 from dynscope.tui.code_view import CodeView
 from dynscope.tui.messages import ShowSource
@@ -80,10 +79,12 @@ class BreaksPane(Horizontal):
         stack.add_options(Option(frame_prompt(f, cwd)) for f in group.first.user_stack)
         stack.highlighted = len(group.first.user_stack) - 1 if group.first.user_stack else None  # the innermost frame
         where = group.location
-        excerpt = source_excerpt(where.file, where.line, cwd, context=6)
+        sources = self.app.sources
+        excerpt = sources.excerpt(where.file, where.line, context=6)
         source = self.query_one("#break-source", CodeView)
         if excerpt is None:
-            fallback = [plain(f"(cannot read {location(where.file, where.line, cwd)} from this machine)", "dim")]
+            why = sources.withheld(where.file) or f"cannot read {location(where.file, where.line, cwd)} from this machine"
+            fallback = [plain(f"({why})", "dim")]
             if where.code:
                 fallback.append(plain(where.code))
             source.show(fallback, numbers=False)

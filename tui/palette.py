@@ -12,6 +12,7 @@ from textual.markup import escape
 
 from dynscope.analysis.breaks import group_breaks
 from dynscope.analysis.names import friendly_function, location
+from dynscope.safe_text import visible
 from dynscope.tui.messages import ShowBreak, ShowStage
 
 if TYPE_CHECKING:
@@ -38,12 +39,12 @@ class DynscopeCommands(Provider):
         capture = app.capture
         cwd = capture.run.cwd
         for c in capture.compiles():
-            name = f"Compile {c.compile_id} {friendly_function(c.function)} ({c.status})"
-            yield name, partial(app.post_message, ShowStage(c.compile_id)), escape(location(c.file, c.line, cwd))
+            name = visible(f"Compile {c.compile_id} {friendly_function(c.function)} ({c.status})")
+            yield name, partial(app.post_message, ShowStage(c.compile_id)), escape(visible(location(c.file, c.line, cwd)))
         for g in group_breaks(capture.graph_breaks()):
-            name = f"Graph break: {g.headline} ×{g.count}"
+            name = visible(f"Graph break: {g.headline} ×{g.count}")
             where = location(g.location.file, g.location.line, cwd)
-            yield name, partial(app.post_message, ShowBreak(g.first.event_id)), escape(where)
+            yield name, partial(app.post_message, ShowBreak(g.first.event_id)), escape(visible(where))
 
     async def discover(self) -> Hits:
         for name, callback, help_text in self._views():

@@ -13,7 +13,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from dynscope.analysis.names import location
-from dynscope.analysis.source import source_excerpt
+from dynscope.analysis.source import SourceAccess
 from dynscope.tui.code_view import CodeView
 from dynscope.tui.text import code_lines, line, plain
 
@@ -23,11 +23,12 @@ _WHOLE_FILE = 1_000_000  # lines of context: the whole file
 class SourceScreen(Screen[None]):
     BINDINGS = [Binding("escape,q", "app.pop_screen", "Back")]
 
-    def __init__(self, file: str | None, line_number: int | None, cwd: str | None, code: str | None = None) -> None:
+    def __init__(self, file: str | None, line_number: int | None, sources: SourceAccess, code: str | None = None) -> None:
         super().__init__()
         self.file = file
         self.line_number = line_number
-        self.cwd = cwd
+        self.sources = sources
+        self.cwd = sources.cwd
         self.code = code
 
     def compose(self) -> ComposeResult:
@@ -39,9 +40,11 @@ class SourceScreen(Screen[None]):
         where = location(self.file, self.line_number, self.cwd)
         title = self.query_one("#source-title", Static)
         view = self.query_one("#source-code", CodeView)
-        excerpt = source_excerpt(self.file, self.line_number, self.cwd, context=_WHOLE_FILE)
+        excerpt = self.sources.excerpt(self.file, self.line_number, context=_WHOLE_FILE)
+        withheld = self.sources.withheld(self.file)
         if excerpt is None:
-            title.update(line((where, "bold cyan"), ("  cannot be read on this machine; torch recorded:", "yellow")))
+            why = f"  {withheld}; torch recorded:" if withheld else "  cannot be read on this machine; torch recorded:"
+            title.update(line((where, "bold cyan"), (why, "yellow")))
             view.show([plain(self.code or "(no source text was recorded)")], numbers=False)
         else:
             title.update(line((where, "bold cyan"), ("  escape: back", "dim")))

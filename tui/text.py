@@ -1,7 +1,8 @@
 """Turning capture strings into things Textual shows, always as literal text.
 
 Capture strings (break messages, guard checks, stage text) can contain anything, including
-"[bold]" or "[/]": they are wrapped in rich ``Text`` and never parsed as markup.
+"[bold]" or "[/]": they are wrapped in rich ``Text`` and never parsed as markup, and their
+control characters are shown as escapes (dynscope.safe_text).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from rich.syntax import Syntax
 from rich.text import Text
 
 from dynscope.commands._common import lexer_for
+from dynscope.safe_text import visible
 
 # Beyond this size Pygments takes longer than a key press should: show plain text.
 MAX_HIGHLIGHT_CHARS = 400_000
@@ -19,7 +21,7 @@ THEME = "ansi_dark"
 
 def plain(value: object, style: str = "") -> Text:
     """Any value as literal text (no markup, no emoji codes)."""
-    return Text("" if value is None else str(value), style=style)
+    return Text("" if value is None else visible(str(value)), style=style)
 
 
 def line(*parts: str | tuple[str, str] | Text) -> Text:
@@ -27,7 +29,9 @@ def line(*parts: str | tuple[str, str] | Text) -> Text:
     text = Text()
     for part in parts:
         if isinstance(part, tuple):
-            text.append(*part)
+            text.append(visible(part[0]), *part[1:])
+        elif isinstance(part, str):
+            text.append(visible(part))
         else:
             text.append(part)
     return text
@@ -39,7 +43,7 @@ def lines_of(*rows: Text) -> Text:
 
 def code_lines(code: str, language: str, *, lexer: str | None = None) -> list[Text]:
     """Source split into highlighted lines (``language`` as the model names it: fx, cpp, triton...)."""
-    code = code.expandtabs(4).rstrip("\n")
+    code = visible(code.expandtabs(4).rstrip("\n"))
     if len(code) > MAX_HIGHLIGHT_CHARS:
         return [Text(row) for row in code.split("\n")]
     highlighted = Syntax(code, lexer or lexer_for(language), theme=THEME).highlight(code)

@@ -85,4 +85,7 @@ def _run(action) -> int:
 
 
 def _error(message: str) -> None:
-    print(f"dynscope: {message}", file=sys.stderr)
+    from dynscope.safe_text import visible
+
+    # Messages can quote a capture (a stage name, a path): one line, no control characters.
+    print(f"dynscope: {visible(message).replace(chr(10), ' ')}", file=sys.stderr)

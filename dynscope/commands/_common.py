@@ -11,6 +11,12 @@ def add_capture_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("capture", help="a .dynscope capture file")
 
 
+def add_any_source_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--any-source", action="store_true",
+                        help="show source files the capture names even outside the program's directory "
+                             "(off by default: a capture must not decide what dynscope reads)")
+
+
 def add_compile_argument(parser: argparse.ArgumentParser, *, required: bool) -> None:
     parser.add_argument("--compile", dest="compile_id", metavar="ID", required=required,
                         help='compile id as torch prints it, e.g. "0/1"')

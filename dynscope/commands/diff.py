@@ -70,13 +70,15 @@ def _compile_lines(result) -> list[str]:
 
 def _print(lines: list[str], text_diff, *, raw: bool) -> None:
     if raw:
-        sys.stdout.write("\n".join([*lines, "", *text_diff]) + "\n")
+        from dynscope.safe_text import visible
+
+        sys.stdout.write(visible("\n".join([*lines, "", *text_diff])) + "\n")
         return
-    from rich.console import Console
+    from dynscope.safe_text import safe_console
     from rich.syntax import Syntax
     from rich.text import Text
 
-    console = Console(highlight=False)
+    console = safe_console(highlight=False)
     console.print(Text(lines[0], style="bold"))
     for line in lines[1:]:
         console.print(Text(line))

@@ -105,10 +105,10 @@ def explain(program, args: argparse.Namespace, *, command: list[str]) -> int:
 
 
 def _print_summary(path: str) -> None:
-    from rich.console import Console
+    from dynscope.safe_text import safe_console
 
     from dynscope.model import Capture
     from dynscope.reporters.terminal import render_summary
 
     with Capture.open(path) as capture:
-        render_summary(capture, Console(stderr=True, highlight=False))
+        render_summary(capture, safe_console(stderr=True, highlight=False))

@@ -56,11 +56,11 @@ class Command:
 
     def run(self, args: argparse.Namespace) -> int:
         options = _options(args)
-        from rich.console import Console
+        from dynscope.safe_text import safe_console
 
         from dynscope.minifier import session
 
-        console = Console(stderr=True, highlight=False)
+        console = safe_console(stderr=True, highlight=False)
         with LiveProgress(console) as progress:
             outcome = session.run(options, progress)
         print_outcome(console, outcome)

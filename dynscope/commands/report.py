@@ -8,6 +8,7 @@ import os
 import sys
 from contextlib import ExitStack
 
+from dynscope.commands._common import add_any_source_argument
 from dynscope.errors import DynscopeError
 
 FORMATS = ("html", "md", "json")
@@ -22,10 +23,11 @@ class Command:
         parser.add_argument("captures", nargs="+", metavar="CAPTURE", help=".dynscope capture files (several: one per rank)")
         parser.add_argument("-o", "--output", metavar="PATH", help="report file; Markdown and JSON go to stdout without it")
         parser.add_argument("--format", choices=FORMATS, help="html, md or json (default: from the output's suffix)")
+        add_any_source_argument(parser)
 
     def run(self, args: argparse.Namespace) -> int:
         fmt = report_format(args.output, args.format)
-        write_report(args.captures, args.output, fmt=fmt)
+        write_report(args.captures, args.output, fmt=fmt, any_source=args.any_source)
         if args.output:
             print(f"dynscope: wrote {args.output}", file=sys.stderr)
         return 0
@@ -42,7 +44,7 @@ def report_format(output: str | None, fmt: str | None) -> str:
     return _SUFFIXES[suffix]
 
 
-def write_report(paths: list[str], output: str | None, *, fmt: str) -> None:
+def write_report(paths: list[str], output: str | None, *, fmt: str, any_source: bool = False) -> None:
     """Render the captures at ``paths`` as ``fmt`` into ``output`` (stdout when None)."""
     from dynscope.model import Capture
 
@@ -50,7 +52,7 @@ def write_report(paths: list[str], output: str | None, *, fmt: str) -> None:
         raise DynscopeError("an HTML report needs a file: -o report.html")
     with ExitStack() as stack:
         captures = [stack.enter_context(Capture.open(p)) for p in paths]
-        text = _render(captures, fmt)
+        text = _render(captures, fmt, any_source)
     if output is None:
         sys.stdout.write(text)
         return
@@ -62,11 +64,11 @@ def write_report(paths: list[str], output: str | None, *, fmt: str) -> None:
         raise DynscopeError(f"cannot write {output}: {e.strerror}") from None
 
 
-def _render(captures, fmt: str) -> str:
+def _render(captures, fmt: str, any_source: bool = False) -> str:
     if fmt == "html":
         from dynscope.reporters.html import html_report
 
-        return html_report(captures)
+        return html_report(captures, any_source=any_source)
     if fmt == "md":
         from dynscope.reporters.markdown import markdown_report
 

@@ -30,10 +30,13 @@ class Command:
                                     exit_code=1)
             text = capture.stage_text(stage, args.view)
         if args.raw or not sys.stdout.isatty():
+            from dynscope.safe_text import visible
+
+            text = visible(text)
             sys.stdout.write(text if text.endswith("\n") else text + "\n")
             return 0
-        from rich.console import Console
+        from dynscope.safe_text import safe_console
         from rich.syntax import Syntax
 
-        Console().print(Syntax(text, lexer_for(stage.language), line_numbers=True, word_wrap=False))
+        safe_console().print(Syntax(text, lexer_for(stage.language), line_numbers=True, word_wrap=False))
         return 0

@@ -16,14 +16,14 @@ class Command:
         add_compile_argument(parser, required=False)
 
     def run(self, args: argparse.Namespace) -> int:
-        from rich.console import Console
+        from dynscope.safe_text import safe_console
         from rich.text import Text
 
         from dynscope.analysis.names import friendly_function, location
         from dynscope.model import Capture
 
         # Plain lines rather than a table: long reasons soft-wrap instead of squeezing columns.
-        console = Console(highlight=False, soft_wrap=True)
+        console = safe_console(highlight=False, soft_wrap=True)
         with Capture.open(args.capture) as capture:
             compiles = [capture.compile(args.compile_id)] if args.compile_id else capture.compiles()
             for c in compiles:

@@ -25,9 +25,9 @@ class Command:
                 json.dump(summary_document(capture), sys.stdout, indent=2)
                 sys.stdout.write("\n")
             else:
-                from rich.console import Console
+                from dynscope.safe_text import safe_console
 
                 from dynscope.reporters.terminal import render_summary
 
-                render_summary(capture, Console(highlight=False))
+                render_summary(capture, safe_console(highlight=False))
         return 0

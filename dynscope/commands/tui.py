@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from dynscope.commands._common import add_capture_argument
+from dynscope.commands._common import add_any_source_argument, add_capture_argument
 from dynscope.errors import DynscopeError
 
 
@@ -16,13 +16,14 @@ class Command:
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
         add_capture_argument(parser)
+        add_any_source_argument(parser)
 
     def run(self, args: argparse.Namespace) -> int:
-        open_tui(args.capture)
+        open_tui(args.capture, any_source=args.any_source)
         return 0
 
 
-def open_tui(path: str) -> None:
+def open_tui(path: str, *, any_source: bool = False) -> None:
     """Open the capture, then the UI. A missing, damaged or too-new capture fails here, with
     one line, before the terminal is switched into the UI (the app reads the overview's
     records when it is created)."""
@@ -31,14 +32,14 @@ def open_tui(path: str) -> None:
     with Capture.open(path) as capture:
         from dynscope.tui.app import DynscopeApp  # Textual is imported by this subcommand only
 
-        app = DynscopeApp(capture, export_html=html_exporter(path))
+        app = DynscopeApp(capture, export_html=html_exporter(path, any_source), any_source=any_source)
         if not (sys.stdin.isatty() and sys.stdout.isatty()):
             raise DynscopeError("the terminal UI needs an interactive terminal; "
                                 f"for a text summary run `dynscope summary {path}`")
         app.run()
 
 
-def html_exporter(capture_path: str) -> Callable[[str], None] | None:
+def html_exporter(capture_path: str, any_source: bool = False) -> Callable[[str], None] | None:
     """What the `e` key calls to write the HTML report, or None when the reporter is not installed."""
     try:
         from dynscope.commands.report import write_report
@@ -46,6 +47,6 @@ def html_exporter(capture_path: str) -> Callable[[str], None] | None:
         return None
 
     def export(out_path: str) -> None:
-        write_report([capture_path], out_path, fmt="html")
+        write_report([capture_path], out_path, fmt="html", any_source=any_source)
 
     return export

@@ -370,7 +370,8 @@ class Capture:
     def fx_graph(self, stage: Stage) -> FxGraph | None:
         if stage.structure_hash is None:
             return None
-        return FxGraph(json.loads(self.reader.payload(stage.structure_hash) or "{}"))
+        data = self.reader.json_payload(stage.structure_hash)
+        return FxGraph(data if isinstance(data, dict) else {})
 
     def _compile_details(self, compile_id: str) -> dict[str, Any]:
         with self._lock:
@@ -590,7 +591,7 @@ def _json_payload(reader: CaptureReader, event: Event | None) -> dict[str, Any]:
     if event is None:
         return {}
     try:
-        value = json.loads(reader.payload(event.payload_hash) or "{}")
+        value = reader.json_payload(event.payload_hash)
     except ValueError:
         return {}
     return value if isinstance(value, dict) else {}

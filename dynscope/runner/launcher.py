@@ -11,9 +11,12 @@ import io
 import json
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable
 
@@ -83,17 +86,52 @@ def launch(program: Program, capture_path: str, *, keep_caches: bool, command: l
         **(extra_spec or {}),
     }
     argv = [sys.executable, *_interpreter_flags(), "-m", child_module, json.dumps(spec)]
-    started = time.time()
-    proc = subprocess.Popen(argv, **(popen_kwargs or {}))
-    previous = {sig: signal.signal(sig, lambda signum, _frame: proc.send_signal(signum)) for sig in _FORWARDED_SIGNALS}
-    previous[signal.SIGINT] = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        returncode = wait(proc) if wait is not None else proc.wait()
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-    written = _finish_capture(capture_path, returncode, time.time() - started)
+    with exclusive_writer(capture_path):
+        started = time.time()
+        proc = subprocess.Popen(argv, **(popen_kwargs or {}))
+        previous = {sig: signal.signal(sig, lambda signum, _frame: proc.send_signal(signum)) for sig in _FORWARDED_SIGNALS}
+        previous[signal.SIGINT] = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            returncode = wait(proc) if wait is not None else proc.wait()
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        written = _finish_capture(capture_path, returncode, time.time() - started)
     return RunResult(capture_path, returncode, written)
+
+
+@contextmanager
+def exclusive_writer(capture_path: str) -> Iterator[None]:
+    """Hold ``<capture>.lock`` for the whole run: a second run writing the same capture is
+    refused at once instead of deleting the first one's file under it and mixing the two."""
+    try:
+        import fcntl
+    except ImportError:  # no advisory locks here (Windows): nothing to hold
+        yield
+        return
+    lock_path = capture_path + ".lock"
+    try:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as e:
+        raise DynscopeError(f"cannot write capture {capture_path}: {e.strerror}") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            owner = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "?"
+            raise DynscopeError(f"another dynscope run (pid {owner}) is writing {capture_path}: "
+                                "wait for it to end or choose another -o") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        try:
+            yield
+        finally:
+            try:
+                os.remove(lock_path)
+            except OSError:
+                pass
+    finally:
+        os.close(fd)
 
 
 def _interpreter_flags() -> list[str]:
@@ -108,7 +146,10 @@ def _finish_capture(path: str, returncode: int, elapsed_s: float) -> bool:
     """Record how the run ended; the child may have died before it could."""
     if not is_capture_file(path):
         return False
-    writer = CaptureWriter.reopen(path)
+    try:
+        writer = CaptureWriter.reopen(path)
+    except sqlite3.Error:  # the disk filled up: the child already said so; keep what is there
+        return True
     try:
         record_run_end(
             writer,

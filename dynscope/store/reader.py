@@ -11,11 +11,11 @@ import os
 import sqlite3
 import threading
 import urllib.request
-import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from dynscope.store.payloads import DEFAULT_LIMIT, Payload, decode, truncation_note
 from dynscope.store.header import expected_size, file_size, read_header
 from dynscope.store.schema import APPLICATION_ID, SCHEMA_VERSION
 from dynscope.errors import CaptureError
@@ -114,15 +114,52 @@ class CaptureReader:
     def event_names(self) -> dict[str, int]:
         return dict(self._query("SELECT name, count(*) FROM events GROUP BY name", ()))
 
-    def payload(self, digest: str | None) -> str | None:
+    def payload(self, digest: str | None, *, limit: int = DEFAULT_LIMIT) -> str | None:
+        """The payload's text, checked against its size and hash; past ``limit`` bytes it
+        is cut and ends with a line saying so (views show that line as it is)."""
+        found = self.payload_record(digest, limit=limit)
+        if found is None:
+            return None
+        if found.truncated:
+            return found.text + "\n" + truncation_note(limit, found.size) + "\n"
+        return found.text
+
+    def json_payload(self, digest: str | None, *, limit: int = DEFAULT_LIMIT) -> object:
+        """A JSON payload parsed, or None when absent; one too large to parse whole is an error."""
+        found = self.payload_record(digest, limit=limit)
+        if found is None:
+            return None
+        if found.truncated:
+            raise CaptureError(f"payload {digest[:12]} is {found.size:,} bytes of JSON, over the "
+                               f"{limit:,}-byte limit for structured data: not read")
+        return json.loads(found.text)
+
+    def payload_record(self, digest: str | None, *, limit: int = DEFAULT_LIMIT) -> Payload | None:
         if digest is None:
             return None
-        rows = self._query("SELECT codec, data FROM blobs WHERE hash = ?", (digest,))
+        rows = self._query("SELECT rowid, codec, size, length(data) FROM blobs WHERE hash = ?", (digest,))
         if not rows:
             return None
-        codec, data = rows[0]
-        raw = zlib.decompress(data) if codec == "zlib" else bytes(data)
-        return raw.decode("utf-8", "replace")
+        rowid, codec, size, stored = rows[0]
+        with self._lock:
+            chunks = self._blob_chunks(rowid)
+            try:
+                return decode(digest, codec, size, chunks, stored, limit)
+            except sqlite3.DatabaseError as e:
+                raise _as_capture_error(self.path, e) from None
+            finally:
+                chunks.close()  # release the blob handle now, not when garbage is collected
+
+    def _blob_chunks(self, rowid: int):
+        # Stream the stored bytes, so a huge blob is never held whole (Python 3.11+ has
+        # incremental blob I/O; older Pythons read the value at once).
+        if hasattr(self._db, "blobopen"):
+            with self._db.blobopen("blobs", "data", rowid, readonly=True) as blob:
+                while piece := blob.read(1 << 20):
+                    yield piece
+        else:
+            (data,) = self._db.execute("SELECT data FROM blobs WHERE rowid = ?", (rowid,)).fetchone()
+            yield bytes(data)
 
     def payload_size(self, digest: str | None) -> int:
         if digest is None:

@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import sqlite3
+import sys
 import threading
 import time
 import zlib
@@ -72,11 +73,15 @@ class CaptureWriter:
     def set_meta(self, **values: Any) -> None:
         if not self._owned():
             return
-        with self._lock, self._transaction():
-            self._db.executemany(
-                "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
-                [(k, _json(v)) for k, v in values.items()],
-            )
+        with self._lock:
+            try:
+                with self._transaction():
+                    self._db.executemany(
+                        "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
+                        [(k, _json(v)) for k, v in values.items()],
+                    )
+            except sqlite3.Error as e:
+                self._stop_writing(e)
 
     def append(
         self,
@@ -96,22 +101,30 @@ class CaptureWriter:
         with self._lock:
             if self._db is None:
                 return None
-            with self._transaction():
-                digest = None
-                if blob is not None:
-                    digest, codec, size, data = blob
-                    if digest not in self._known_blobs:
-                        self._db.execute(
-                            "INSERT OR IGNORE INTO blobs(hash, codec, size, data) VALUES (?, ?, ?, ?)",
-                            (digest, codec, size, data),
-                        )
-                        self._known_blobs.add(digest)
-                cursor = self._db.execute(
-                    "INSERT INTO events(ts, name, compile_id, attempt, metadata, payload)"
-                    " VALUES (?, ?, ?, ?, ?, ?)",
-                    (time.time() if ts is None else ts, name, compile_id, attempt, meta_json, digest),
-                )
-            return cursor.lastrowid
+            try:
+                return self._insert(name, meta_json, blob, compile_id, attempt, ts)
+            except sqlite3.Error as e:
+                self._stop_writing(e)
+                return None
+
+    def _insert(self, name: str, meta_json: str, blob: tuple | None, compile_id: str | None,
+                attempt: int | None, ts: float | None) -> int | None:
+        with self._transaction():
+            digest = None
+            if blob is not None:
+                digest, codec, size, data = blob
+                if digest not in self._known_blobs:
+                    self._db.execute(
+                        "INSERT OR IGNORE INTO blobs(hash, codec, size, data) VALUES (?, ?, ?, ?)",
+                        (digest, codec, size, data),
+                    )
+                    self._known_blobs.add(digest)
+            cursor = self._db.execute(
+                "INSERT INTO events(ts, name, compile_id, attempt, metadata, payload)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (time.time() if ts is None else ts, name, compile_id, attempt, meta_json, digest),
+            )
+        return cursor.lastrowid
 
     def close(self) -> None:
         """Checkpoint the WAL into the file and switch back to a single-file journal."""
@@ -127,6 +140,18 @@ class CaptureWriter:
             self._db = None
 
     # -- internals -----------------------------------------------------------------------
+
+    def _stop_writing(self, error: sqlite3.Error) -> None:
+        """A write failed (disk full, file removed): keep what is written, stop recording,
+        and say so once. The program goes on; an exception here would land inside torch."""
+        why = "the disk is full" if "full" in str(error) else str(error)
+        print(f"dynscope: stopped recording to {self.path}: {why}; the capture keeps everything "
+              "recorded before this point", file=sys.stderr)
+        try:
+            self._db.close()
+        except sqlite3.Error:
+            pass
+        self._db = None
 
     def _owned(self) -> bool:
         # A forked child (dataloader worker, compile worker) must never write through a
