@@ -289,6 +289,8 @@ def _shrink(checker: Checker, case: Case, fragment: Fragment, progress: Progress
 
 def _learn_target(checker: Checker, case: Case, fragment: Fragment, options: Options) -> None:
     result = checker.check(fragment)
+    if result.invalid:  # only the allow-list's operations are rebuilt: a graph naming others is refused
+        raise DynscopeError(f"compile {case.compile_id} cannot be rebuilt from the capture: {result.invalid}")
     if result.signature is None:
         hint = "" if options.accuracy else " (for wrong results, add --accuracy)"
         raise DynscopeError(f"no failure found: compile {case.compile_id} compiles and runs cleanly with "

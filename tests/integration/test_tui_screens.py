@@ -136,8 +136,9 @@ def test_markup_like_strings_on_screen(snap_compare, fixed_capture):
 
 def test_markup_in_capture_strings_is_shown_literally(fixed_capture):
     """torch._dynamo.graph_break(msg="[red]x[/] [bold]not markup") and a guard on the string
-    "[red]a[/]" reach every view as the literal characters, and nothing crashes."""
-    message, expected, actual = "[red]x[/] [bold]not markup", "'[red]a[/]'", "'[/]b[bold]'"
+    "[red]a[/]" reach every view as the literal characters, and nothing crashes; terminal
+    control sequences in the message are shown as escapes, never sent to the terminal."""
+    message, expected, actual = "[red]x[/] [bold]not markup [@click=app.quit]q[/]", "'[red]a[/]'", "'[/]b[bold]'"
 
     async def main() -> None:
         app = app_for(fixed_capture("markup"))
@@ -147,7 +148,8 @@ def test_markup_in_capture_strings_is_shown_literally(fixed_capture):
             assert message in problems and expected in problems
             await pilot.press("3")
             await settle(pilot)
-            assert message in rendered(app.query_one("#break-info", Static).content)
+            info = rendered(app.query_one("#break-info", Static).content)
+            assert message in info and "\\x1b]0;pwned\\x07\\x1b[2J" in info and "\x1b" not in info
             await pilot.press("4")
             await settle(pilot)
             details = rendered(app.query_one("#guard-detail", Static).content)
