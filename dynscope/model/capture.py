@@ -19,7 +19,7 @@ from typing import Any
 from dynscope.store.reader import CaptureReader, Event
 from dynscope.errors import DynscopeError
 from dynscope.model import stages as pipeline
-from dynscope.model.break_text import parse_break_message
+from dynscope.model.break_text import parse_break_artifact, parse_break_message
 from dynscope.model.fxgraph import FxGraph
 from dynscope.model.guards import parse_guard_tree
 from dynscope.model.minify import MinifyResult, minify_results
@@ -263,6 +263,43 @@ class Capture:
                 traced_line=md.get("traced_line"),
                 resumed_into=self._resume_target(event, md, resume_functions),
             ))
+        if not breaks and self.run.probes.get("graph_breaks") is False:
+            breaks = self._graph_breaks_from_log(resume_functions)
+        return breaks
+
+    def _graph_breaks_from_log(self, resume_functions: list[Compile]) -> list[GraphBreak]:
+        """Without dynscope's probe (an imported TORCH_TRACE log): torch's own break artifact."""
+        breaks = []
+        for event in self.reader.events(["artifact:dynamo_graph_break_reason"]):
+            art = parse_break_artifact(self.reader.payload(event.payload_hash) or "")
+            text = parse_break_message(art.message)
+            # Torch's traceback reaches above the compiled frame; the break itself is its last frame.
+            last = art.stack[-1] if art.stack and (art.stack[-1][0], art.stack[-1][1]) == (art.file, art.line) \
+                else (art.file, art.line, None, None)
+            # The traceback names a resume function after its original; the probe names the frame compiled.
+            compiled = self._compiles.get(event.compile_id or "")
+            if compiled is not None and last[2] is not None and \
+                    re.sub(r"_at_\d+$", "", compiled.function.removeprefix(RESUME_PREFIX)) == last[2]:
+                last = (last[0], last[1], compiled.function, last[3])
+            md = {"traced_line": art.line}
+            breaks.append(GraphBreak(
+                event_id=event.id,
+                compile_id=event.compile_id,
+                attempt=event.attempt,
+                gb_type=art.gb_type,
+                gb_id=art.gb_id,
+                doc_link=text.doc_link,
+                message=art.message,
+                reason=art.reason,
+                headline=art.gb_type or text.headline,
+                explanation=text.explanation,
+                hints=text.hints,
+                developer_context=text.developer_context,
+                user_stack=(StackFrame(*last),),
+                traced_function=last[2],
+                traced_line=art.line,
+                resumed_into=self._resume_target(event, md, resume_functions),
+            ))
         return breaks
 
     def _resume_target(self, event: Event, md: dict[str, Any], resumes: list[Compile]) -> str | None:
@@ -501,7 +538,9 @@ class _StageBuilder:
         if c.status == "failed" and name != "bytecode":
             return f"not reached: the compile failed ({c.fail_type})"
         if name == "bytecode":
-            return "not recorded: this torch has no bytecode log" if probes.get("log:bytecode") is False else "not logged by torch for this frame"
+            if probes.get("log:bytecode") is False:
+                return self.capture.run.probe_details.get("log:bytecode") or "not recorded: this torch has no bytecode log"
+            return "not logged by torch for this frame"
         if c.graph_op_count == 0 or c.status == "skipped":
             return "no graph: Dynamo found no tensor operations to compile in this frame"
         has_aot = any(k in stages for k in ("aot_joint", "aot_forward", "aot_backward", "aot_inference"))
@@ -522,7 +561,8 @@ class _StageBuilder:
             return "not compiled: Inductor compiles the backward graph on the first .backward(), which this run did not reach"
         if name == "scheduler_ir":
             if probes.get("log:ir_pre_fusion") is False:
-                return "not recorded: this torch has no scheduler IR log"
+                return (self.capture.run.probe_details.get("log:ir_pre_fusion")
+                        or "not recorded: this torch has no scheduler IR log")
             return "not logged: Inductor scheduled no fusible nodes for this graph"
         if name == "pre_grad":
             return "not logged by this torch"
