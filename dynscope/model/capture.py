@@ -20,6 +20,7 @@ from dynscope.store.reader import CaptureReader, Event
 from dynscope.errors import DynscopeError
 from dynscope.model import stages as pipeline
 from dynscope.model.break_text import parse_break_artifact, parse_break_message
+from dynscope.model.collectives import Collective, parse_collectives
 from dynscope.model.fxgraph import FxGraph
 from dynscope.model.guards import parse_guard_tree
 from dynscope.model.minify import MinifyResult, minify_results
@@ -343,6 +344,21 @@ class Capture:
 
     def recompiles(self) -> list[Recompile]:
         return list(self._recompiles)
+
+    def collectives(self) -> list[Collective]:
+        """Collectives each Dynamo graph issues, in compile order (from the printed FX graphs)."""
+        found: list[Collective] = []
+        for event in self.reader.events(["dynamo_output_graph"]):
+            text = self.reader.payload(event.payload_hash) or ""
+            if "c10d_functional" in text:
+                found += parse_collectives(text, event.compile_id)
+        return found
+
+    def cache_events(self) -> list[tuple[str | None, str]]:
+        """(compile id, "aotautograd_cache_hit" / "fx_graph_cache_miss" / ...) in the order torch logged them."""
+        names = [f"artifact:{layer}_cache_{what}" for layer in ("aotautograd", "fx_graph")
+                 for what in ("hit", "miss", "bypass")]
+        return [(e.compile_id, e.name.removeprefix("artifact:")) for e in self.reader.events(names)]
 
     def minify_results(self) -> list[MinifyResult]:
         """What `dynscope minify` found for this run (it records its result into the capture)."""
