@@ -6,7 +6,6 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from dynscope.commands._common import add_capture_argument
 from dynscope.errors import DynscopeError
 
 
@@ -15,14 +14,16 @@ class Command:
     help = "explore a capture in the terminal: breaks, recompiles, stages step by step, kernels"
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
-        add_capture_argument(parser)
+        parser.add_argument("captures", nargs="+", metavar="capture",
+                            help="a .dynscope capture file; several (one per rank): the first is shown, "
+                                 "with where the ranks diverge on its overview")
 
     def run(self, args: argparse.Namespace) -> int:
-        open_tui(args.capture)
+        open_tui(args.captures[0], others=args.captures[1:])
         return 0
 
 
-def open_tui(path: str) -> None:
+def open_tui(path: str, others: list[str] | None = None) -> None:
     """Open the capture, then the UI. A missing, damaged or too-new capture fails here, with
     one line, before the terminal is switched into the UI (the app reads the overview's
     records when it is created)."""
@@ -31,7 +32,13 @@ def open_tui(path: str) -> None:
     with Capture.open(path) as capture:
         from dynscope.tui.app import DynscopeApp  # Textual is imported by this subcommand only
 
-        app = DynscopeApp(capture, export_html=html_exporter(path))
+        divergence: tuple = ()
+        if others:
+            from dynscope.analysis.ranks import divergence as rank_divergence
+
+            rest = [Capture.open(p) for p in others]
+            divergence = rank_divergence([capture, *rest])
+        app = DynscopeApp(capture, export_html=html_exporter(path), divergence=divergence)
         if not (sys.stdin.isatty() and sys.stdout.isatty()):
             raise DynscopeError("the terminal UI needs an interactive terminal; "
                                 f"for a text summary run `dynscope summary {path}`")

@@ -216,6 +216,18 @@ class Capture:
             for cs in grouped.values()
         ]
 
+    def chromium_events(self) -> list[dict[str, Any]]:
+        """torch's timed regions (Chrome trace events it logs as ``chromium_event``), in order."""
+        out = []
+        for event in self.reader.events(["chromium_event"]):
+            try:
+                data = json.loads(self.reader.payload(event.payload_hash) or "{}")
+            except ValueError:
+                continue
+            if isinstance(data, dict):
+                out.append(data)
+        return out
+
     def compile_phases(self, compile_id: str) -> dict[str, float]:
         """Seconds spent in each of torch's timed regions (chromium events) of one compile."""
         totals: dict[str, float] = {}
