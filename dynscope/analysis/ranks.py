@@ -180,15 +180,27 @@ def _first_divergence(ranks: list[int], steps: list[list[Step]], collectives: li
         shown = mine or theirs
         assert shown is not None
         who = _who(parting, len(ranks))
+        others = groups[reference_key]
         if mine is not None:
             detail = f"{who} {mine.phrase}"
-            detail += f", where {_who(groups[reference_key], len(ranks), alone=False)} {theirs.phrase}" if theirs \
-                else f"; {_who(groups[reference_key], len(ranks), alone=False)} did nothing more"
+            detail += f", where {_who(others, len(ranks), alone=False)} {_agree(theirs.phrase, others)}" if theirs \
+                else f"; {_who(others, len(ranks), alone=False)} did nothing more"
         else:
             detail = f"{who} never {theirs.phrase.split(' ', 1)[0].rstrip('s')}s {theirs.phrase.split(' ', 1)[1]}"
         detail += _consequence(ranks, parting, collectives, steps)
         return Divergence(shown.what, tuple(parting), shown.file, shown.line, shown.function, detail, first)
     return None
+
+
+_PLURAL = {"issues": "issue", "breaks": "break", "compiles": "compile", "recompiles": "recompile", "has": "have"}
+
+
+def _agree(phrase: str, ranks: list[int]) -> str:
+    """The phrase's verb for several ranks ("rank 0 issues", "ranks 0, 2 issue")."""
+    if len(ranks) == 1:
+        return phrase
+    verb, _, rest = phrase.partition(" ")
+    return f"{_PLURAL.get(verb, verb)} {rest}"
 
 
 def _who(ranks: list[int], world: int, *, alone: bool = True) -> str:
