@@ -22,7 +22,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
 
@@ -114,54 +114,62 @@ class _Clock:
         return base + int(micros) / 1e6
 
 
-def parse_trace_lines(lines: Iterator[str], stats: ImportStats, *, where: str = "log",
+_BOUNDARY = re.compile(r"\n(?=[^\t])")  # an event starts on every line that is not a payload line
+_CHUNK_CHARS = 1 << 22
+
+
+def _event_blocks(chunks: Iterable[str]) -> Iterator[tuple[int, str]]:
+    """(first line number, text) of each event: its header line and its tab-indented payload lines.
+
+    Works on chunks of any size (whole lines, or 4 MB reads): memory is bounded by the chunk
+    plus the largest single event, and the per-line work happens in C (regex, count, replace)."""
+    buf, line = "", 1
+    for chunk in chunks:
+        buf += chunk
+        pos = 0
+        for match in _BOUNDARY.finditer(buf):
+            block = buf[pos:match.start()]
+            yield line, block
+            line += block.count("\n") + 1
+            pos = match.end()
+        buf = buf[pos:]
+    if buf.endswith("\n"):
+        buf = buf[:-1]
+    if buf:
+        yield line, buf
+
+
+def parse_trace_lines(chunks: Iterable[str], stats: ImportStats, *, where: str = "log",
                       year: int | None = None) -> Iterator[TraceRecord]:
-    """Structured-trace records from the lines of one TORCH_TRACE log (pure: no I/O, no torch)."""
+    """Structured-trace records from the text of one TORCH_TRACE log, given as lines or chunks
+    (pure: no I/O, no torch)."""
     clock = _Clock(year or time.localtime().tm_year)
-    pending: tuple[dict[str, Any], float | None, int | None, int] | None = None
-    payload: list[str] = []
-    number = 0
-
-    def finish() -> TraceRecord | None:
-        assert pending is not None
-        metadata, ts, pid, start = pending
-        text = "\n".join(payload) if payload or "has_payload" in metadata else None
-        expected = metadata.get("has_payload")
-        if isinstance(expected, str) and text is not None and \
-                hashlib.md5(text.encode("utf-8", "surrogatepass"), usedforsecurity=False).hexdigest() != expected:
-            stats.payload_mismatches += 1
-        return TraceRecord(metadata, text, ts, pid, start)
-
-    for number, line in enumerate(lines, 1):
-        stats.lines += 1
-        if line.endswith("\n"):
-            line = line[:-1]
-        if line.startswith("\t"):
-            if pending is not None:
-                payload.append(line[1:])
-            else:
-                stats.bad(f"{where}:{number}", "payload line without an event")
+    for number, block in _event_blocks(chunks):
+        head, newline, rest = block.partition("\n")
+        stats.lines += 1 + block.count("\n")
+        if not head:
             continue
-        if pending is not None:
-            yield finish()
-            pending, payload = None, []
-        if not line:
+        if head.startswith("\t"):
+            stats.bad(f"{where}:{number}", "payload line without an event")
             continue
-        match = _HEADER.match(line)
+        match = _HEADER.match(head)
         if match is None:
             stats.bad(f"{where}:{number}", "not a structured-trace line")
             continue
         try:
-            metadata = json.loads(line[match.end():])
+            metadata = json.loads(head[match.end():])
         except ValueError:
             stats.bad(f"{where}:{number}", "unreadable JSON (truncated line?)")
             continue
         if not isinstance(metadata, dict) or not metadata:
             stats.bad(f"{where}:{number}", "event is not a JSON object")
             continue
-        pending = (metadata, clock(match.group(1), match.group(2)), int(match.group(3)), number)
-    if pending is not None:
-        yield finish()
+        payload = rest[1:].replace("\n\t", "\n") if rest else ("" if "has_payload" in metadata else None)
+        expected = metadata.get("has_payload")
+        if isinstance(expected, str) and payload is not None and \
+                hashlib.md5(payload.encode("utf-8", "surrogatepass"), usedforsecurity=False).hexdigest() != expected:
+            stats.payload_mismatches += 1
+        yield TraceRecord(metadata, payload, clock(match.group(1), match.group(2)), int(match.group(3)), number)
 
 
 def _open_text(path: str) -> IO[str]:
@@ -240,7 +248,8 @@ def _import_rank(rank: int | None, files: list[str], out: str) -> Imported:
             try:
                 year = time.localtime(os.path.getmtime(path)).tm_year
                 with _open_text(path) as stream:
-                    for record in parse_trace_lines(stream, stats, where=os.path.basename(path), year=year):
+                    chunks = iter(lambda: stream.read(_CHUNK_CHARS), "")
+                    for record in parse_trace_lines(chunks, stats, where=os.path.basename(path), year=year):
                         name = event_name(record.metadata)
                         if not name.startswith("artifact:") and name not in KNOWN_EVENTS:
                             stats.unknown_events[name] = stats.unknown_events.get(name, 0) + 1

@@ -43,11 +43,12 @@ def test_a_log_line_and_its_payload_become_one_event():
 
 def test_truncated_and_foreign_lines_are_counted_not_fatal():
     stats = ImportStats()
-    lines = ["not a trace line\n", "\torphan payload\n",
+    lines = ["\torphan payload\n", "not a trace line\n", "\tits payload\n",
              'V1123 22:29:31.219000 6165 torch/x.py:1] {"dynamo_start": {"stack": [',
              ]
     assert list(parse_trace_lines(iter(lines), stats)) == []
-    assert stats.bad_lines == 3
+    assert stats.lines == 4 and stats.bad_lines == 3
+    assert [e.split(": ", 1)[0] for e in stats.bad_examples] == ["log:1", "log:2", "log:4"]
     assert "truncated" in stats.bad_examples[2]
 
 
