@@ -180,6 +180,21 @@ def _open_text(path: str) -> IO[str]:
     return open(path, encoding="utf-8", errors="replace", newline="\n")
 
 
+def _read_chunks(stream: IO[str], stats: ImportStats, where: str) -> Iterator[str]:
+    """The file's text in chunks; a gzip cut short ends it, keeping everything before the cut."""
+    # Small reads for gzip: a read that meets the cut loses what it had decompressed.
+    size = 1 << 16 if isinstance(getattr(stream, "buffer", None), gzip.GzipFile) else _CHUNK_CHARS
+    while True:
+        try:
+            chunk = stream.read(size)
+        except (OSError, EOFError) as e:  # gzip.BadGzipFile is an OSError
+            stats.bad(where, f"stopped reading: {e}")
+            return
+        if not chunk:
+            return
+        yield chunk
+
+
 def find_logs(paths: list[str]) -> list[str]:
     """The log files named, or found (recursively) in the directories named, in a stable order."""
     found: list[str] = []
@@ -247,25 +262,25 @@ def _import_rank(rank: int | None, files: list[str], out: str) -> Imported:
         for path in files:
             try:
                 year = time.localtime(os.path.getmtime(path)).tm_year
-                with _open_text(path) as stream:
-                    chunks = iter(lambda: stream.read(_CHUNK_CHARS), "")
-                    for record in parse_trace_lines(chunks, stats, where=os.path.basename(path), year=year):
-                        name = event_name(record.metadata)
-                        if not name.startswith("artifact:") and name not in KNOWN_EVENTS:
-                            stats.unknown_events[name] = stats.unknown_events.get(name, 0) + 1
-                        record_trace_event(writer, record.metadata, record.payload, record.ts)
-                        if torch_version is None and name == "compilation_metrics":
-                            metrics = record.metadata.get("compilation_metrics")
-                            torch_version = metrics.get("pytorch_version") if isinstance(metrics, dict) else None
-                        stats.events += 1
-                        if record.ts is not None:
-                            first_ts = record.ts if first_ts is None else first_ts
-                            last_ts = record.ts
-                        if record.pid is not None:
-                            pids.add(record.pid)
-            except (OSError, EOFError, gzip.BadGzipFile) as e:
-                # A gzip cut short ends the file: keep everything read so far.
-                stats.bad(os.path.basename(path), f"stopped reading: {e}")
+                opened = _open_text(path)
+            except OSError as e:
+                raise DynscopeError(f"cannot read {path}: {e.strerror or e}") from None
+            with opened as stream:
+                chunks = _read_chunks(stream, stats, os.path.basename(path))
+                for record in parse_trace_lines(chunks, stats, where=os.path.basename(path), year=year):
+                    name = event_name(record.metadata)
+                    if not name.startswith("artifact:") and name not in KNOWN_EVENTS:
+                        stats.unknown_events[name] = stats.unknown_events.get(name, 0) + 1
+                    record_trace_event(writer, record.metadata, record.payload, record.ts)
+                    if torch_version is None and name == "compilation_metrics":
+                        metrics = record.metadata.get("compilation_metrics")
+                        torch_version = metrics.get("pytorch_version") if isinstance(metrics, dict) else None
+                    stats.events += 1
+                    if record.ts is not None:
+                        first_ts = record.ts if first_ts is None else first_ts
+                        last_ts = record.ts
+                    if record.pid is not None:
+                        pids.add(record.pid)
         writer.set_meta(imported=stats.as_meta(), started=first_ts, finished=last_ts,
                         pid=next(iter(pids)) if len(pids) == 1 else None, torch_version=torch_version)
         writer.append("dynscope:import_end", stats.as_meta(), ts=last_ts)

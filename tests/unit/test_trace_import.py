@@ -125,3 +125,42 @@ def test_import_and_reading_never_import_torch(tmp_path):
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout)["schema"] == "dynscope.summary-set/1"
+
+
+def test_a_gzip_cut_short_imports_what_it_holds(tmp_path):
+    (source,) = GRAPH_BREAKS.glob("*.log.gz")
+    data = source.read_bytes()
+    cut = tmp_path / "dedicated_log_torch_trace_cut.log.gz"
+    cut.write_bytes(data[: len(data) // 2])
+    (done,) = import_logs([str(cut)], str(tmp_path / "cut.dynscope"))
+    assert any("stopped reading" in e for e in done.stats.bad_examples)
+    with Capture.open(done.path) as capture:
+        assert capture.compiles() and capture.graph_breaks()[0].location.line == 20
+
+
+def test_cache_hits_and_misses_that_differ_between_ranks(tmp_path):
+    """Hand-written logs (two ranks, one compile each): rank 0 hits the AOTAutograd cache, rank 1 misses."""
+    from dynscope.analysis.ranks import divergence
+
+    def log(rank: int, outcome: str) -> None:
+        ids = '"frame_id": 0, "frame_compile_id": 0, "attempt": 0'
+        (tmp_path / f"dedicated_log_torch_trace_rank_{rank}_x.log").write_text(
+            f'V1123 22:29:31.000000 1 torch/x.py:1] {{"str": ["/m.py", 0]}}\n'
+            f'V1123 22:29:31.100000 1 torch/x.py:1] {{"dynamo_start": {{"stack": [{{"line": 7, "name": "f", '
+            f'"filename": 0}}]}}, {ids}}}\n'
+            f'V1123 22:29:31.200000 1 torch/x.py:1] {{"artifact": {{"name": "aotautograd_cache_{outcome}", '
+            f'"encoding": "json"}}, {ids}, "has_payload": "x"}}\n\t{{}}\n'
+            f'V1123 22:29:31.300000 1 torch/x.py:1] {{"compilation_metrics": {{"co_name": "f", "co_filename": "/m.py",'
+            f' "co_firstlineno": 7, "has_guarded_code": true, "graph_op_count": 1}}, {ids}}}\n')
+
+    log(0, "hit")
+    log(1, "miss")
+    done = import_logs([str(tmp_path)], str(tmp_path / "c.dynscope"))
+    captures = [Capture.open(d.path) for d in done]
+    try:
+        found = divergence(captures)
+    finally:
+        for c in captures:
+            c.close()
+    assert [(d.what, d.ranks, d.line, d.function) for d in found] == [("cache", (1,), 7, "f")]
+    assert found[0].detail == "rank 1 alone has aotautograd cache miss in f, where rank 0 has aotautograd cache hit in f"
