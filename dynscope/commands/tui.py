@@ -37,7 +37,11 @@ def open_tui(path: str, others: list[str] | None = None) -> None:
             from dynscope.analysis.ranks import divergence as rank_divergence
 
             rest = [Capture.open(p) for p in others]
-            divergence = rank_divergence([capture, *rest])
+            try:
+                divergence = rank_divergence([capture, *rest])
+            finally:
+                for other in rest:
+                    other.close()
         app = DynscopeApp(capture, export_html=html_exporter(path), divergence=divergence)
         if not (sys.stdin.isatty() and sys.stdout.isatty()):
             raise DynscopeError("the terminal UI needs an interactive terminal; "
