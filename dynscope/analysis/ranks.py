@@ -186,7 +186,7 @@ def _first_divergence(ranks: list[int], steps: list[list[Step]], collectives: li
             detail += f", where {_who(others, len(ranks), alone=False)} {_agree(theirs.phrase, others)}" if theirs \
                 else f"; {_who(others, len(ranks), alone=False)} did nothing more"
         else:
-            detail = f"{who} never {theirs.phrase.split(' ', 1)[0].rstrip('s')}s {theirs.phrase.split(' ', 1)[1]}"
+            detail = f"{who} never {_agree(theirs.phrase, parting)}"
         detail += _consequence(ranks, parting, collectives, steps)
         return Divergence(shown.what, tuple(parting), shown.file, shown.line, shown.function, detail, first)
     return None
@@ -205,7 +205,7 @@ def _agree(phrase: str, ranks: list[int]) -> str:
 
 def _who(ranks: list[int], world: int, *, alone: bool = True) -> str:
     if len(ranks) == 1:
-        return f"rank {ranks[0]}" + (" alone" if alone and world > 2 or alone and world == 2 else "")
+        return f"rank {ranks[0]}" + (" alone" if alone else "")
     if len(ranks) == world - 1 and not alone:
         return "the other ranks"
     return "ranks " + ", ".join(map(str, ranks))
