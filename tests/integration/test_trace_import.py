@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from dynscope.analysis.breaks import group_breaks
 from dynscope.model import Capture
 
@@ -62,3 +60,12 @@ def test_recompiles_example_with_aot_stages(tmp_path):
         same_compiles_breaks_recompiles_and_stages(a, b)
         # The recompile's guard text is in the log; the probe's structured guard failure is not.
         assert b.run.probes["guard_failures"] is False
+
+
+def test_train_loop_and_conv_net_with_backward_stages(tmp_path):
+    for example in ("train_loop.py", "conv_net.py"):
+        (tmp_path / example).mkdir()
+        a, b = explained_and_imported(tmp_path / example, example, "--backend", "aot_eager")
+        with a, b:
+            assert any("aot_backward" in a.recorded_stage_names(c.compile_id) for c in a.compiles()), example
+            same_compiles_breaks_recompiles_and_stages(a, b)
