@@ -286,4 +286,8 @@ def _import_rank(rank: int | None, files: list[str], out: str) -> Imported:
         writer.append("dynscope:import_end", stats.as_meta(), ts=last_ts)
     finally:
         writer.close()
+    if stats.events == 0:
+        os.remove(out)
+        why = f" (first unreadable line: {stats.bad_examples[0]})" if stats.bad_examples else ""
+        raise DynscopeError(f"no structured-trace events in {', '.join(files)}: is it a TORCH_TRACE log?{why}")
     return Imported(out, rank, stats)

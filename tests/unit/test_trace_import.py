@@ -114,6 +114,11 @@ def test_bad_paths_are_one_clear_error(tmp_path):
         import_logs([str(tmp_path / "missing")], str(tmp_path / "x.dynscope"))
     with pytest.raises(DynscopeError, match="no TORCH_TRACE logs"):
         import_logs([str(tmp_path)], str(tmp_path / "x.dynscope"))
+    not_a_log = tmp_path / "notes.txt"
+    not_a_log.write_text("hello\n")
+    with pytest.raises(DynscopeError, match="is it a TORCH_TRACE log.*notes.txt:1: not a structured-trace line"):
+        import_logs([str(not_a_log)], str(tmp_path / "x.dynscope"))
+    assert not (tmp_path / "x.dynscope").exists()
 
 
 def test_import_and_reading_never_import_torch(tmp_path):
