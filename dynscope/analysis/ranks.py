@@ -103,6 +103,7 @@ def rank_steps(capture: Capture) -> list[Step]:
     """What this rank's compiler did, in compile order."""
     cwd = capture.run.cwd
     recompiles = {r.compile_id: r for r in capture.recompiles()}
+    inputs = capture.graph_input_sizes()
     per_compile: dict[str | None, list[Step]] = {}
     for c in capture.compiles():
         where = location(c.file, c.line, cwd)
@@ -114,8 +115,14 @@ def rank_steps(capture: Capture) -> list[Step]:
                 "recompile", (c.function, base, c.line, r.reason), f"recompiles {name} at {where} ({r.reason})",
                 c.file, c.line, c.function))
         else:
+            # The graph's input shapes are part of what must match: a different shape on one rank
+            # compiles a different graph even where nothing else differs.
+            sizes = inputs.get(c.compile_id) or {}
+            shapes = ", ".join(f"{k} {v}" for k, v in sizes.items())
             per_compile.setdefault(c.compile_id, []).append(Step(
-                "compile", (c.function, base, c.line), f"compiles {name} at {where}", c.file, c.line, c.function))
+                "compile", (c.function, base, c.line, repr(sorted(sizes.items()))),
+                f"compiles {name} at {where}" + (f" for inputs {shapes}" if shapes else ""),
+                c.file, c.line, c.function))
     compiles = {c.compile_id: c for c in capture.compiles()}
 
     def add(compile_id: str | None, make) -> None:

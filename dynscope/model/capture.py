@@ -366,6 +366,15 @@ class Capture:
                 found += parse_collectives(text, event.compile_id)
         return found
 
+    def graph_input_sizes(self) -> dict[str, dict[str, Any]]:
+        """Per compile, the sizes of its Dynamo graph's inputs (torch logs them with the graph)."""
+        found: dict[str, dict[str, Any]] = {}
+        for event in self.reader.events(["dynamo_output_graph"]):
+            sizes = event.metadata.get("dynamo_output_graph", {}).get("sizes")
+            if event.compile_id is not None and isinstance(sizes, dict):
+                found[event.compile_id] = {k: v for k, v in sizes.items() if k.startswith(("l_", "L_"))}
+        return found
+
     def cache_events(self) -> list[tuple[str | None, str]]:
         """(compile id, "aotautograd_cache_hit" / "fx_graph_cache_miss" / ...) in the order torch logged them."""
         names = [f"artifact:{layer}_cache_{what}" for layer in ("aotautograd", "fx_graph")

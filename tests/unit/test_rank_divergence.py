@@ -69,3 +69,26 @@ def test_summary_set_document(two_ranks):
     first = doc["divergence"][0]
     assert {k: first[k] for k in ("what", "ranks", "line", "function", "first")} == {
         "what": "graph_break", "ranks": [1], "line": 18, "function": "step", "first": True}
+
+
+def test_a_different_input_shape_on_one_rank_is_a_compile_divergence(tmp_path):
+    """Hand-written logs: three ranks compile f at /m.py:7; rank 2's graph input is [8], the others' [4]."""
+    ids = '"frame_id": 0, "frame_compile_id": 0, "attempt": 0'
+    for rank, size in ((0, 4), (1, 4), (2, 8)):
+        (tmp_path / f"dedicated_log_torch_trace_rank_{rank}_x.log").write_text(
+            f'V1123 22:29:31.000000 1 torch/x.py:1] {{"str": ["/m.py", 0]}}\n'
+            f'V1123 22:29:31.100000 1 torch/x.py:1] {{"dynamo_start": {{"stack": [{{"line": 7, "name": "f", '
+            f'"filename": 0}}]}}, {ids}}}\n'
+            f'V1123 22:29:31.200000 1 torch/x.py:1] {{"dynamo_output_graph": {{"sizes": {{"l_x_": [{size}], '
+            f'"y": [{size}]}}}}, {ids}, "has_payload": "x"}}\n\tclass GraphModule(torch.nn.Module):\n'
+            f'V1123 22:29:31.300000 1 torch/x.py:1] {{"compilation_metrics": {{"co_name": "f", "co_filename": "/m.py",'
+            f' "co_firstlineno": 7, "has_guarded_code": true, "graph_op_count": 1}}, {ids}}}\n')
+    captures = [Capture.open(d.path) for d in import_logs([str(tmp_path)], str(tmp_path / "c.dynscope"))]
+    try:
+        found = divergence(captures)
+    finally:
+        for c in captures:
+            c.close()
+    assert [(d.what, d.ranks, d.line, d.first) for d in found] == [("compile", (2,), 7, True)]
+    assert found[0].detail == ("rank 2 alone compiles f at /m.py:7 for inputs l_x_ [8], "
+                               "where the other ranks compile f at /m.py:7 for inputs l_x_ [4]")
