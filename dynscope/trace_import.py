@@ -215,8 +215,21 @@ def find_logs(paths: list[str]) -> list[str]:
 
 
 def rank_of_file(path: str) -> int | None:
+    """From torch's file name; else from the ``rank`` torch puts in every event once a process
+    group exists (a renamed log)."""
     match = _RANK_IN_NAME.search(os.path.basename(path))
-    return int(match.group(1)) if match else None
+    if match:
+        return int(match.group(1))
+    try:
+        with _open_text(path) as stream:
+            head = stream.read(1 << 18)
+    except (OSError, EOFError):
+        return None
+    for record in parse_trace_lines([head], ImportStats()):
+        rank = record.metadata.get("rank")
+        if isinstance(rank, int) and not isinstance(rank, bool):
+            return rank
+    return None
 
 
 def output_paths(out: str, keys: list[int | None]) -> dict[int | None, str]:

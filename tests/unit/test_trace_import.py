@@ -169,3 +169,11 @@ def test_cache_hits_and_misses_that_differ_between_ranks(tmp_path):
             c.close()
     assert [(d.what, d.ranks, d.line, d.function) for d in found] == [("cache", (1,), 7, "f")]
     assert found[0].detail == "rank 1 alone has aotautograd cache miss in f, where rank 0 has aotautograd cache hit in f"
+
+
+def test_renamed_logs_take_their_rank_from_the_events(tmp_path):
+    for rank in (0, 1):
+        (source,) = RANKS.glob(f"*rank_{rank}_*.log.gz")
+        (tmp_path / f"node{rank}.log.gz").write_bytes(source.read_bytes())
+    done = import_logs([str(tmp_path / "node0.log.gz"), str(tmp_path / "node1.log.gz")], str(tmp_path / "r.dynscope"))
+    assert [(d.rank, Path(d.path).name) for d in done] == [(0, "r.rank0.dynscope"), (1, "r.rank1.dynscope")]
