@@ -67,6 +67,12 @@ def make_large_log(source: Path, out: Path, target_mb: float) -> tuple[int, int]
                 md = dict(md)
                 if md.get("frame_id") is not None:
                     md["frame_id"] += copies * frames
+                for key in ("compilation_metrics", "bwd_compilation_metrics"):  # they name their compile again
+                    metrics = md.get(key)
+                    if isinstance(metrics, dict) and isinstance(metrics.get("compile_id"), str) and \
+                            re.fullmatch(r"\d+/\d+", metrics["compile_id"]):
+                        frame, compile_ = metrics["compile_id"].split("/")
+                        md[key] = {**metrics, "compile_id": f"{int(frame) + copies * frames}/{compile_}"}
                 if "has_payload" in md:
                     lines = list(payload)
                     # Make every copy's payload unique, keeping JSON payloads valid JSON.
