@@ -18,12 +18,18 @@ SET_SCHEMA = "dynscope.summary-set/1"
 
 def summary_set_document(captures: list[Capture]) -> dict[str, Any]:
     """Several captures (one per rank): each one's summary, and where the ranks diverge."""
-    from dynscope.analysis.ranks import divergence
+    from dynscope.analysis.ranks import divergence, rank_number, rank_steps
 
     return {
         "schema": SET_SCHEMA,
         "summaries": [summary_document(c) for c in captures],
         "divergence": [d.as_json() for d in divergence(captures)],
+        "sequences": [
+            {"rank": rank_number(c, i),
+             "steps": [{"what": s.what, "file": s.file, "line": s.line, "function": s.function, "detail": s.phrase}
+                       for s in rank_steps(c)]}
+            for i, c in enumerate(captures)
+        ],
     }
 
 

@@ -66,6 +66,9 @@ def test_summary_set_document(two_ranks):
     assert doc["schema"] == "dynscope.summary-set/1"
     assert [s["ranks"][0]["rank"] for s in doc["summaries"]] == [0, 1]
     assert doc["summaries"][1]["imported"]["format"] == "TORCH_TRACE"
+    assert [(s["what"], s["line"]) for s in doc["sequences"][0]["steps"]] == [("compile", 15), ("collective", 15)]
+    assert [s["what"] for s in doc["sequences"][1]["steps"]] == [
+        "compile", "graph_break", "compile", "collective", "recompile", "graph_break", "recompile", "collective"]
     first = doc["divergence"][0]
     assert {k: first[k] for k in ("what", "ranks", "line", "function", "first")} == {
         "what": "graph_break", "ranks": [1], "line": 18, "function": "step", "first": True}
