@@ -24,7 +24,7 @@ def render_summary(capture: Capture, console: Console) -> None:
 
     console.print(_headline(capture))
     console.print(_counts(capture))
-    imported = capture.reader.meta.get("imported")
+    imported = capture.run.imported
     if isinstance(imported, dict):
         console.print(_imported_line(imported))
     if not compiles:

@@ -99,7 +99,13 @@ def run_facts(capture: Capture, totals: Totals, *, hide_volatile: bool) -> Text:
     for result in capture.minify_results():
         rows.append(line(("dynscope minify ", "bold red"), result.headline))
     missing = [name for name, ok in run.probes.items() if not ok]
-    if missing:
+    imported = capture.run.imported
+    if isinstance(imported, dict):
+        unreadable = f", {imported.get('bad_lines')} unreadable lines" if imported.get("bad_lines") else ""
+        rows.append(line(("imported from TORCH_TRACE: ", "dim"), f"{imported.get('events', 0)} events{unreadable}"))
+        if missing:
+            rows.append(line(("not in a TORCH_TRACE log: ", "yellow"), ", ".join(missing)))
+    elif missing:
         rows.append(line(("not recorded on this torch: ", "yellow"), ", ".join(missing)))
     if run.probe_errors:
         rows.append(plain(f"{run.probe_errors} probe errors: the capture may be incomplete", "yellow"))

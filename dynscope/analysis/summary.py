@@ -47,7 +47,7 @@ def summary_document(capture: Capture) -> dict[str, Any]:
         "dynscope_version": run.dynscope_version,
         "torch_version": run.torch_version,
         "ranks": [{"rank": run.rank if run.rank is not None else 0, "world_size": run.world_size or 1}],
-        "imported": capture.reader.meta.get("imported"),
+        "imported": run.imported,
         "run": {
             "command": run.command,
             "exit_code": run.exit_code,

@@ -109,6 +109,7 @@ class Capture:
             probes=m.get("probes") or {},
             probe_details=m.get("probe_details") or {},
             probe_errors=int(m.get("probe_errors") or 0),
+            imported=m.get("imported") if isinstance(m.get("imported"), dict) else None,
         )
 
     @cached_property

@@ -59,6 +59,12 @@ def test_tui_overview_shows_the_divergence(rank_paths):
     async def script(app, pilot):
         seen["text"] = text_of(app.query_one("#divergence"))
 
+    async def facts(app, pilot):
+        seen["facts"] = " ".join(text_of(app.query_one("#run-facts")).split())
+
     drive(Path(rank_paths[0]), script, size=(120, 40), divergence=found)
+    drive(Path(rank_paths[1]), facts, size=(120, 40))
+    assert "imported from TORCH_TRACE: 142 events" in seen["facts"]
+    assert "not in a TORCH_TRACE log: fx_graphs, graph_breaks, guard_failures" in seen["facts"]
     text = " ".join(seen["text"].split())
     assert text.startswith("first: rank 1 alone breaks at") and "recompile: rank 1 alone recompiles step" in text
