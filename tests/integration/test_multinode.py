@@ -42,7 +42,12 @@ def two_nodes(tmp_path_factory):
                                                "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint,
                                                "--rdzv-id", "dynscope-test"])
              for node in (0, 1)]
-    outputs = [node.communicate(timeout=300) for node in nodes]
+    try:
+        outputs = [node.communicate(timeout=300) for node in nodes]
+    finally:  # one node failing leaves the other waiting at the rendezvous
+        for node in nodes:
+            if node.poll() is None:
+                node.kill()
     for node, (_, err) in zip(nodes, outputs):
         assert node.returncode == 0, err[-3000:]
     return tmp_path
@@ -87,7 +92,11 @@ def test_timeline_of_both_nodes(two_nodes):
 
 def test_eight_ranks_read_together(tmp_path):
     run = explain_under_torchrun(tmp_path, ["--standalone", "--nproc-per-node", "8"])
-    _, err = run.communicate(timeout=600)
+    try:
+        _, err = run.communicate(timeout=600)
+    finally:
+        if run.poll() is None:
+            run.kill()
     assert run.returncode == 0, err[-3000:]
     captures = [tmp_path / f"run.rank{r}.dynscope" for r in range(8)]
     start = time.perf_counter()
