@@ -82,8 +82,8 @@ def test_timeline_of_both_nodes(two_nodes):
     out = two_nodes / "trace.json"
     result = run_dynscope("timeline", *(str(two_nodes / f"run.rank{r}.dynscope") for r in (0, 1)), "-o", str(out))
     assert result.returncode == 0, result.stderr
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "unit"))
-    from test_timeline import validate_trace
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from chrome_trace import validate_trace
 
     events = validate_trace(json.loads(out.read_text()))
     assert {e["pid"] for e in events} == {0, 1}

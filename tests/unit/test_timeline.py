@@ -3,36 +3,16 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 from dynscope.analysis.timeline import phase_of, timeline_events
 from dynscope.commands import main
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from chrome_trace import validate_trace  # noqa: E402
+
 DATA = Path(__file__).resolve().parent.parent / "data" / "torch_trace"
-
-
-def validate_trace(document: dict) -> list[dict]:
-    """What Perfetto's JSON importer needs: every event well-typed, B/E nested per track."""
-    events = document["traceEvents"]
-    assert isinstance(events, list) and events
-    stacks: dict[tuple[int, int], list[str]] = {}
-    for e in events:
-        assert isinstance(e["name"], str) and e["ph"] in {"B", "E", "X", "i", "M"}
-        assert isinstance(e["pid"], int) and isinstance(e["tid"], int)
-        if e["ph"] == "M":
-            assert e["name"] in {"process_name", "process_sort_index", "thread_name"} and "args" in e
-            continue
-        assert isinstance(e["ts"], float) and e["ts"] > 0
-        stack = stacks.setdefault((e["pid"], e["tid"]), [])
-        if e["ph"] == "B":
-            stack.append(e["name"])
-        elif e["ph"] == "E":
-            assert stack and stack.pop() == e["name"], f"unbalanced E {e}"
-        elif e["ph"] == "X":
-            assert e["dur"] >= 0
-    assert all(not s for s in stacks.values()), "regions left open"
-    json.dumps(document)  # plain JSON
-    return events
 
 
 def test_regions_left_open_or_closed_twice_still_nest():
