@@ -123,20 +123,33 @@ def _event_blocks(chunks: Iterable[str]) -> Iterator[tuple[int, str]]:
 
     Works on chunks of any size (whole lines, or 4 MB reads): memory is bounded by the chunk
     plus the largest single event, and the per-line work happens in C (regex, count, replace)."""
-    buf, line = "", 1
+    parts: list[str] = []  # the event not yet complete, in pieces (no quadratic re-joining of a huge payload)
+    line, ended_in_newline = 1, False
     for chunk in chunks:
-        buf += chunk
-        pos = 0
-        for match in _BOUNDARY.finditer(buf):
-            block = buf[pos:match.start()]
+        if not chunk:
+            continue
+        # A boundary may straddle two chunks: the previous one ended in "\n", this one starts an event.
+        offset = 1 if ended_in_newline else 0
+        start = 0
+        for match in _BOUNDARY.finditer(("\n" if ended_in_newline else "") + chunk):
+            cut = match.start() - offset
+            if cut >= 0:
+                parts.append(chunk[start:cut])
+            else:
+                parts[-1] = parts[-1][:-1]
+            block = "".join(parts)
+            parts = []
             yield line, block
             line += block.count("\n") + 1
-            pos = match.end()
-        buf = buf[pos:]
-    if buf.endswith("\n"):
-        buf = buf[:-1]
-    if buf:
-        yield line, buf
+            start = cut + 1
+        if start < len(chunk):
+            parts.append(chunk[start:])
+        ended_in_newline = chunk.endswith("\n")
+    block = "".join(parts)
+    if block.endswith("\n"):
+        block = block[:-1]
+    if block:
+        yield line, block
 
 
 def parse_trace_lines(chunks: Iterable[str], stats: ImportStats, *, where: str = "log",

@@ -177,3 +177,19 @@ def test_renamed_logs_take_their_rank_from_the_events(tmp_path):
         (tmp_path / f"node{rank}.log.gz").write_bytes(source.read_bytes())
     done = import_logs([str(tmp_path / "node0.log.gz"), str(tmp_path / "node1.log.gz")], str(tmp_path / "r.dynscope"))
     assert [(d.rank, Path(d.path).name) for d in done] == [(0, "r.rank0.dynscope"), (1, "r.rank1.dynscope")]
+
+
+def test_chunk_boundaries_do_not_change_what_is_read():
+    """A real log read whole, line by line, or in chunks of a few characters gives the same records."""
+    text = "".join(_lines(GRAPH_BREAKS)[:400])
+
+    def records(chunks):
+        stats = ImportStats()
+        found = [(r.line, r.metadata, r.payload) for r in parse_trace_lines(chunks, stats, year=2026)]
+        return found, (stats.lines, stats.bad_lines, stats.payload_mismatches)
+
+    whole = records([text])
+    assert whole[1][1] == 0 and len(whole[0]) > 10  # (the cut at line 400 may end inside a payload)
+    assert records(text.splitlines(keepends=True)) == whole
+    for size in (1, 2, 7, 4096):
+        assert records(text[i:i + size] for i in range(0, len(text), size)) == whole, size
