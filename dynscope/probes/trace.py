@@ -8,11 +8,10 @@ artifact text. This is the same stream TORCH_TRACE writes to disk, received in-p
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from dynscope.probes.fx_graphs import GRAPH_EVENTS, PrintedGraphs
 from dynscope.probes.sink import Sink
-from dynscope.trace_events import compile_id_of, event_name, record_trace_event  # noqa: F401 (re-exported)
+from dynscope.trace_events import record_trace_event
 
 
 class TraceHandler(logging.Handler):
