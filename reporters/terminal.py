@@ -24,6 +24,9 @@ def render_summary(capture: Capture, console: Console) -> None:
 
     console.print(_headline(capture))
     console.print(_counts(capture))
+    imported = capture.run.imported
+    if isinstance(imported, dict):
+        console.print(_imported_line(imported))
     if not compiles:
         console.print("[yellow]torch.compile compiled nothing in this run.[/] "
                       "Was the compiled function called? Is torch.compile applied?")
@@ -44,6 +47,41 @@ def render_summary(capture: Capture, console: Console) -> None:
     if compiles:
         console.print(_frames_section(capture, compiles, cwd))
     _footer(capture, console)
+
+
+def _imported_line(imported: dict) -> Text:
+    """An imported TORCH_TRACE log: what was read, what was not, what a log cannot hold."""
+    text = Text(f"Imported from TORCH_TRACE: {imported.get('events', 0)} events", style="dim")
+    if imported.get("bad_lines"):
+        examples = imported.get("bad_examples") or ["?"]
+        text.append(f" · {imported['bad_lines']} unreadable lines (first: {examples[0]})", style="yellow")
+    if imported.get("payload_mismatches"):
+        text.append(f" · {imported['payload_mismatches']} payloads cut short", style="yellow")
+    unknown = imported.get("unknown_events") or {}
+    if unknown:
+        text.append(" · unknown events kept: " + ", ".join(f"{k} ×{v}" for k, v in unknown.items()), style="yellow")
+    text.append(" · not in a log: structural FX graphs, guard-failure details, bytecode and scheduler IR",
+                style="dim")
+    return text
+
+
+def render_rank_set(captures: list[Capture], console: Console) -> None:
+    """Several ranks: each rank's counts, then where they diverge."""
+    from dynscope.analysis.ranks import rank_differences
+
+    differences = rank_differences(captures)
+    console.print(Text(f"{len(captures)} captures", style="bold"))
+    for label, t in zip(differences.labels, differences.totals):
+        console.print(f"  {escape(label)}: {t.compiles} compiles · {t.graph_breaks} graph breaks · "
+                      f"{t.recompiles} recompiles · {t.errors} errors")
+    console.print()
+    if not differences.divergence:
+        console.print("[green]Every rank compiled the same way.[/]")
+        return
+    console.print(Text("Where the ranks diverge", style="bold red"))
+    for d in differences.divergence:
+        mark = "first" if d.first else d.what.replace("_", " ")
+        console.print(f"  [bold]{escape(mark)}:[/] {escape(d.detail)}")
 
 
 def _headline(capture: Capture) -> Text:

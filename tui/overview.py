@@ -22,8 +22,10 @@ _KIND_STYLE = {"error": "bold red", "graph_break": "bold yellow", "recompile": "
 
 
 class OverviewPane(Vertical):
-    def __init__(self, capture: Capture, totals: Totals, problems: list[Problem], *, hide_volatile: bool) -> None:
+    def __init__(self, capture: Capture, totals: Totals, problems: list[Problem], *, hide_volatile: bool,
+                 divergence: tuple = ()) -> None:
         super().__init__()
+        self.divergence = divergence
         self.capture = capture
         self.totals = totals
         self.problems = problems
@@ -31,6 +33,9 @@ class OverviewPane(Vertical):
 
     def compose(self) -> ComposeResult:
         yield Static(run_facts(self.capture, self.totals, hide_volatile=self.hide_volatile), id="run-facts")
+        if self.divergence:
+            yield Static(plain("Where the ranks diverge", "bold red"), classes="section-title")
+            yield Static(divergence_text(self.divergence), id="divergence")
         title = f"Top problems ({len(self.problems)}), worst first" if self.problems else "No problems found"
         yield Static(plain(title, "bold"), classes="section-title")
         if self.problems:
@@ -53,6 +58,16 @@ class OverviewPane(Vertical):
             self.post_message(ShowGuards(problem.compile_ids[0]))
         else:
             self.post_message(ShowStage(problem.compile_ids[0]))
+
+
+def divergence_text(divergence: tuple) -> Text:
+    text = Text()
+    for i, d in enumerate(divergence):
+        if i:
+            text.append("\n")
+        text.append("first: " if d.first else f"{d.what.replace('_', ' ')}: ", style="bold")
+        text.append(d.detail)
+    return text
 
 
 def run_facts(capture: Capture, totals: Totals, *, hide_volatile: bool) -> Text:
@@ -84,7 +99,13 @@ def run_facts(capture: Capture, totals: Totals, *, hide_volatile: bool) -> Text:
     for result in capture.minify_results():
         rows.append(line(("dynscope minify ", "bold red"), result.headline))
     missing = [name for name, ok in run.probes.items() if not ok]
-    if missing:
+    imported = capture.run.imported
+    if isinstance(imported, dict):
+        unreadable = f", {imported.get('bad_lines')} unreadable lines" if imported.get("bad_lines") else ""
+        rows.append(line(("imported from TORCH_TRACE: ", "dim"), f"{imported.get('events', 0)} events{unreadable}"))
+        if missing:
+            rows.append(line(("not in a TORCH_TRACE log: ", "yellow"), ", ".join(missing)))
+    elif missing:
         rows.append(line(("not recorded on this torch: ", "yellow"), ", ".join(missing)))
     if run.probe_errors:
         rows.append(plain(f"{run.probe_errors} probe errors: the capture may be incomplete", "yellow"))

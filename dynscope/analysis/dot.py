@@ -61,7 +61,9 @@ def stage_to_dot(capture: Capture, stage: Stage, *, collapse: str | None = None,
     """DOT text for one FX stage. ``collapse``: None (auto), "none", "module" or "kernel"."""
     graph = capture.fx_graph(stage)
     if graph is None:
-        why = stage.missing_reason if not stage.recorded else "its graph structure was not recorded"
+        why = stage.missing_reason if not stage.recorded else (
+            "its graph structure was not recorded" + (f": {capture.run.probe_details['fx_graphs']}"
+                                                      if capture.run.probe_details.get("fx_graphs") else ""))
         raise DynscopeError(f"stage {stage.key} of compile {stage.compile_id} has no FX graph to draw ({why})")
     kernels_of = _kernels_by_node(capture, stage)
     if collapse is None:

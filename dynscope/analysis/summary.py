@@ -13,6 +13,24 @@ from dynscope.analysis.overview import totals
 from dynscope.model import Capture
 
 SCHEMA = "dynscope.summary/1"
+SET_SCHEMA = "dynscope.summary-set/1"
+
+
+def summary_set_document(captures: list[Capture]) -> dict[str, Any]:
+    """Several captures (one per rank): each one's summary, and where the ranks diverge."""
+    from dynscope.analysis.ranks import divergence, rank_number, rank_steps
+
+    return {
+        "schema": SET_SCHEMA,
+        "summaries": [summary_document(c) for c in captures],
+        "divergence": [d.as_json() for d in divergence(captures)],
+        "sequences": [
+            {"rank": rank_number(c, i),
+             "steps": [{"what": s.what, "file": s.file, "line": s.line, "function": s.function, "detail": s.phrase}
+                       for s in rank_steps(c)]}
+            for i, c in enumerate(captures)
+        ],
+    }
 
 
 def summary_document(capture: Capture) -> dict[str, Any]:
@@ -29,6 +47,7 @@ def summary_document(capture: Capture) -> dict[str, Any]:
         "dynscope_version": run.dynscope_version,
         "torch_version": run.torch_version,
         "ranks": [{"rank": run.rank if run.rank is not None else 0, "world_size": run.world_size or 1}],
+        "imported": run.imported,
         "run": {
             "command": run.command,
             "exit_code": run.exit_code,

@@ -12,13 +12,16 @@ class Command:
     help = "print the summary of a capture (--json: the documented JSON schema)"
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("capture", help="a .dynscope capture file")
+        parser.add_argument("captures", nargs="+", metavar="capture",
+                            help="a .dynscope capture file; several (one per rank): where the ranks diverge")
         parser.add_argument("--json", action="store_true", help="print JSON (schema: docs/summary-json.md) to stdout")
 
     def run(self, args: argparse.Namespace) -> int:
         from dynscope.model import Capture
 
-        with Capture.open(args.capture) as capture:
+        if len(args.captures) > 1:
+            return _several(args)
+        with Capture.open(args.captures[0]) as capture:
             if args.json:
                 from dynscope.analysis.summary import summary_document
 
@@ -31,3 +34,25 @@ class Command:
 
                 render_summary(capture, safe_console(highlight=False))
         return 0
+
+
+def _several(args: argparse.Namespace) -> int:
+    from dynscope.model import Capture
+
+    captures = [Capture.open(path) for path in args.captures]
+    try:
+        if args.json:
+            from dynscope.analysis.summary import summary_set_document
+
+            json.dump(summary_set_document(captures), sys.stdout, indent=2)
+            sys.stdout.write("\n")
+        else:
+            from rich.console import Console
+
+            from dynscope.reporters.terminal import render_rank_set
+
+            render_rank_set(captures, Console(highlight=False))
+    finally:
+        for capture in captures:
+            capture.close()
+    return 0

@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from dynscope.commands._common import add_any_source_argument, add_capture_argument
+from dynscope.commands._common import add_any_source_argument
 from dynscope.errors import DynscopeError
 
 
@@ -15,15 +15,17 @@ class Command:
     help = "explore a capture in the terminal: breaks, recompiles, stages step by step, kernels"
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
-        add_capture_argument(parser)
+        parser.add_argument("captures", nargs="+", metavar="capture",
+                            help="a .dynscope capture file; several (one per rank): the first is shown, "
+                                 "with where the ranks diverge on its overview")
         add_any_source_argument(parser)
 
     def run(self, args: argparse.Namespace) -> int:
-        open_tui(args.capture, any_source=args.any_source)
+        open_tui(args.captures[0], others=args.captures[1:], any_source=args.any_source)
         return 0
 
 
-def open_tui(path: str, *, any_source: bool = False) -> None:
+def open_tui(path: str, others: list[str] | None = None, *, any_source: bool = False) -> None:
     """Open the capture, then the UI. A missing, damaged or too-new capture fails here, with
     one line, before the terminal is switched into the UI (the app reads the overview's
     records when it is created)."""
@@ -32,7 +34,18 @@ def open_tui(path: str, *, any_source: bool = False) -> None:
     with Capture.open(path) as capture:
         from dynscope.tui.app import DynscopeApp  # Textual is imported by this subcommand only
 
-        app = DynscopeApp(capture, export_html=html_exporter(path, any_source), any_source=any_source)
+        divergence: tuple = ()
+        if others:
+            from dynscope.analysis.ranks import divergence as rank_divergence
+
+            rest = [Capture.open(p) for p in others]
+            try:
+                divergence = rank_divergence([capture, *rest])
+            finally:
+                for other in rest:
+                    other.close()
+        app = DynscopeApp(capture, export_html=html_exporter(path, any_source), divergence=divergence,
+                          any_source=any_source)
         if not (sys.stdin.isatty() and sys.stdout.isatty()):
             raise DynscopeError("the terminal UI needs an interactive terminal; "
                                 f"for a text summary run `dynscope summary {path}`")

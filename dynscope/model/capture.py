@@ -19,7 +19,8 @@ from typing import Any
 from dynscope.store.reader import CaptureReader, Event
 from dynscope.errors import DynscopeError
 from dynscope.model import stages as pipeline
-from dynscope.model.break_text import parse_break_message
+from dynscope.model.break_text import parse_break_artifact, parse_break_message
+from dynscope.model.collectives import Collective, parse_collectives
 from dynscope.model.fxgraph import FxGraph
 from dynscope.model.guards import parse_guard_tree
 from dynscope.model.minify import MinifyResult, minify_results
@@ -108,6 +109,7 @@ class Capture:
             probes=m.get("probes") or {},
             probe_details=m.get("probe_details") or {},
             probe_errors=int(m.get("probe_errors") or 0),
+            imported=m.get("imported") if isinstance(m.get("imported"), dict) else None,
         )
 
     @cached_property
@@ -215,6 +217,18 @@ class Capture:
             for cs in grouped.values()
         ]
 
+    def chromium_events(self) -> list[dict[str, Any]]:
+        """torch's timed regions (Chrome trace events it logs as ``chromium_event``), in order."""
+        out = []
+        for event in self.reader.events(["chromium_event"]):
+            try:
+                data = json.loads(self.reader.payload(event.payload_hash) or "{}")
+            except ValueError:
+                continue
+            if isinstance(data, dict):
+                out.append(data)
+        return out
+
     def compile_phases(self, compile_id: str) -> dict[str, float]:
         """Seconds spent in each of torch's timed regions (chromium events) of one compile."""
         totals: dict[str, float] = {}
@@ -263,6 +277,43 @@ class Capture:
                 traced_line=md.get("traced_line"),
                 resumed_into=self._resume_target(event, md, resume_functions),
             ))
+        if not breaks and self.run.probes.get("graph_breaks") is False:
+            breaks = self._graph_breaks_from_log(resume_functions)
+        return breaks
+
+    def _graph_breaks_from_log(self, resume_functions: list[Compile]) -> list[GraphBreak]:
+        """Without dynscope's probe (an imported TORCH_TRACE log): torch's own break artifact."""
+        breaks = []
+        for event in self.reader.events(["artifact:dynamo_graph_break_reason"]):
+            art = parse_break_artifact(self.reader.payload(event.payload_hash) or "")
+            text = parse_break_message(art.message)
+            # Torch's traceback reaches above the compiled frame; the break itself is its last frame.
+            last = art.stack[-1] if art.stack and (art.stack[-1][0], art.stack[-1][1]) == (art.file, art.line) \
+                else (art.file, art.line, None, None)
+            # The traceback names a resume function after its original; the probe names the frame compiled.
+            compiled = self._compiles.get(event.compile_id or "")
+            if compiled is not None and last[2] is not None and \
+                    re.sub(r"_at_\d+$", "", compiled.function.removeprefix(RESUME_PREFIX)) == last[2]:
+                last = (last[0], last[1], compiled.function, last[3])
+            md = {"traced_line": art.line}
+            breaks.append(GraphBreak(
+                event_id=event.id,
+                compile_id=event.compile_id,
+                attempt=event.attempt,
+                gb_type=art.gb_type,
+                gb_id=art.gb_id,
+                doc_link=text.doc_link,
+                message=art.message,
+                reason=art.reason,
+                headline=art.gb_type or text.headline,
+                explanation=text.explanation,
+                hints=text.hints,
+                developer_context=text.developer_context,
+                user_stack=(StackFrame(*last),),
+                traced_function=last[2],
+                traced_line=art.line,
+                resumed_into=self._resume_target(event, md, resume_functions),
+            ))
         return breaks
 
     def _resume_target(self, event: Event, md: dict[str, Any], resumes: list[Compile]) -> str | None:
@@ -306,6 +357,30 @@ class Capture:
 
     def recompiles(self) -> list[Recompile]:
         return list(self._recompiles)
+
+    def collectives(self) -> list[Collective]:
+        """Collectives each Dynamo graph issues, in compile order (from the printed FX graphs)."""
+        found: list[Collective] = []
+        for event in self.reader.events(["dynamo_output_graph"]):
+            text = self.reader.payload(event.payload_hash) or ""
+            if "c10d_functional" in text:
+                found += parse_collectives(text, event.compile_id)
+        return found
+
+    def graph_input_sizes(self) -> dict[str, dict[str, Any]]:
+        """Per compile, the sizes of its Dynamo graph's inputs (torch logs them with the graph)."""
+        found: dict[str, dict[str, Any]] = {}
+        for event in self.reader.events(["dynamo_output_graph"]):
+            sizes = event.metadata.get("dynamo_output_graph", {}).get("sizes")
+            if event.compile_id is not None and isinstance(sizes, dict):
+                found[event.compile_id] = {k: v for k, v in sizes.items() if k.startswith(("l_", "L_"))}
+        return found
+
+    def cache_events(self) -> list[tuple[str | None, str]]:
+        """(compile id, "aotautograd_cache_hit" / "fx_graph_cache_miss" / ...) in the order torch logged them."""
+        names = [f"artifact:{layer}_cache_{what}" for layer in ("aotautograd", "fx_graph")
+                 for what in ("hit", "miss", "bypass")]
+        return [(e.compile_id, e.name.removeprefix("artifact:")) for e in self.reader.events(names)]
 
     def minify_results(self) -> list[MinifyResult]:
         """What `dynscope minify` found for this run (it records its result into the capture)."""
@@ -502,7 +577,9 @@ class _StageBuilder:
         if c.status == "failed" and name != "bytecode":
             return f"not reached: the compile failed ({c.fail_type})"
         if name == "bytecode":
-            return "not recorded: this torch has no bytecode log" if probes.get("log:bytecode") is False else "not logged by torch for this frame"
+            if probes.get("log:bytecode") is False:
+                return self.capture.run.probe_details.get("log:bytecode") or "not recorded: this torch has no bytecode log"
+            return "not logged by torch for this frame"
         if c.graph_op_count == 0 or c.status == "skipped":
             return "no graph: Dynamo found no tensor operations to compile in this frame"
         has_aot = any(k in stages for k in ("aot_joint", "aot_forward", "aot_backward", "aot_inference"))
@@ -523,7 +600,8 @@ class _StageBuilder:
             return "not compiled: Inductor compiles the backward graph on the first .backward(), which this run did not reach"
         if name == "scheduler_ir":
             if probes.get("log:ir_pre_fusion") is False:
-                return "not recorded: this torch has no scheduler IR log"
+                return (self.capture.run.probe_details.get("log:ir_pre_fusion")
+                        or "not recorded: this torch has no scheduler IR log")
             return "not logged: Inductor scheduled no fusible nodes for this graph"
         if name == "pre_grad":
             return "not logged by this torch"

@@ -39,6 +39,8 @@ class Run:
     probes: dict[str, bool]
     probe_details: dict[str, str]
     probe_errors: int
+    # What `dynscope import` read from TORCH_TRACE logs (files, events, unreadable lines...); None for explain.
+    imported: dict[str, Any] | None = None
 
     @property
     def ended(self) -> bool:

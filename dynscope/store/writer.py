@@ -36,8 +36,11 @@ def payload_hash(text: str) -> str:
 class CaptureWriter:
     """Thread-safe, fork-aware appender. Only the process that opened it writes."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, bulk: bool = False) -> None:
+        """``bulk``: many events per transaction (``dynscope import``, which can simply rerun)."""
         self.path = os.fspath(path)
+        self._bulk = bulk
+        self._pending = 0
         self._pid = os.getpid()
         self._lock = threading.Lock()
         self._known_blobs: set[str] = set()
@@ -45,7 +48,7 @@ class CaptureWriter:
         try:
             self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
             self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute("PRAGMA synchronous=OFF" if bulk else "PRAGMA synchronous=NORMAL")
             self._db.execute(f"PRAGMA application_id={APPLICATION_ID}")
             self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
             self._db.executescript(f"BEGIN; {DDL} COMMIT;")
@@ -65,6 +68,8 @@ class CaptureWriter:
         self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
+        self._bulk = False
+        self._pending = 0
         self._known_blobs = {row[0] for row in self._db.execute("SELECT hash FROM blobs")}
         return self
 
@@ -109,7 +114,7 @@ class CaptureWriter:
 
     def _insert(self, name: str, meta_json: str, blob: tuple | None, compile_id: str | None,
                 attempt: int | None, ts: float | None) -> int | None:
-        with self._transaction():
+        with self._transaction(bulk=self._bulk):
             digest = None
             if blob is not None:
                 digest, codec, size, data = blob
@@ -131,6 +136,8 @@ class CaptureWriter:
         with self._lock:
             if self._db is None or not self._owned():
                 return
+            if self._db.in_transaction:
+                self._db.execute("COMMIT")
             try:
                 self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
                 self._db.execute("PRAGMA journal_mode=DELETE")
@@ -165,21 +172,38 @@ class CaptureWriter:
         raw = text.encode("utf-8", "surrogatepass")
         if len(raw) < _COMPRESS_MIN_BYTES:
             return digest, "raw", len(raw), raw
-        return digest, "zlib", len(raw), zlib.compress(raw, 6)
+        # Bulk imports trade a little size for speed (level 1 compresses several times faster).
+        return digest, "zlib", len(raw), zlib.compress(raw, 1 if self._bulk else 6)
 
-    def _transaction(self) -> _Transaction:
+    def _transaction(self, *, bulk: bool = False) -> _Transaction:
+        if bulk:
+            self._pending += 1
+            if self._pending >= _BULK_EVENTS:
+                self._pending = 0
+                return _Transaction(self._db, commit=True)
+            return _Transaction(self._db, commit=False)
         return _Transaction(self._db)
 
 
+# In bulk mode, events committed together (one transaction per event would bound an import
+# to a few thousand events a second).
+_BULK_EVENTS = 5000
+
+
 class _Transaction:
-    def __init__(self, db: sqlite3.Connection) -> None:
+    def __init__(self, db: sqlite3.Connection, *, commit: bool = True) -> None:
         self._db = db
+        self._commit = commit
 
     def __enter__(self) -> None:
-        self._db.execute("BEGIN")
+        if not self._db.in_transaction:
+            self._db.execute("BEGIN")
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        self._db.execute("ROLLBACK" if exc_type else "COMMIT")
+        if exc_type:
+            self._db.execute("ROLLBACK")
+        elif self._commit:
+            self._db.execute("COMMIT")
 
 
 def _remove_capture_files(path: str) -> None:
