@@ -47,11 +47,10 @@ def _several(args: argparse.Namespace) -> int:
             json.dump(summary_set_document(captures), sys.stdout, indent=2)
             sys.stdout.write("\n")
         else:
-            from rich.console import Console
-
             from dynscope.reporters.terminal import render_rank_set
+            from dynscope.safe_text import safe_console
 
-            render_rank_set(captures, Console(highlight=False))
+            render_rank_set(captures, safe_console(highlight=False))
     finally:
         for capture in captures:
             capture.close()
