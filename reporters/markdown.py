@@ -172,3 +172,17 @@ def _printable(value: str) -> str:
     """Lone surrogates (undecodable bytes in paths) become visible escapes, not an encode error."""
     return value.encode("utf-8", "backslashreplace").decode("utf-8")
 
+
+
+def comparison_markdown(result) -> str:
+    """Two runs compared, for a pull request or an issue comment (dynscope compare --md)."""
+    from dynscope.analysis.changes import comparison_lines
+
+    before, after = result.before.run, result.after.run
+    rows = [f"## torch.compile: {text(before.path)} → {text(after.path)} (dynscope)\n"]
+    if before.torch_version != after.torch_version:
+        rows.append(f"torch {text(before.torch_version or '?')} → {text(after.torch_version or '?')}\n")
+    # A line's sign stays a sign, not a nested list item.
+    rows += [f"- {text(line).replace('-', chr(92) + '-', 1) if line.startswith('-') else text(line)}"
+             for line in comparison_lines(result)]
+    return "\n".join(rows) + "\n"

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from dynscope.analysis.breaks import group_breaks
+from dynscope.analysis.breaks import BreakGroup, group_breaks
 from dynscope.analysis.overview import totals
-from dynscope.model import Capture
+from dynscope.model import Capture, CompileError, Recompile
 
 SCHEMA = "dynscope.summary/1"
 SET_SCHEMA = "dynscope.summary-set/1"
@@ -83,45 +83,8 @@ def summary_document(capture: Capture) -> dict[str, Any]:
             }
             for c in compiles
         ],
-        "graph_breaks": [
-            {
-                "reason": g.reason,
-                "headline": g.headline,
-                "gb_type": g.gb_type,
-                "gb_id": g.gb_id,
-                "doc_link": g.doc_link,
-                "explanation": g.explanation,
-                "hints": list(g.hints),
-                "file": g.location.file,
-                "line": g.location.line,
-                "function": g.location.function,
-                "code": g.location.code,
-                "count": g.count,
-                "compile_ids": g.compile_ids,
-                "resumed_into": g.resumed_into,
-            }
-            for g in groups
-        ],
-        "recompiles": [
-            {
-                "function": r.function,
-                "file": r.file,
-                "line": r.line,
-                "compile_id": r.compile_id,
-                "reason": r.reason,
-                "failures": [
-                    {
-                        "failed_compile_id": f.failed_compile_id,
-                        "guard": f.guard,
-                        "expected": f.expected,
-                        "actual": f.actual,
-                        "reason": f.reason,
-                    }
-                    for f in r.failures
-                ],
-            }
-            for r in recompiles
-        ],
+        "graph_breaks": [break_json(g) for g in groups],
+        "recompiles": [recompile_json(r) for r in recompiles],
         "minify": [
             {
                 "compile_id": m.compile_id,
@@ -141,17 +104,59 @@ def summary_document(capture: Capture) -> dict[str, Any]:
             }
             for m in capture.minify_results()
         ],
-        "errors": [
+        "errors": [error_json(e) for e in errors],
+    }
+
+
+# One JSON form per record, shared by every document that lists them (summary, compare, check).
+
+def break_json(g: BreakGroup) -> dict[str, Any]:
+    return {
+        "reason": g.reason,
+        "headline": g.headline,
+        "gb_type": g.gb_type,
+        "gb_id": g.gb_id,
+        "doc_link": g.doc_link,
+        "explanation": g.explanation,
+        "hints": list(g.hints),
+        "file": g.location.file,
+        "line": g.location.line,
+        "function": g.location.function,
+        "code": g.location.code,
+        "count": g.count,
+        "compile_ids": g.compile_ids,
+        "resumed_into": g.resumed_into,
+    }
+
+
+def recompile_json(r: Recompile) -> dict[str, Any]:
+    return {
+        "function": r.function,
+        "file": r.file,
+        "line": r.line,
+        "compile_id": r.compile_id,
+        "reason": r.reason,
+        "failures": [
             {
-                "compile_id": e.compile_id,
-                "function": e.function,
-                "file": e.file,
-                "line": e.line,
-                "fail_type": e.fail_type,
-                "reason": e.reason,
-                "user_file": e.user_file,
-                "user_line": e.user_line,
+                "failed_compile_id": f.failed_compile_id,
+                "guard": f.guard,
+                "expected": f.expected,
+                "actual": f.actual,
+                "reason": f.reason,
             }
-            for e in errors
+            for f in r.failures
         ],
+    }
+
+
+def error_json(e: CompileError) -> dict[str, Any]:
+    return {
+        "compile_id": e.compile_id,
+        "function": e.function,
+        "file": e.file,
+        "line": e.line,
+        "fail_type": e.fail_type,
+        "reason": e.reason,
+        "user_file": e.user_file,
+        "user_line": e.user_line,
     }

@@ -1,0 +1,228 @@
+"""Two runs of one program, compared: what a refactor, a torch upgrade or a config change did.
+
+Records are matched the way a person would match them across an edit: a graph break is the
+same break when its type, file, function and source text agree, even if lines above it moved
+it; recompiles, errors and frames by function, file and what failed. Paths are compared
+relative to each run's directory, so two checkouts of one repository compare equal.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from dynscope.analysis.breaks import BreakGroup, group_breaks
+from dynscope.analysis.overview import totals
+from dynscope.analysis.summary import break_json, error_json, recompile_json
+from dynscope.model import Capture, Compile, CompileError, Recompile
+
+SCHEMA = "dynscope.compare/1"
+_RESUME_LINE = re.compile(r"_at_\d+$")
+
+
+@dataclass(frozen=True)
+class MovedBreak:
+    before: BreakGroup
+    after: BreakGroup
+
+
+@dataclass
+class Comparison:
+    before: Capture
+    after: Capture
+    breaks_added: list[BreakGroup] = field(default_factory=list)
+    breaks_removed: list[BreakGroup] = field(default_factory=list)
+    breaks_moved: list[MovedBreak] = field(default_factory=list)
+    recompiles_added: list[Recompile] = field(default_factory=list)
+    recompiles_removed: list[Recompile] = field(default_factory=list)
+    errors_added: list[CompileError] = field(default_factory=list)
+    errors_removed: list[CompileError] = field(default_factory=list)
+    frames: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def regressed(self) -> bool:
+        return bool(self.breaks_added or self.recompiles_added or self.errors_added)
+
+
+def compare(before: Capture, after: Capture) -> Comparison:
+    result = Comparison(before, after)
+    _match_breaks(result)
+    cwd_a, cwd_b = before.run.cwd, after.run.cwd
+    result.recompiles_added, result.recompiles_removed = _difference(
+        before.recompiles(), after.recompiles(),
+        lambda r, cwd: (same_function(r.function), relative(r.file, cwd), _guard_key(r)),
+        cwd_a, cwd_b)
+    result.errors_added, result.errors_removed = _difference(
+        before.errors(), after.errors(),
+        lambda e, cwd: (same_function(e.function), relative(e.file, cwd), e.fail_type), cwd_a, cwd_b)
+    result.frames = _frames(before, after)
+    return result
+
+
+def relative(path: str | None, cwd: str | None) -> str | None:
+    """``path`` relative to the run's directory when inside it: the same file in two checkouts."""
+    if path and cwd and os.path.isabs(path):
+        rel = os.path.relpath(path, cwd)
+        if not rel.startswith(".."):
+            return rel
+    return path
+
+
+def same_function(name: str | None) -> str | None:
+    """A resume function's name without the line it resumes at (torch_dynamo_resume_in_f_at_16):
+    the same code after lines above it moved."""
+    return _RESUME_LINE.sub("", name) if name and name.startswith("torch_dynamo_resume_in_") else name
+
+
+# -- graph breaks --------------------------------------------------------------------------
+
+def _match_breaks(result: Comparison) -> None:
+    cwd_a, cwd_b = result.before.run.cwd, result.after.run.cwd
+
+    def same_place(g: BreakGroup, cwd: str | None) -> tuple:
+        return (_kind(g), relative(g.location.file, cwd), g.location.line)
+
+    def same_code(g: BreakGroup, cwd: str | None) -> tuple | None:  # wherever an edit moved it
+        code = (g.location.code or "").strip()
+        return (_kind(g), relative(g.location.file, cwd), g.location.function, code) if code else None
+
+    removed = group_breaks(result.before.graph_breaks())
+    added = group_breaks(result.after.graph_breaks())
+    for key, pairs in ((same_place, None), (same_code, result.breaks_moved)):
+        pool: dict[tuple, list[BreakGroup]] = {}
+        for g in removed:
+            if (k := key(g, cwd_a)) is not None:
+                pool.setdefault(k, []).append(g)
+        unmatched = []
+        for g in added:
+            candidates = pool.get(key(g, cwd_b)) if key(g, cwd_b) is not None else None
+            if not candidates:
+                unmatched.append(g)
+                continue
+            old = candidates.pop(0)
+            removed.remove(old)
+            if pairs is not None:
+                pairs.append(MovedBreak(old, g))
+        added = unmatched
+    result.breaks_added, result.breaks_removed = added, removed
+
+
+def _kind(g: BreakGroup) -> str:
+    return g.gb_id or g.gb_type or g.headline
+
+
+# -- recompiles and errors ----------------------------------------------------------------
+
+def _guard_key(r: Recompile) -> str:
+    failure = r.failures[0] if r.failures else None
+    return (failure.guard if failure and failure.guard else r.reason.splitlines()[0] if r.reason else "")
+
+
+def _difference(before: list, after: list, key, cwd_a, cwd_b) -> tuple[list, list]:
+    """Items of ``after`` beyond ``before``'s count of the same key, and the reverse."""
+    count_a = Counter(key(x, cwd_a) for x in before)
+    count_b = Counter(key(x, cwd_b) for x in after)
+    added, removed = [], []
+    seen: Counter = Counter()
+    for x in after:
+        k = key(x, cwd_b)
+        seen[k] += 1
+        if seen[k] > count_a[k]:
+            added.append(x)
+    seen.clear()
+    for x in before:
+        k = key(x, cwd_a)
+        seen[k] += 1
+        if seen[k] > count_b[k]:
+            removed.append(x)
+    return added, removed
+
+
+# -- frames -----------------------------------------------------------------------------------
+
+def _frames(before: Capture, after: Capture) -> list[dict[str, Any]]:
+    def by_frame(capture: Capture) -> dict[tuple, list[Compile]]:
+        frames: dict[tuple, list[Compile]] = {}
+        for c in capture.compiles():
+            frames.setdefault((same_function(c.function), relative(c.file, capture.run.cwd)), []).append(c)
+        return frames
+
+    a, b = by_frame(before), by_frame(after)
+    rows = []
+    for key in list(dict.fromkeys([*a, *b])):
+        ca, cb = a.get(key, []), b.get(key, [])
+        row: dict[str, Any] = {
+            "function": (cb or ca)[0].function, "file": key[1],
+            "compiles": {"before": len(ca), "after": len(cb)},
+            "compile_time_s": {"before": _seconds(ca), "after": _seconds(cb)},
+            "graph_ops": {"before": _ops(ca), "after": _ops(cb)},
+            "output_code_bytes": {"before": _code_bytes(before, ca), "after": _code_bytes(after, cb)},
+            "kernels": [],
+        }
+        for i in range(max(len(ca), len(cb))):  # the n-th compile of a frame against the n-th
+            ka = _kernel_names(before, ca[i]) if i < len(ca) else []
+            kb = _kernel_names(after, cb[i]) if i < len(cb) else []
+            if ka != kb:
+                row["kernels"].append({
+                    "before": ca[i].compile_id if i < len(ca) else None,
+                    "after": cb[i].compile_id if i < len(cb) else None,
+                    "count": {"before": len(ka), "after": len(kb)},
+                    "added": [k for k in kb if k not in ka], "removed": [k for k in ka if k not in kb]})
+        rows.append(row)
+    return rows
+
+
+def _seconds(compiles: list[Compile]) -> float:
+    return round(sum(c.times.total or 0.0 for c in compiles), 6)
+
+
+def _ops(compiles: list[Compile]) -> int:
+    return sum(c.graph_op_count or 0 for c in compiles)
+
+
+def _code_bytes(capture: Capture, compiles: list[Compile]) -> int:
+    return sum(s.size for c in compiles for s in capture.stages(c.compile_id)
+               if s.recorded and s.name == "output_code")
+
+
+def _kernel_names(capture: Capture, c: Compile) -> list[str]:
+    return [s.key.split(":", 1)[1] for s in capture.stages(c.compile_id) if s.recorded and s.name == "kernel"]
+
+
+def stage_seconds(capture: Capture) -> dict[str, float]:
+    spent: Counter = Counter()
+    for c in capture.compiles():
+        spent.update(c.times.by_stage())
+    return {k: round(v, 6) for k, v in spent.items()}
+
+
+# -- the document ------------------------------------------------------------------------
+
+def comparison_document(result: Comparison) -> dict[str, Any]:
+    ta, tb = totals(result.before), totals(result.after)
+    sa, sb = stage_seconds(result.before), stage_seconds(result.after)
+    return {
+        "schema": SCHEMA,
+        "before": {"capture": result.before.run.path, "torch_version": result.before.run.torch_version},
+        "after": {"capture": result.after.run.path, "torch_version": result.after.run.torch_version},
+        "regressed": result.regressed,
+        "graph_breaks": {
+            "added": [break_json(g) for g in result.breaks_added],
+            "removed": [break_json(g) for g in result.breaks_removed],
+            "moved": [{"before": break_json(m.before), "after": break_json(m.after)} for m in result.breaks_moved],
+        },
+        "recompiles": {"added": [recompile_json(r) for r in result.recompiles_added],
+                       "removed": [recompile_json(r) for r in result.recompiles_removed]},
+        "errors": {"added": [error_json(e) for e in result.errors_added],
+                   "removed": [error_json(e) for e in result.errors_removed]},
+        "totals": {k: {"before": getattr(ta, k), "after": getattr(tb, k)}
+                   for k in ("compiles", "graphs", "graph_breaks", "distinct_graph_breaks", "recompiles", "errors")},
+        "compile_time_s": {"before": ta.compile_time_s, "after": tb.compile_time_s,
+                           "by_stage": {k: {"before": sa.get(k, 0.0), "after": sb.get(k, 0.0)}
+                                        for k in dict.fromkeys([*sa, *sb])}},
+        "frames": result.frames,
+        "runtime": None,  # runtime per frame, once captures carry a profile
+    }
