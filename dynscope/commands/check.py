@@ -1,48 +1,187 @@
-"""dynscope check: fail a CI job when a run has more graph breaks, recompiles or errors than allowed."""
+"""dynscope check: fail a CI job on what a run added over its baseline, or on more than allowed.
+
+Exit 0: pass; 1: new problems or a limit exceeded; 2: bad input. Findings print as
+compiler-style lines (``model.py:212: new graph break [GB0059] ...``) that editors and CI logs
+link, or as GitHub Actions annotations (``--format github``); ``--junit`` also writes JUnit XML.
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from contextlib import ExitStack
+from dataclasses import dataclass, field
 
 from dynscope.errors import DynscopeError
 
-# Exit status when a limit is exceeded (2 is taken by bad input, as everywhere in dynscope).
+# Exit status when a check fails (2 is taken by bad input, as everywhere in dynscope).
 LIMIT_EXCEEDED = 1
+
+_KINDS = {"graph_break": "graph breaks", "recompile": "recompiles", "error": "compile errors"}
+
+
+@dataclass
+class CaseResult:
+    """One JUnit test case: one kind of check on one capture."""
+
+    name: str
+    failures: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
 
 class Command:
     name = "check"
-    help = "exit non-zero when a capture exceeds --max-graph-breaks / --max-recompiles / --max-errors (for CI)"
+    help = ("fail (exit 1) on problems a run added over --baseline, or above --max-graph-breaks / "
+            "--max-recompiles / --max-errors (for CI)")
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("captures", nargs="+", metavar="CAPTURE", help=".dynscope capture files (every rank counts)")
+        parser.add_argument("--baseline", nargs="+", metavar="BASE",
+                            help="the captures to compare with (e.g. main's), one per CAPTURE, in the same order")
+        parser.add_argument("--allow", metavar="FILE", help="TOML file of accepted problems ([[allow]] gb_id / where, reason)")
         parser.add_argument("--max-graph-breaks", type=_count, metavar="N", help="graph breaks allowed (occurrences)")
         parser.add_argument("--max-recompiles", type=_count, metavar="M", help="recompiles allowed")
         parser.add_argument("--max-errors", type=_count, metavar="K", help="compile errors allowed")
+        parser.add_argument("--format", choices=("text", "github"), default="text",
+                            help="text: compiler-style lines; github: GitHub Actions annotations")
+        parser.add_argument("--junit", metavar="PATH", help="also write the results as JUnit XML")
 
     def run(self, args: argparse.Namespace) -> int:
-        from dynscope.analysis.overview import totals
         from dynscope.model import Capture
 
         limits = {"graph breaks": args.max_graph_breaks, "recompiles": args.max_recompiles,
                   "compile errors": args.max_errors}
-        if all(limit is None for limit in limits.values()):
-            raise DynscopeError("give at least one limit: --max-graph-breaks N, --max-recompiles M or --max-errors K")
-        exceeded = False
+        if args.baseline is None and all(limit is None for limit in limits.values()):
+            raise DynscopeError("give a --baseline to compare with, or at least one limit: "
+                                "--max-graph-breaks N, --max-recompiles M or --max-errors K")
+        if args.baseline is not None and len(args.baseline) != len(args.captures):
+            raise DynscopeError(f"give one --baseline capture per capture ({len(args.captures)} captures, "
+                                f"{len(args.baseline)} baselines), in the same rank order")
+        allowances = []
+        if args.allow:
+            from dynscope.analysis.baseline import load_allowances
+
+            allowances = load_allowances(args.allow)
+        out = _Output(args.format)
+        suites: dict[str, list[CaseResult]] = {}
         with ExitStack() as stack:
-            for path in args.captures:
-                t = totals(stack.enter_context(Capture.open(path)))
-                found = {"graph breaks": t.graph_breaks, "recompiles": t.recompiles, "compile errors": t.errors}
-                for what, limit in limits.items():
-                    if limit is None:
-                        continue
-                    over = found[what] > limit
-                    exceeded |= over
-                    print(f"{path}: {found[what]} {what} (at most {limit} allowed): {'FAIL' if over else 'ok'}")
+            for i, path in enumerate(args.captures):
+                capture = stack.enter_context(Capture.open(path))
+                cases = suites.setdefault(path, [])
+                if args.baseline is not None:
+                    base = stack.enter_context(Capture.open(args.baseline[i]))
+                    cases += _against_baseline(capture, base, allowances, out)
+                cases += _within_limits(path, capture, limits, out)
+        failed = sum(len(c.failures) for cases in suites.values() for c in cases)
+        out.summary(failed)
+        if args.junit:
+            _write_junit(args.junit, suites)
         sys.stdout.flush()
-        return LIMIT_EXCEEDED if exceeded else 0
+        return LIMIT_EXCEEDED if failed else 0
+
+
+def _against_baseline(capture, base, allowances, out: _Output) -> list[CaseResult]:
+    from dynscope.analysis.baseline import new_findings
+    from dynscope.analysis.compare import compare
+
+    cases = {kind: CaseResult(f"no new {name}") for kind, name in _KINDS.items()}
+    for finding in new_findings(compare(base, capture)):
+        allowed = next((a for a in allowances if a.covers(finding)), None)
+        case = cases[finding.kind]
+        if allowed is not None:
+            case.notes.append(f"{finding.compiler_line()} (allowed: {allowed.reason})")
+            out.allowed(finding, allowed.reason)
+        else:
+            case.failures.append(finding.compiler_line())
+            out.finding(finding)
+    return list(cases.values())
+
+
+def _within_limits(path: str, capture, limits: dict[str, int | None], out: _Output) -> list[CaseResult]:
+    from dynscope.analysis.overview import totals
+
+    t = totals(capture)
+    found = {"graph breaks": t.graph_breaks, "recompiles": t.recompiles, "compile errors": t.errors}
+    cases = []
+    for what, limit in limits.items():
+        if limit is None:
+            continue
+        case = CaseResult(f"at most {limit} {what}")
+        line = f"{path}: {found[what]} {what} (at most {limit} allowed)"
+        if found[what] > limit:
+            case.failures.append(line)
+        out.limit(path, line, failed=found[what] > limit)
+        cases.append(case)
+    return cases
+
+
+class _Output:
+    def __init__(self, form: str) -> None:
+        from dynscope.safe_text import visible
+
+        self.form = form
+        self.visible = visible
+
+    def finding(self, finding) -> None:
+        if self.form == "github":
+            print(_annotation("error", finding.title, finding.message, finding.file, finding.line))
+        else:
+            print(self.visible(finding.compiler_line()))
+
+    def allowed(self, finding, reason: str) -> None:
+        if self.form == "github":
+            print(_annotation("notice", f"allowed: {finding.title}", f"{finding.message} ({reason})",
+                              finding.file, finding.line))
+        else:
+            print(self.visible(f"{finding.compiler_line()} (allowed: {reason})"))
+
+    def limit(self, path: str, line: str, *, failed: bool) -> None:
+        if self.form == "github" and failed:
+            print(_annotation("error", "dynscope check", line, None, None))
+        elif self.form == "text":
+            print(self.visible(f"{line}: {'FAIL' if failed else 'ok'}"))
+
+    def summary(self, failed: int) -> None:
+        if self.form == "text":
+            print(f"dynscope check: {'FAIL' if failed else 'ok'} ({failed} problem{'' if failed == 1 else 's'})")
+
+
+def _annotation(level: str, title: str, message: str, file: str | None, line: int | None) -> str:
+    """A GitHub Actions workflow command (its escaping rules for data and for properties)."""
+    def data(value: str) -> str:
+        return value.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+    def prop(value: str) -> str:
+        return data(value).replace(":", "%3A").replace(",", "%2C")
+
+    props = [f"title={prop(title)}"]
+    if file:
+        props.insert(0, f"file={prop(file)}")
+        if line is not None:
+            props.insert(1, f"line={line}")
+    return f"::{level} {','.join(props)}::{data(message)}"
+
+
+def _write_junit(path: str, suites: dict[str, list[CaseResult]]) -> None:
+    import xml.etree.ElementTree as ET
+
+    from dynscope.safe_text import visible
+
+    root = ET.Element("testsuites", name="dynscope check")
+    for capture, cases in suites.items():
+        failures = sum(1 for c in cases if c.failures)
+        suite = ET.SubElement(root, "testsuite", name=capture, tests=str(len(cases)), failures=str(failures))
+        for case in cases:
+            element = ET.SubElement(suite, "testcase", classname="dynscope", name=case.name)
+            if case.failures:
+                failure = ET.SubElement(element, "failure", message=visible(case.failures[0]))
+                failure.text = visible("\n".join(case.failures))
+            if case.notes:
+                ET.SubElement(element, "system-out").text = visible("\n".join(case.notes))
+    try:
+        ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)
+    except OSError as e:
+        raise DynscopeError(f"cannot write {path}: {e.strerror}") from None
 
 
 def _count(text: str) -> int:

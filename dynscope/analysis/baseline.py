@@ -1,0 +1,99 @@
+"""CI against a baseline: the problems a run has that its baseline did not, minus those allowed.
+
+A problem here is one finding a CI system can point at: a file, a line, a title and a message.
+The allow file (TOML) accepts known problems, each with a reason::
+
+    [[allow]]
+    gb_id = "GB0059"            # and/or
+    where = "model.py:212"      # a glob on "file:line" ("model.py:*", "*/utils.py:40")
+    reason = "logging in the training loop; fixed in #123"
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass
+
+from dynscope.analysis.compare import Comparison, relative
+from dynscope.analysis.names import first_line, friendly_function
+from dynscope.errors import DynscopeError
+
+
+@dataclass(frozen=True)
+class Finding:
+    kind: str  # "graph_break" | "recompile" | "error"
+    file: str | None
+    line: int | None
+    title: str  # "new graph break [GB0059]"
+    message: str  # torch's reason, one line
+    gb_id: str | None = None
+
+    @property
+    def where(self) -> str:
+        return f"{self.file or '?'}:{self.line}" if self.line is not None else (self.file or "?")
+
+    def compiler_line(self) -> str:
+        """``model.py:212: new graph break [GB0059] Failed to trace builtin operator print``"""
+        return f"{self.where}: {self.title} {self.message}"
+
+
+@dataclass(frozen=True)
+class Allowance:
+    gb_id: str | None
+    where: str | None
+    reason: str
+
+    def covers(self, finding: Finding) -> bool:
+        if self.gb_id is not None and finding.gb_id != self.gb_id:
+            return False
+        return self.where is None or fnmatch.fnmatchcase(finding.where, self.where)
+
+
+def new_findings(result: Comparison) -> list[Finding]:
+    """What the later run added: breaks, recompiles and compile errors, in that order."""
+    cwd = result.after.run.cwd
+    found = []
+    for g in result.breaks_added:
+        tag = f" [{g.gb_id}]" if g.gb_id else ""
+        found.append(Finding("graph_break", relative(g.location.file, cwd), g.location.line,
+                             f"new graph break{tag}", first_line(g.headline), g.gb_id))
+    for r in result.recompiles_added:
+        failure = r.failures[0] if r.failures else None
+        guard = failure.guard if failure and failure.guard else first_line(r.reason)
+        found.append(Finding("recompile", relative(r.file, cwd), r.line,
+                             f"new recompile of {friendly_function(r.function)}", f"guard failed: {guard}"))
+    for e in result.errors_added:
+        found.append(Finding("error", relative(e.user_file or e.file, cwd), e.user_line or e.line,
+                             f"new compile error in {friendly_function(e.function)}",
+                             f"{e.fail_type}: {first_line(e.reason)}"))
+    return found
+
+
+def load_allowances(path: str) -> list[Allowance]:
+    try:
+        import tomllib
+    except ImportError:  # Python 3.10
+        import tomli as tomllib  # type: ignore[no-redef]
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except OSError as e:
+        raise DynscopeError(f"cannot read the allow file {path}: {e.strerror}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise DynscopeError(f"{path} is not valid TOML: {e}") from None
+    entries = data.get("allow", [])
+    if not isinstance(entries, list):
+        raise DynscopeError(f"{path}: 'allow' must be a list of [[allow]] tables")
+    allowances = []
+    for i, entry in enumerate(entries, 1):
+        if not isinstance(entry, dict):
+            raise DynscopeError(f"{path}: [[allow]] entry {i} is not a table")
+        gb_id, where, reason = entry.get("gb_id"), entry.get("where"), entry.get("reason")
+        if gb_id is None and where is None:
+            raise DynscopeError(f"{path}: [[allow]] entry {i} needs gb_id and/or where")
+        if not isinstance(reason, str) or not reason.strip():
+            raise DynscopeError(f"{path}: [[allow]] entry {i} needs a reason")
+        if not all(v is None or isinstance(v, str) for v in (gb_id, where)):
+            raise DynscopeError(f"{path}: [[allow]] entry {i}: gb_id and where are strings")
+        allowances.append(Allowance(gb_id, where, reason))
+    return allowances
