@@ -14,6 +14,9 @@ from pathlib import Path
 
 import pytest
 
+# pytester runs the pytest plugin's tests in their own pytest sessions (tests/integration/test_pytest_plugin.py).
+pytest_plugins = ("pytester",)
+
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
 

@@ -1,0 +1,152 @@
+"""pytest plugin (registered through the ``pytest11`` entry point): compile checks in tests.
+
+- ``@pytest.mark.dynscope(max_graph_breaks=0, max_recompiles=0)``: the test fails when the code
+  it runs breaks or recompiles more, naming each break's file:line and reason and each
+  recompile's failed guard. Dynamo's caches are reset first, so the test's own compiles count.
+- ``dynscope_capture``: the typed model (dynscope.model.Capture) of what the test compiled so
+  far; every attribute access reads the capture afresh.
+- ``pytest --dynscope-dir DIR``: keep one capture per test, for the TUI and the reports.
+
+Tests that use none of these pay one dictionary lookup: nothing is imported or recorded.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+
+import pytest
+
+_MARKER = "dynscope"
+_LIMITS = ("max_graph_breaks", "max_recompiles")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("dynscope")
+    group.addoption("--dynscope-dir", metavar="DIR", default=None,
+                    help="record what torch.compile does in every test into DIR/<test>.dynscope")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", f"{_MARKER}(max_graph_breaks=None, max_recompiles=None): fail the test when the code it "
+                   "runs has more torch.compile graph breaks or recompiles than allowed")
+
+
+@pytest.fixture(autouse=True)
+def _dynscope_recording(request: pytest.FixtureRequest):
+    marker = request.node.get_closest_marker(_MARKER)
+    keep_dir = request.config.getoption("dynscope_dir")
+    if marker is None and keep_dir is None and "dynscope_capture" not in request.fixturenames:
+        yield None
+        return
+    from dynscope.recorder import Recorder
+
+    if marker is not None:
+        _check_marker(marker)
+        import torch._dynamo
+
+        torch._dynamo.reset()  # earlier tests' cache entries would hide or add compiles
+    if keep_dir is not None:
+        os.makedirs(keep_dir, exist_ok=True)
+        path = os.path.join(keep_dir, _file_name(request.node.nodeid))
+    else:
+        fd, path = tempfile.mkstemp(suffix=".dynscope", prefix="pytest-")
+        os.close(fd)
+        os.remove(path)
+    recorder = Recorder(path, command=["pytest", request.node.nodeid]).start()
+    request.node.stash[_PATH] = path
+    try:
+        yield path
+    finally:
+        recorder.stop(exit_code=0)
+        if keep_dir is None:
+            for suffix in ("", "-wal", "-shm"):
+                try:
+                    os.remove(path + suffix)
+                except FileNotFoundError:
+                    pass
+
+
+@pytest.fixture
+def dynscope_capture(_dynscope_recording) -> CaptureHandle:
+    handle = CaptureHandle(_dynscope_recording)
+    yield handle
+    handle.close()
+
+
+class CaptureHandle:
+    """The test's capture as the typed model: ``dynscope_capture.graph_breaks()`` and the rest
+    of dynscope.model.Capture, read afresh at each access (the test is still compiling)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._capture = None
+
+    def load(self):
+        from dynscope.model import Capture
+
+        self.close()
+        self._capture = Capture.open(self.path)
+        return self._capture
+
+    def close(self) -> None:
+        if self._capture is not None:
+            self._capture.close()
+            self._capture = None
+
+    def __getattr__(self, name: str):
+        return getattr(self.load(), name)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    result = yield
+    marker = item.get_closest_marker(_MARKER)
+    path = item.stash.get(_PATH, None)
+    if marker is not None and path is not None:
+        problems = _over_limits(path, marker.kwargs)
+        if problems:
+            pytest.fail("\n".join(problems), pytrace=False)
+    return result
+
+
+_PATH = pytest.StashKey[str]()
+
+
+def _check_marker(marker: pytest.Mark) -> None:
+    unknown = set(marker.kwargs) - set(_LIMITS)
+    if marker.args or unknown:
+        raise pytest.UsageError(f"@pytest.mark.dynscope takes only {', '.join(_LIMITS)} "
+                                f"(got {', '.join(map(repr, marker.args)) or ', '.join(sorted(unknown))})")
+
+
+def _over_limits(path: str, limits: dict[str, int]) -> list[str]:
+    from dynscope.analysis.names import first_line, friendly_function, location
+    from dynscope.model import Capture
+
+    with Capture.open(path) as capture:
+        cwd = capture.run.cwd
+        breaks, recompiles = capture.graph_breaks(), capture.recompiles()
+        problems = []
+        limit = limits.get("max_graph_breaks")
+        if limit is not None and len(breaks) > limit:
+            problems.append(f"{len(breaks)} torch.compile graph break{'s' * (len(breaks) != 1)} "
+                            f"(at most {limit} allowed):")
+            problems += [f"  {location(b.location.file, b.location.line, cwd)}: "
+                         f"{'[' + b.gb_id + '] ' if b.gb_id else ''}{first_line(b.headline)}" for b in breaks]
+        limit = limits.get("max_recompiles")
+        if limit is not None and len(recompiles) > limit:
+            problems.append(f"{len(recompiles)} recompile{'s' * (len(recompiles) != 1)} (at most {limit} allowed):")
+            for r in recompiles:
+                failure = r.failures[0] if r.failures else None
+                guard = failure.guard if failure and failure.guard else first_line(r.reason)
+                problems.append(f"  {friendly_function(r.function)} ({location(r.file, r.line, cwd)}): "
+                                f"guard failed: {guard}")
+    return problems
+
+
+def _file_name(nodeid: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", nodeid).strip("_")[:200] + ".dynscope"
+
