@@ -151,6 +151,7 @@ def _frames(before: Capture, after: Capture) -> list[dict[str, Any]]:
         return frames
 
     a, b = by_frame(before), by_frame(after)
+    code_a, code_b = before.output_code_index(), after.output_code_index()
     rows = []
     for key in list(dict.fromkeys([*a, *b])):
         ca, cb = a.get(key, []), b.get(key, [])
@@ -159,12 +160,12 @@ def _frames(before: Capture, after: Capture) -> list[dict[str, Any]]:
             "compiles": {"before": len(ca), "after": len(cb)},
             "compile_time_s": {"before": _seconds(ca), "after": _seconds(cb)},
             "graph_ops": {"before": _ops(ca), "after": _ops(cb)},
-            "output_code_bytes": {"before": _code_bytes(before, ca), "after": _code_bytes(after, cb)},
+            "output_code_bytes": {"before": _code_bytes(code_a, ca), "after": _code_bytes(code_b, cb)},
             "kernels": [],
         }
         for i in range(max(len(ca), len(cb))):  # the n-th compile of a frame against the n-th
-            ka = _kernel_names(before, ca[i]) if i < len(ca) else []
-            kb = _kernel_names(after, cb[i]) if i < len(cb) else []
+            ka = code_a.get(ca[i].compile_id, (0, []))[1] if i < len(ca) else []
+            kb = code_b.get(cb[i].compile_id, (0, []))[1] if i < len(cb) else []
             if ka != kb:
                 row["kernels"].append({
                     "before": ca[i].compile_id if i < len(ca) else None,
@@ -183,13 +184,8 @@ def _ops(compiles: list[Compile]) -> int:
     return sum(c.graph_op_count or 0 for c in compiles)
 
 
-def _code_bytes(capture: Capture, compiles: list[Compile]) -> int:
-    return sum(s.size for c in compiles for s in capture.stages(c.compile_id)
-               if s.recorded and s.name == "output_code")
-
-
-def _kernel_names(capture: Capture, c: Compile) -> list[str]:
-    return [s.key.split(":", 1)[1] for s in capture.stages(c.compile_id) if s.recorded and s.name == "kernel"]
+def _code_bytes(index: dict[str, tuple[int, list[str]]], compiles: list[Compile]) -> int:
+    return sum(index.get(c.compile_id, (0, []))[0] for c in compiles)
 
 
 def stage_seconds(capture: Capture) -> dict[str, float]:

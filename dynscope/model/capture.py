@@ -24,7 +24,7 @@ from dynscope.model.collectives import Collective, parse_collectives
 from dynscope.model.fxgraph import FxGraph
 from dynscope.model.guards import parse_guard_tree
 from dynscope.model.minify import MinifyResult, minify_results
-from dynscope.model.output_code import graph_role, parse_stack_text, split_kernels
+from dynscope.model.output_code import graph_role, kernel_names, parse_stack_text, split_kernels
 from dynscope.model.records import (
     Compile,
     CompileError,
@@ -427,6 +427,18 @@ class Capture:
                 return stage
         keys = ", ".join(s.key for s in self._compile_details(compile_id)["stages"])
         raise DynscopeError(f"compile {compile_id} has no stage {key!r} (stages: {keys})")
+
+    def output_code_index(self) -> dict[str, tuple[int, list[str]]]:
+        """Per compile id: its output code's bytes and its kernels' names, for whole-run views
+        (one query, no stages built; a compile's forward and backward code together)."""
+        index: dict[str, tuple[int, list[str]]] = {}
+        for event in self.reader.events(["inductor_output_code"]):
+            if event.compile_id is None or event.payload_hash is None:
+                continue
+            size, names = index.get(event.compile_id, (0, []))
+            code = self.reader.payload(event.payload_hash) or ""
+            index[event.compile_id] = (size + self.reader.payload_size(event.payload_hash), names + kernel_names(code))
+        return index
 
     def kernels(self, compile_id: str) -> list[Kernel]:
         return list(self._compile_details(compile_id)["kernels"])

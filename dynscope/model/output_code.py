@@ -37,6 +37,36 @@ def graph_role(output_code: str) -> str | None:
     return match.group("graph") if match else None
 
 
+def kernel_names(output_code: str) -> list[str]:
+    """The names split_kernels would give, without building the kernels. Whole-run views call
+    this on every compile, so it finds the two markers with str.find rather than a regex
+    anchored at every line (output code runs to megabytes)."""
+    names = []
+    for line in _lines_with(output_code, " = async_compile."):
+        match = _DEFINITION.match(line)
+        if match:
+            names.append(match.group("name"))
+    seen: dict[str, int] = {}
+    for line in _lines_with(output_code, "extern_kernels."):
+        match = _EXTERN_CALL.match(line)
+        if match:
+            name = match.group("name")
+            seen[name] = seen.get(name, 0) + 1
+            names.append(name if seen[name] == 1 else f"{name}#{seen[name]}")
+    return names
+
+
+def _lines_with(text: str, marker: str):
+    """Each line of ``text`` holding ``marker`` (once per line)."""
+    at = text.find(marker)
+    while at != -1:
+        start = text.rfind("\n", 0, at) + 1
+        end = text.find("\n", at)
+        end = len(text) if end == -1 else end
+        yield text[start:end]
+        at = text.find(marker, end)
+
+
 def split_kernels(output_code: str) -> list[KernelCode]:
     lines = output_code.splitlines()
     kernels: list[KernelCode] = []
