@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +49,10 @@ class Comparison:
 
 
 def compare(before: Capture, after: Capture) -> Comparison:
+    # Read both captures at once: SQLite, zlib and hashing release the GIL, and on a large run
+    # reading is most of the time.
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        code_a, code_b = pool.map(_read, (before, after))
     result = Comparison(before, after)
     _match_breaks(result)
     cwd_a, cwd_b = before.run.cwd, after.run.cwd
@@ -58,7 +63,7 @@ def compare(before: Capture, after: Capture) -> Comparison:
     result.errors_added, result.errors_removed = _difference(
         before.errors(), after.errors(),
         lambda e, cwd: (same_function(e.function), relative(e.file, cwd), e.fail_type), cwd_a, cwd_b)
-    result.frames = _frames(before, after)
+    result.frames = _frames(before, after, code_a, code_b)
     return result
 
 
@@ -143,7 +148,12 @@ def _difference(before: list, after: list, key, cwd_a, cwd_b) -> tuple[list, lis
 
 # -- frames -----------------------------------------------------------------------------------
 
-def _frames(before: Capture, after: Capture) -> list[dict[str, Any]]:
+def _read(capture: Capture) -> dict[str, tuple[int, list[str]]]:
+    capture.compiles(), capture.graph_breaks(), capture.recompiles(), capture.errors()
+    return capture.output_code_index()
+
+
+def _frames(before: Capture, after: Capture, code_a: dict, code_b: dict) -> list[dict[str, Any]]:
     def by_frame(capture: Capture) -> dict[tuple, list[Compile]]:
         frames: dict[tuple, list[Compile]] = {}
         for c in capture.compiles():
@@ -151,7 +161,6 @@ def _frames(before: Capture, after: Capture) -> list[dict[str, Any]]:
         return frames
 
     a, b = by_frame(before), by_frame(after)
-    code_a, code_b = before.output_code_index(), after.output_code_index()
     rows = []
     for key in list(dict.fromkeys([*a, *b])):
         ca, cb = a.get(key, []), b.get(key, [])
