@@ -49,7 +49,9 @@ class ReportLimits:
     timeline_frames: int = 200
 
 
-def html_report(captures: list[Capture], *, limits: ReportLimits = ReportLimits(), any_source: bool = False) -> str:
+def html_report(captures: list[Capture], *, limits: ReportLimits = ReportLimits(), any_source: bool = False,
+                comparison: list[str] | None = None) -> str:
+    """``comparison``: the lines of dynscope.analysis.changes against another run, shown first."""
     import jinja2
 
     started = time.perf_counter()
@@ -68,6 +70,7 @@ def html_report(captures: list[Capture], *, limits: ReportLimits = ReportLimits(
         title=_title(captures),
         ranks=ranks,
         differences=rank_differences(captures) if len(captures) > 1 else None,
+        comparison=comparison,
         css=(_HERE / "assets" / "report.css").read_text(),
         js=(_HERE / "assets" / "report.js").read_text(),
         nonce=secrets.token_urlsafe(16),

@@ -56,12 +56,13 @@ class DynscopeApp(App[None]):
     ]
 
     def __init__(self, capture: Capture, *, export_html: ExportHtml | None = None, hide_volatile: bool = False,
-                 divergence: tuple = (), any_source: bool = False) -> None:
+                 divergence: tuple = (), comparison: tuple[str, ...] = (), any_source: bool = False) -> None:
         """``export_html(path)`` writes the HTML report (the `e` key); None: no reporter installed.
         ``hide_volatile`` leaves out or masks what changes from run to run or machine to machine
         (timings, the capture's directory, the command line, the torch version, object ids in
         guards), for snapshot tests. ``divergence``: where this run's ranks part
         (dynscope.analysis.ranks.divergence over all ranks' captures), shown on the overview.
+        ``comparison``: the other run's name, then the lines of dynscope.analysis.changes against it.
         ``any_source`` shows source files outside the program's tree.
 
         Reads the overview's records here, so a damaged capture fails before the terminal is taken over."""
@@ -70,6 +71,7 @@ class DynscopeApp(App[None]):
         self.export_html = export_html
         self.hide_volatile = hide_volatile
         self.divergence = divergence
+        self.comparison = comparison
         self.sources = SourceAccess.for_run(capture.run, any_source=any_source)
         self.totals = totals(capture)
         self.problems = top_problems(capture)
@@ -81,7 +83,7 @@ class DynscopeApp(App[None]):
         with TabbedContent(initial="overview", id="tabs"):
             with TabPane("1 overview", id="overview"):
                 yield OverviewPane(self.capture, self.totals, self.problems, hide_volatile=self.hide_volatile,
-                                   divergence=self.divergence)
+                                   divergence=self.divergence, comparison=self.comparison)
             yield TabPane("2 compiles", id="compiles")
             yield TabPane(f"3 breaks ({self.totals.distinct_graph_breaks})", id="breaks")
             yield TabPane(f"4 recompiles ({self.totals.recompiles})", id="guards")

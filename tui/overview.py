@@ -23,9 +23,10 @@ _KIND_STYLE = {"error": "bold red", "graph_break": "bold yellow", "recompile": "
 
 class OverviewPane(Vertical):
     def __init__(self, capture: Capture, totals: Totals, problems: list[Problem], *, hide_volatile: bool,
-                 divergence: tuple = ()) -> None:
+                 divergence: tuple = (), comparison: tuple[str, ...] = ()) -> None:
         super().__init__()
         self.divergence = divergence
+        self.comparison = comparison
         self.capture = capture
         self.totals = totals
         self.problems = problems
@@ -36,6 +37,9 @@ class OverviewPane(Vertical):
         if self.divergence:
             yield Static(plain("Where the ranks diverge", "bold red"), classes="section-title")
             yield Static(divergence_text(self.divergence), id="divergence")
+        if self.comparison:
+            yield Static(plain(f"Compared with {self.comparison[0]}", "bold"), classes="section-title")
+            yield Static(comparison_text(self.comparison[1:]), id="comparison")
         title = f"Top problems ({len(self.problems)}), worst first" if self.problems else "No problems found"
         yield Static(plain(title, "bold"), classes="section-title")
         if self.problems:
@@ -66,8 +70,13 @@ def divergence_text(divergence: tuple) -> Text:
         if i:
             text.append("\n")
         text.append("first: " if d.first else f"{d.what.replace('_', ' ')}: ", style="bold")
-        text.append(d.detail)
+        text.append(plain(d.detail))
     return text
+
+
+def comparison_text(lines: tuple[str, ...]) -> Text:
+    styles = {"+": "red", "-": "green", "~": "yellow"}
+    return Text("\n").join(plain(line, styles.get(line[:1], "")) for line in lines)
 
 
 def run_facts(capture: Capture, totals: Totals, *, hide_volatile: bool) -> Text:

@@ -24,10 +24,11 @@ class Command:
         parser.add_argument("-o", "--output", metavar="PATH", help="report file; Markdown and JSON go to stdout without it")
         parser.add_argument("--format", choices=FORMATS, help="html, md or json (default: from the output's suffix)")
         add_any_source_argument(parser)
+        parser.add_argument("--against", metavar="BASE", help="compare with this earlier capture (e.g. main's) first")
 
     def run(self, args: argparse.Namespace) -> int:
         fmt = report_format(args.output, args.format)
-        write_report(args.captures, args.output, fmt=fmt, any_source=args.any_source)
+        write_report(args.captures, args.output, fmt=fmt, any_source=args.any_source, against=args.against)
         if args.output:
             print(f"dynscope: wrote {args.output}", file=sys.stderr)
         return 0
@@ -44,7 +45,8 @@ def report_format(output: str | None, fmt: str | None) -> str:
     return _SUFFIXES[suffix]
 
 
-def write_report(paths: list[str], output: str | None, *, fmt: str, any_source: bool = False) -> None:
+def write_report(paths: list[str], output: str | None, *, fmt: str, any_source: bool = False,
+                 against: str | None = None) -> None:
     """Render the captures at ``paths`` as ``fmt`` into ``output`` (stdout when None)."""
     from dynscope.model import Capture
 
@@ -52,7 +54,12 @@ def write_report(paths: list[str], output: str | None, *, fmt: str, any_source: 
         raise DynscopeError("an HTML report needs a file: -o report.html")
     with ExitStack() as stack:
         captures = [stack.enter_context(Capture.open(p)) for p in paths]
-        text = _render(captures, fmt, any_source)
+        comparison = None
+        if against is not None:
+            from dynscope.analysis.compare import compare
+
+            comparison = compare(stack.enter_context(Capture.open(against)), captures[0])
+        text = _render(captures, fmt, any_source, comparison)
     if output is None:
         sys.stdout.write(text)
         return
@@ -64,16 +71,25 @@ def write_report(paths: list[str], output: str | None, *, fmt: str, any_source: 
         raise DynscopeError(f"cannot write {output}: {e.strerror}") from None
 
 
-def _render(captures, fmt: str, any_source: bool = False) -> str:
+def _render(captures, fmt: str, any_source: bool = False, comparison=None) -> str:
     if fmt == "html":
         from dynscope.reporters.html import html_report
 
-        return html_report(captures, any_source=any_source)
+        from dynscope.analysis.changes import comparison_lines
+
+        lines = None if comparison is None else [comparison.before.run.path, *comparison_lines(comparison)]
+        return html_report(captures, any_source=any_source, comparison=lines)
     if fmt == "md":
         from dynscope.reporters.markdown import markdown_report
 
-        return markdown_report(captures)
+        from dynscope.reporters.markdown import comparison_markdown
+
+        return markdown_report(captures) + ("" if comparison is None else "\n" + comparison_markdown(comparison))
     from dynscope.reporters.json_report import report_document, report_set
 
     document = report_document(captures[0]) if len(captures) == 1 else report_set(captures)
+    if comparison is not None:
+        from dynscope.analysis.compare import comparison_document
+
+        document["comparison"] = comparison_document(comparison)
     return json.dumps(document, indent=2, ensure_ascii=False) + "\n"

@@ -19,13 +19,15 @@ class Command:
                             help="a .dynscope capture file; several (one per rank): the first is shown, "
                                  "with where the ranks diverge on its overview")
         add_any_source_argument(parser)
+        parser.add_argument("--against", metavar="BASE", help="compare with this earlier capture (shown on the overview)")
 
     def run(self, args: argparse.Namespace) -> int:
-        open_tui(args.captures[0], others=args.captures[1:], any_source=args.any_source)
+        open_tui(args.captures[0], others=args.captures[1:], any_source=args.any_source, against=args.against)
         return 0
 
 
-def open_tui(path: str, others: list[str] | None = None, *, any_source: bool = False) -> None:
+def open_tui(path: str, others: list[str] | None = None, *, any_source: bool = False,
+             against: str | None = None) -> None:
     """Open the capture, then the UI. A missing, damaged or too-new capture fails here, with
     one line, before the terminal is switched into the UI (the app reads the overview's
     records when it is created)."""
@@ -45,11 +47,23 @@ def open_tui(path: str, others: list[str] | None = None, *, any_source: bool = F
                 for other in rest:
                     other.close()
         app = DynscopeApp(capture, export_html=html_exporter(path, any_source), divergence=divergence,
-                          any_source=any_source)
+                          comparison=_comparison(capture, against), any_source=any_source)
         if not (sys.stdin.isatty() and sys.stdout.isatty()):
             raise DynscopeError("the terminal UI needs an interactive terminal; "
                                 f"for a text summary run `dynscope summary {path}`")
         app.run()
+
+
+def _comparison(capture, against: str | None) -> tuple[str, ...]:
+    """The other run's name and what changed since it, for the overview."""
+    if against is None:
+        return ()
+    from dynscope.analysis.changes import comparison_lines
+    from dynscope.analysis.compare import compare
+    from dynscope.model import Capture
+
+    with Capture.open(against) as base:
+        return (base.run.path, *comparison_lines(compare(base, capture)))
 
 
 def html_exporter(capture_path: str, any_source: bool = False) -> Callable[[str], None] | None:

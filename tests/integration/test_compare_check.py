@@ -98,3 +98,33 @@ def test_check_bad_input_is_one_line_and_exit_2(runs, tmp_path):
     result = run_dynscope("check", str(runs["after"]), "--baseline", str(runs["before"]), "--allow", str(bad))
     assert result.returncode == 2 and result.stderr.startswith(f"dynscope: {bad} is not valid TOML")
     assert result.stderr.count("\n") == 1
+
+
+def test_report_and_tui_show_the_comparison(runs, tmp_path):
+    import asyncio
+
+    from textual.widgets import Static
+
+    from dynscope.commands.tui import _comparison
+    from dynscope.model import Capture
+    from dynscope.tui.app import DynscopeApp
+    from tui_pilot import settle
+
+    html = tmp_path / "r.html"
+    result = run_dynscope("report", str(runs["after"]), "--against", str(runs["before"]), "-o", str(html))
+    assert result.returncode == 0, result.stderr
+    page = html.read_text()
+    assert 'id="comparison"' in page and "+ graph break: prog.py:16 [GB0025]" in page
+    doc = json.loads(run_dynscope("report", str(runs["after"]), "--against", str(runs["before"]),
+                                  "--format", "json").stdout)
+    assert doc["comparison"]["graph_breaks"]["added"][0]["line"] == 16
+
+    async def main() -> str:
+        with Capture.open(str(runs["after"])) as capture:
+            app = DynscopeApp(capture, comparison=_comparison(capture, str(runs["before"])))
+            async with app.run_test(size=(160, 50)) as pilot:
+                await settle(app, pilot)
+                return str(app.query_one("#comparison", Static).content)
+
+    shown = asyncio.run(main())
+    assert "- graph break: prog.py:12 [GB0170] Data-dependent branching (gone)" in shown
