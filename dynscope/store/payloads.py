@@ -65,7 +65,7 @@ def decode(digest: str, codec: str, size: int, chunks: Iterator[bytes], stored_b
         raise _corrupt(short, f"it declares {size} bytes but holds {total}")
     if hasher.hexdigest() != digest:
         raise _corrupt(short, "its content does not match its hash")
-    text = bytes(kept).decode("utf-8", "replace")
+    text = kept.decode("utf-8", "replace")
     return Payload(text, size, truncated=size > len(kept))
 
 

@@ -16,9 +16,9 @@ import pytest
 from hostile import add_payload, blobs, point_event_at, replace_blob, set_strings, small_capture, zlib_bomb
 
 MB = 1024 * 1024
-# A command's own footprint (Python, rich, the model) stays far below this; a payload
-# inflated whole (the bombs below are 400 MB) would not.
-MEMORY_CEILING = 200 * MB
+# A command keeps at most a few copies of one payload's first 32 MB (the view's budget); a
+# payload inflated whole (the ones below are 400 MB) would take far more.
+MEMORY_CEILING = 300 * MB
 
 COMMANDS = {
     "summary": ["summary", "{c}"],
