@@ -7,14 +7,20 @@ import json
 import sys
 from contextlib import ExitStack
 
+from dynscope.errors import DynscopeError
+
+SET_SCHEMA = "dynscope.compare-set/1"
+
 
 class Command:
     name = "compare"
     help = "compare two captures of the same program: breaks added/removed/moved, recompiles, errors, compile time"
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("before", metavar="BEFORE", help="the earlier capture (e.g. main's)")
-        parser.add_argument("after", metavar="AFTER", help="the later capture (e.g. your branch's)")
+        parser.add_argument("captures", nargs="+", metavar="CAPTURE",
+                            help="BEFORE AFTER (e.g. main's capture, then your branch's); several ranks: all "
+                                 "BEFORE ranks, then all AFTER ranks in the same order (main.rank*.dynscope "
+                                 "branch.rank*.dynscope), compared rank by rank")
         form = parser.add_mutually_exclusive_group()
         form.add_argument("--json", action="store_true", help="the dynscope.compare/1 document (docs/compare-json.md)")
         form.add_argument("--md", action="store_true", help="Markdown for a pull request or an issue")
@@ -23,19 +29,25 @@ class Command:
         from dynscope.analysis.compare import compare, comparison_document
         from dynscope.model import Capture
 
+        paths = args.captures
+        if len(paths) < 2 or len(paths) % 2:
+            raise DynscopeError(f"give BEFORE and AFTER captures, as many of each ({len(paths)} given)")
+        half = len(paths) // 2
         with ExitStack() as stack:
-            before = stack.enter_context(Capture.open(args.before))
-            after = stack.enter_context(Capture.open(args.after))
-            result = compare(before, after)
+            captures = [stack.enter_context(Capture.open(p)) for p in paths]
+            results = [compare(b, a) for b, a in zip(captures[:half], captures[half:])]
             if args.json:
-                json.dump(comparison_document(result), sys.stdout, indent=2, ensure_ascii=False)
+                documents = [comparison_document(r) for r in results]
+                document = documents[0] if half == 1 else {"schema": SET_SCHEMA, "ranks": documents}
+                json.dump(document, sys.stdout, indent=2, ensure_ascii=False)
                 sys.stdout.write("\n")
             elif args.md:
                 from dynscope.reporters.markdown import comparison_markdown
 
-                sys.stdout.write(comparison_markdown(result))
+                sys.stdout.write("\n".join(comparison_markdown(r) for r in results))
             else:
-                print_comparison(result)
+                for result in results:
+                    print_comparison(result)
         return 0
 
 

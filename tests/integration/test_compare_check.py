@@ -128,3 +128,14 @@ def test_report_and_tui_show_the_comparison(runs, tmp_path):
 
     shown = asyncio.run(main())
     assert "- graph break: prog.py:12 [GB0170] Data-dependent branching (gone)" in shown
+
+
+def test_several_ranks_are_compared_rank_by_rank(runs):
+    before, after, improved = (str(runs[k]) for k in ("before", "after", "improved"))
+    result = run_dynscope("compare", before, before, after, improved, "--json")
+    assert result.returncode == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["schema"] == "dynscope.compare-set/1"
+    assert [r["regressed"] for r in doc["ranks"]] == [True, False]
+    odd = run_dynscope("compare", before, after, improved)
+    assert odd.returncode == 2 and "as many of each (3 given)" in odd.stderr
