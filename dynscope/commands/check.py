@@ -52,8 +52,8 @@ class Command:
         limits = {"graph breaks": args.max_graph_breaks, "recompiles": args.max_recompiles,
                   "compile errors": args.max_errors}
         if args.baseline is None and all(limit is None for limit in limits.values()):
-            raise DynscopeError("give a --baseline to compare with, or at least one limit: "
-                                "--max-graph-breaks N, --max-recompiles M or --max-errors K")
+            raise DynscopeError("give at least one limit (--max-graph-breaks N, --max-recompiles M or "
+                                "--max-errors K) or a --baseline capture to compare with")
         if args.baseline is not None and len(args.baseline) != len(args.captures):
             raise DynscopeError(f"give one --baseline capture per capture ({len(args.captures)} captures, "
                                 f"{len(args.baseline)} baselines), in the same rank order")
