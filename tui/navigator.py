@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from rich.text import Text
 from textual import work
+from textual.actions import SkipAction
+from textual.binding import Binding
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
@@ -25,6 +27,22 @@ EXPAND_LIMIT = 200
 
 
 class CompileTree(Tree[Entry]):
+    # ←/→ step through stages (the compiles pane's keys) even when long labels make the tree
+    # scroll sideways; shift+←/→ scroll it, as in the code view.
+    BINDINGS = [
+        Binding("shift+left", "scroll_sideways(-1)", "Left", show=False),
+        Binding("shift+right", "scroll_sideways(1)", "Right", show=False),
+    ]
+
+    def action_scroll_left(self) -> None:
+        raise SkipAction()
+
+    def action_scroll_right(self) -> None:
+        raise SkipAction()
+
+    def action_scroll_sideways(self, direction: int) -> None:
+        (super().action_scroll_right if direction > 0 else super().action_scroll_left)()
+
     def __init__(self, capture: Capture, *, id: str | None = None) -> None:
         super().__init__(plain(rank_label(capture)), id=id)
         self.capture = capture
