@@ -144,6 +144,10 @@ def hostile_capture(tmp_path_factory) -> Path:
 
 
 def tamper(capture: Path, replacements: dict[str, str]) -> None:
+    """Rewrite payloads the way a careful attacker would: with their size and hash made to match
+    (a payload that does not match its row is refused as corrupt: tests/unit/test_hostile_captures.py)."""
+    from dynscope.store.writer import payload_hash
+
     db = sqlite3.connect(capture)
     changed = 0
     for digest, codec, data in db.execute("SELECT hash, codec, data FROM blobs").fetchall():
@@ -153,7 +157,12 @@ def tamper(capture: Path, replacements: dict[str, str]) -> None:
             new = new.replace(old, hostile)
         if new != text:
             changed += 1
-            db.execute("UPDATE blobs SET codec = 'raw', data = ? WHERE hash = ?", (new.encode("utf-8", "surrogatepass"), digest))
+            raw = new.encode("utf-8", "surrogatepass")
+            forged = payload_hash(new)
+            db.execute("INSERT OR REPLACE INTO blobs(hash, codec, size, data) VALUES (?, 'raw', ?, ?)",
+                       (forged, len(raw), raw))
+            db.execute("UPDATE events SET payload = ? WHERE payload = ?", (forged, digest))
+            db.execute("DELETE FROM blobs WHERE hash = ?", (digest,))
     db.commit()
     db.close()
     assert changed >= 2
