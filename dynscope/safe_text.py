@@ -46,4 +46,8 @@ class SafeConsole(Console):
 
 
 def safe_console(**options) -> Console:
-    return SafeConsole(**options)
+    console = SafeConsole(**options)
+    if "soft_wrap" not in options and not console.is_terminal:
+        # Piped, or in a CI log: no hard line breaks at 80 columns; the reader's viewer wraps.
+        console.soft_wrap = True
+    return console

@@ -186,6 +186,13 @@ class _RankView:
             anchor = f"r{self.index}-break-{groups.index(problem.subject)}"
         elif problem.kind == "recompile":
             anchor = f"r{self.index}-recompile-{recompiles.index(problem.subject[0])}"
+        elif problem.kind == "recompile_limit" and any(r.compile_id == problem.compile_ids[0] for r in recompiles):
+            anchor = f"r{self.index}-recompile-" + str(next(
+                i for i, r in enumerate(recompiles) if r.compile_id == problem.compile_ids[0]))
+        elif problem.kind == "skipped_frame" and any(set(problem.compile_ids) & set(g.skipped_compile_ids)
+                                                     for g in groups):
+            anchor = f"r{self.index}-break-" + str(next(
+                i for i, g in enumerate(groups) if set(problem.compile_ids) & set(g.skipped_compile_ids)))
         else:
             anchor = f"r{self.index}-errors"
         loc = problem.location

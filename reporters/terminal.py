@@ -7,9 +7,9 @@ from rich.markup import escape
 from rich.text import Text
 
 from dynscope.analysis.breaks import BreakGroup, group_breaks
-from dynscope.analysis.names import condensed, first_line, friendly_function, location, short_path
+from dynscope.analysis.names import condensed, first_line, friendly_function, location, plural, short_path
 from dynscope.analysis.overview import compile_seconds, stage_seconds, totals
-from dynscope.model import Capture, Compile, Recompile
+from dynscope.model import Capture, Compile, Recompile, RecompileLimitHit, SkippedFrame
 
 _MAX_LISTED = 20  # per section; the rest is counted, and is in the TUI and reports
 
@@ -31,6 +31,12 @@ def render_summary(capture: Capture, console: Console) -> None:
         console.print("[yellow]torch.compile compiled nothing in this run.[/] "
                       "Was the compiled function called? Is torch.compile applied?")
     console.print()
+    limit_hits = capture.recompile_limit_hits()
+    if limit_hits:
+        console.print(_limit_section(limit_hits, cwd))
+    skipped = capture.skipped_frames()
+    if skipped:
+        console.print(_skipped_section(skipped, cwd))
     if groups:
         console.print(_breaks_section(groups, cwd))
     if recompiles:
@@ -72,8 +78,8 @@ def render_rank_set(captures: list[Capture], console: Console) -> None:
     differences = rank_differences(captures)
     console.print(Text(f"{len(captures)} captures", style="bold"))
     for label, t in zip(differences.labels, differences.totals):
-        console.print(f"  {escape(label)}: {t.compiles} compiles · {t.graph_breaks} graph breaks · "
-                      f"{t.recompiles} recompiles · {t.errors} errors")
+        console.print(f"  {escape(label)}: {plural(t.compiles, 'compile')} · {plural(t.graph_breaks, 'graph break')} · "
+                      f"{plural(t.recompiles, 'recompile')} · {plural(t.errors, 'error')}")
     console.print()
     if not differences.divergence:
         console.print("[green]Every rank compiled the same way.[/]")
@@ -107,13 +113,19 @@ def _headline(capture: Capture) -> Text:
 def _counts(capture: Capture) -> Text:
     t = totals(capture)
     text = Text()
-    text.append(f"{t.frames} frames · {t.compiles} compiles · {t.graphs} graphs · ")
-    text.append(f"{t.graph_breaks} graph breaks ({t.distinct_graph_breaks} distinct)",
+    text.append(f"{plural(t.frames, 'frame')} · {plural(t.compiles, 'compile')} · {plural(t.graphs, 'graph')} · ")
+    text.append(f"{plural(t.graph_breaks, 'graph break')} ({t.distinct_graph_breaks} distinct)",
                 style="bold yellow" if t.graph_breaks else "")
     text.append(" · ")
-    text.append(f"{t.recompiles} recompiles", style="bold yellow" if t.recompiles else "")
+    text.append(plural(t.recompiles, "recompile"), style="bold yellow" if t.recompiles else "")
+    if t.recompile_limit_hits:
+        text.append(" · ")
+        text.append(plural(t.recompile_limit_hits, "recompile-limit hit"), style="bold red")
+    if t.skipped_frames:
+        text.append(" · ")
+        text.append(plural(t.skipped_frames, "frame") + " ran in eager", style="bold yellow")
     text.append(" · ")
-    text.append(f"{t.errors} errors", style="bold red" if t.errors else "")
+    text.append(plural(t.errors, "error"), style="bold red" if t.errors else "")
     if t.compile_time_s:
         parts = " · ".join(f"{name} {seconds:.2f} s" for name, seconds in t.stage_times.items())
         text.append(f"\nCompile time {t.compile_time_s:.2f} s: {parts}")
@@ -136,7 +148,10 @@ def _breaks_section(groups: list[BreakGroup], cwd: str | None) -> Group:
         rows.append(where)
         if g.explanation:
             rows.append(Text(f"    {first_line(g.explanation)}"))
-        for hint in g.hints[:2]:
+        for consequence in g.consequences:
+            rows.append(Text(f"    {consequence} (compiles {', '.join(g.skipped_compile_ids[:6])})"
+                             if g.skipped_compile_ids else f"    {consequence}", style="bold"))
+        for hint in g.hints:
             rows.append(Text(f"    hint: {first_line(hint)}", style="green"))
         extra = []
         if g.compile_ids:
@@ -153,6 +168,37 @@ def _breaks_section(groups: list[BreakGroup], cwd: str | None) -> Group:
     return Group(*rows)
 
 
+def _limit_section(hits: list[RecompileLimitHit], cwd: str | None) -> Group:
+    rows: list = [Text(f"Recompile limit hit ({len(hits)})", style="bold red")]
+    for h in hits:
+        head = Text(f"  {friendly_function(h.function)}", style="bold")
+        head.append(f" ({location(h.file, h.line, cwd)})", style="cyan")
+        value = f"{h.limit_name} = {h.limit}" if h.limit is not None else h.limit_name
+        head.append(f": compile {h.compile_id} hit {value}; "
+                    + ("torch raised it into the program" if h.fatal
+                       else "from then on, calls that match no cached graph run in eager"))
+        rows.append(head)
+    rows.append(Text(""))
+    return Group(*rows)
+
+
+def _skipped_section(skipped: list[SkippedFrame], cwd: str | None) -> Group:
+    rows: list = [Text(f"Frames that ran in eager ({len(skipped)}): Dynamo gave up on them, the program is unaffected",
+                       style="bold yellow")]
+    for f in skipped[:_MAX_LISTED]:
+        head = Text(f"  {f.compile_id} ", style="bold")
+        head.append(friendly_function(f.function), style="bold")
+        head.append(f" ({location(f.file, f.line, cwd)})", style="cyan")
+        head.append(f": {f.headline}")
+        if f.user_file:
+            head.append(f" at {location(f.user_file, f.user_line, cwd)}", style="cyan")
+        rows.append(head)
+    if len(skipped) > _MAX_LISTED:
+        rows.append(Text(f"  … and {len(skipped) - _MAX_LISTED} more", style="dim"))
+    rows.append(Text(""))
+    return Group(*rows)
+
+
 def _recompiles_section(recompiles: list[Recompile], cwd: str | None) -> Group:
     rows: list = [Text(f"Recompiles ({len(recompiles)})", style="bold yellow")]
     for r in recompiles[:_MAX_LISTED]:
@@ -162,7 +208,7 @@ def _recompiles_section(recompiles: list[Recompile], cwd: str | None) -> Group:
         failure = r.failures[0]
         line = Text("    guard failed: ")
         line.append(failure.guard or failure.reason, style="yellow")
-        if failure.expected is not None or failure.actual is not None:
+        if (failure.expected is not None or failure.actual is not None) and "expected" not in line.plain:
             line.append(f"  (expected {failure.expected or '?'}, got {failure.actual or '?'})")
         if failure.failed_compile_id:
             line.append(f"  [cached {failure.failed_compile_id}]", style="dim")
@@ -170,7 +216,8 @@ def _recompiles_section(recompiles: list[Recompile], cwd: str | None) -> Group:
         if failure.user_code:
             rows.append(Text(f"    guard from: {failure.user_code}", style="dim"))
         if len(r.failures) > 1:
-            rows.append(Text(f"    (+{len(r.failures) - 1} older cached compiles also rejected the call)", style="dim"))
+            older = len(r.failures) - 1
+            rows.append(Text(f"    (+{plural(older, 'older cached compile')} also rejected the call)", style="dim"))
     if len(recompiles) > _MAX_LISTED:
         rows.append(Text(f"  … and {len(recompiles) - _MAX_LISTED} more", style="dim"))
     rows.append(Text(""))
@@ -187,8 +234,8 @@ def _frames_section(capture: Capture, compiles: list[Compile], cwd: str | None) 
         line.append(friendly_function(frame.function), style="bold")
         line.append(f"  {location(frame.file, frame.line, cwd)}", style="cyan")
         ops = sum(c.graph_op_count or 0 for c in cs)
-        line.append(f"  {len(cs)} compile{'s' if len(cs) != 1 else ''}, {ops} ops")
-        bad = sorted({c.status for c in cs} - {"ok"})
+        line.append(f"  {plural(len(cs), 'compile')}, {plural(ops, 'op')}")
+        bad = sorted({"ran in eager" if capture.failure_kind(c) in ("skipped", "limit") else c.status for c in cs} - {"ok"})
         if bad:
             line.append(f"  {', '.join(bad)}", style="red")
         stages = stage_seconds(cs)
@@ -207,7 +254,7 @@ def _footer(capture: Capture, console: Console) -> None:
         console.print("[dim]dynscope disabled the Inductor/AOTAutograd caches so every stage ran and was recorded "
                       "(--keep-caches keeps them).[/]")
     if run.probe_errors:
-        console.print(f"[yellow]{run.probe_errors} probe errors were recorded; the capture may be incomplete.[/]")
+        console.print(f"[yellow]{plural(run.probe_errors, 'probe error')} recorded; the capture may be incomplete.[/]")
     path = short_path(run.path, run.cwd)
     console.print(f"Capture: [bold]{escape(path)}[/]")
     console.print(f"[dim]Explore it: dynscope tui {escape(path)} · dynscope report {escape(path)} -o report.html · "

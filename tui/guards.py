@@ -15,7 +15,7 @@ from textual.worker import get_current_worker
 
 from dynscope.analysis.diff import CompileDiff, diff_compiles
 from dynscope.analysis.names import friendly_function, location
-from dynscope.analysis.problems import recompile_hint
+from dynscope.analysis.problems import advice_for
 from dynscope.errors import DynscopeError
 from dynscope.model import Capture, Compile, Guard, Recompile
 from dynscope.tui.text import first_line, line, lines_of, plain
@@ -99,7 +99,7 @@ def compile_details(capture: Capture, c: Compile, recompile: Recompile | None,
     rows = [line((c.compile_id, "bold"), " ", (friendly_function(c.function), "bold cyan"), "  ",
                  (location(c.file, c.line, cwd), "cyan"), (f"  {c.status}", "dim"))]
     if recompile is not None:
-        rows += [plain(""), *recompile_rows(recompile)]
+        rows += [plain(""), *recompile_rows(recompile, advice_for(capture, recompile))]
         previous = recompile.failures[0].failed_compile_id
         if previous:
             rows += [plain(""), *diff_rows(diff_compiles(capture, previous, c.compile_id))]
@@ -111,7 +111,7 @@ def compile_details(capture: Capture, c: Compile, recompile: Recompile | None,
     return lines_of(*rows)
 
 
-def recompile_rows(r: Recompile) -> list[Text]:
+def recompile_rows(r: Recompile, hint: str | None = None) -> list[Text]:
     rows = [plain("Why it was recompiled", "bold")]
     for i, f in enumerate(r.failures):
         cached = f"cached compile {f.failed_compile_id}" if f.failed_compile_id else "a cached compile"
@@ -125,7 +125,6 @@ def recompile_rows(r: Recompile) -> list[Text]:
             rows.append(line(("    from      ", "dim"), f.user_code))
         if f.reason and f.reason != f.guard:
             rows.append(line(("    torch     ", "dim"), first_line(f.reason)))
-    hint = recompile_hint(r.failures[0].reason)
     if hint:
         rows.append(plain(f"  try: {hint}", "green"))
     return rows

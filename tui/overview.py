@@ -18,7 +18,8 @@ from dynscope.model import Capture, Run
 from dynscope.tui.messages import ShowBreak, ShowGuards, ShowStage
 from dynscope.tui.text import first_line, line, lines_of, plain, seconds
 
-_KIND_STYLE = {"error": "bold red", "graph_break": "bold yellow", "recompile": "bold magenta"}
+_KIND_STYLE = {"error": "bold red", "recompile_limit": "bold red", "skipped_frame": "bold yellow",
+               "graph_break": "bold yellow", "recompile": "bold magenta"}
 
 
 class OverviewPane(Vertical):
@@ -58,7 +59,7 @@ class OverviewPane(Vertical):
         problem = self.problems[int(event.option.id or 1) - 1]
         if problem.kind == "graph_break":
             self.post_message(ShowBreak(problem.subject.first.event_id))
-        elif problem.kind == "recompile":
+        elif problem.kind in ("recompile", "recompile_limit"):
             self.post_message(ShowGuards(problem.compile_ids[0]))
         else:
             self.post_message(ShowStage(problem.compile_ids[0]))
@@ -146,7 +147,7 @@ def outcome(run: Run, hide_volatile: bool) -> Text:
 def problem_prompt(index: int, problem: Problem, cwd: str | None) -> Table:
     """A problem in a two-column grid, so its wrapped lines keep their indent."""
     head = plain(problem.title, _KIND_STYLE[problem.kind])
-    if problem.kind == "graph_break" and problem.count > 1:  # a recompile's title has its count
+    if problem.kind == "graph_break" and problem.count > 1:  # the other kinds' titles say their count
         head.append(f"  ×{problem.count}", style="bold")
     where = problem.location
     rows = [head, line((location(where.file, where.line, cwd), "cyan"),

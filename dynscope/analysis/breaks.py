@@ -34,12 +34,24 @@ class BreakGroup:
         return list(dict.fromkeys(b.resumed_into for b in self.occurrences if b.resumed_into))
 
     @property
+    def consequences(self) -> list[str]:
+        """What the break cost beyond a split graph, as torch recorded it (distinct, in order met)."""
+        return list(dict.fromkeys(b.consequence for b in self.occurrences if b.consequence))
+
+    @property
+    def skipped_compile_ids(self) -> list[str]:
+        """Compiles whose whole frame fell back to eager because of this break."""
+        return list(dict.fromkeys(b.compile_id for b in self.occurrences if b.frame_skipped and b.compile_id))
+
+    @property
     def first(self) -> GraphBreak:
         return self.occurrences[0]
 
 
 def group_breaks(breaks: list[GraphBreak]) -> list[BreakGroup]:
-    """Same type at the same file:line is one group. Most frequent first, then first seen."""
+    """Same type at the same file:line is one group (a chained break such as "graph break in
+    loop" is typed by its root cause, so it joins its cause's group). Most frequent first, then
+    first seen."""
     groups: dict[tuple, list[GraphBreak]] = {}
     for b in breaks:
         loc = b.location

@@ -48,3 +48,8 @@ def condensed(message: str | None, lines: int = 2) -> str:
 
 def first_line(text: str | None) -> str:
     return (text or "").strip().split("\n", 1)[0]
+
+
+def plural(count: int, noun: str, many: str | None = None) -> str:
+    """'1 error', '2 errors', '1 recompile-limit hit'; ``many`` for irregular plurals."""
+    return f"{count} {noun if count == 1 else many or noun + 's'}"

@@ -19,6 +19,8 @@ class Totals:
     errors: int
     compile_time_s: float  # forward and (lazily compiled) backward graphs together
     stage_times: dict[str, float] = field(default_factory=dict)  # seconds by stage, over all compiles
+    skipped_frames: int = 0  # frames Dynamo gave up on (they ran in eager; not errors)
+    recompile_limit_hits: int = 0
 
 
 def compile_seconds(c: Compile) -> float:
@@ -48,4 +50,6 @@ def totals(capture: Capture) -> Totals:
         errors=len(capture.errors()),
         compile_time_s=sum(compile_seconds(c) for c in compiles),
         stage_times=stage_seconds(compiles),
+        skipped_frames=len(capture.skipped_frames()),
+        recompile_limit_hits=len(capture.recompile_limit_hits()),
     )

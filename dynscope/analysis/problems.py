@@ -1,10 +1,13 @@
 """What went wrong in a run, ranked by impact: the first thing every view shows.
 
 Ranking, most harmful first:
-1. compile errors: the frame falls back to eager (or the program dies), so it gets no speed-up at all;
-2. graph breaks: every call of the frame runs split graphs with Python in between, so they
+1. compile errors: the program died of it, or the backend failed and the frame gets no speed-up;
+2. recompile-limit hits: the frame stopped being compiled: new inputs run in eager from then on;
+3. skipped frames: Dynamo gave up on a frame (a graph break it could not handle, e.g. inside a
+   loop) and ran it in eager; the program is unharmed, but that frame gets no speed-up;
+4. graph breaks: every call of the frame runs split graphs with Python in between, so they
    cost on every step; more occurrences rank higher;
-3. recompiles: a one-off compile cost per new guard value, until the recompile limit makes
+5. recompiles: a one-off compile cost per new guard value, until the recompile limit makes
    the frame run eagerly; more recompiles of a frame rank higher.
 Within a kind, ties keep the order torch met the problems in, so a run always ranks the same way.
 """
@@ -17,14 +20,14 @@ from dataclasses import dataclass
 from dynscope.analysis.breaks import BreakGroup, group_breaks
 from dynscope.analysis.names import condensed, first_line, friendly_function
 from dynscope.analysis.overview import compile_seconds
-from dynscope.model import Capture, CompileError, Recompile, StackFrame
+from dynscope.model import Capture, CompileError, GuardFailure, Recompile, RecompileLimitHit, SkippedFrame, StackFrame
 
-_SEVERITY = {"error": 0, "graph_break": 1, "recompile": 2}
+_SEVERITY = {"error": 0, "recompile_limit": 1, "skipped_frame": 2, "graph_break": 3, "recompile": 4}
 
 
 @dataclass(frozen=True)
 class Problem:
-    kind: str  # "error" | "graph_break" | "recompile"
+    kind: str  # "error" | "recompile_limit" | "skipped_frame" | "graph_break" | "recompile"
     title: str  # one line: what happened
     explanation: str  # one line, plain words: why
     hint: str | None  # one line: what to try
@@ -32,7 +35,8 @@ class Problem:
     count: int  # occurrences (breaks, recompiles) or 1
     compile_ids: tuple[str, ...]
     compile_time_s: float  # compile time spent on the compiles involved
-    subject: BreakGroup | tuple[Recompile, ...] | CompileError  # the records behind it
+    # the records behind it
+    subject: BreakGroup | tuple[Recompile, ...] | CompileError | RecompileLimitHit | tuple[SkippedFrame, ...]
 
     @property
     def severity(self) -> int:
@@ -42,8 +46,11 @@ class Problem:
 def top_problems(capture: Capture) -> list[Problem]:
     seconds = {c.compile_id: compile_seconds(c) for c in capture.compiles()}
     problems = [_error(e, seconds) for e in capture.errors()]
+    problems += [_limit_hit(h) for h in capture.recompile_limit_hits()]
+    problems += [_skipped(fs, seconds) for fs in _skipped_by_cause(capture.skipped_frames())]
     problems += [_graph_break(g, seconds) for g in group_breaks(capture.graph_breaks())]
-    problems += [_recompiles(rs, seconds) for rs in _recompiles_by_frame(capture.recompiles())]
+    dynamic = capture.dynamic_sources()
+    problems += [_recompiles(rs, seconds, dynamic) for rs in _recompiles_by_frame(capture.recompiles())]
     return sorted(problems, key=lambda p: (p.severity, -p.count))  # stable: ties stay in order met
 
 
@@ -62,11 +69,58 @@ def _error(e: CompileError, seconds: dict[str, float]) -> Problem:
     )
 
 
+def _limit_hit(h: RecompileLimitHit) -> Problem:
+    limit = f" ({h.limit_name} = {h.limit})" if h.limit is not None else f" ({h.limit_name})"
+    return Problem(
+        kind="recompile_limit",
+        title=f"{friendly_function(h.function)} hit the recompile limit{limit}",
+        explanation=f"from compile {h.compile_id} on, calls that match none of its cached graphs run in eager"
+        if not h.fatal else f"torch raised it into the program at compile {h.compile_id}",
+        hint="see the recompiles of this frame below for the guard that keeps failing; raise "
+             f"torch._dynamo.config.{h.limit_name} only if every recompile is expected",
+        location=StackFrame(h.file, h.line, h.function),
+        count=1,
+        compile_ids=(h.compile_id,),
+        compile_time_s=0.0,
+        subject=h,
+    )
+
+
+def _skipped_by_cause(frames: list[SkippedFrame]) -> list[tuple[SkippedFrame, ...]]:
+    """One problem per cause and place: the same break skipping the same code is one problem."""
+    causes: dict[tuple, list[SkippedFrame]] = {}
+    for f in frames:
+        causes.setdefault((f.headline, f.user_file or f.file, f.user_line or f.line), []).append(f)
+    return [tuple(fs) for fs in causes.values()]
+
+
+def _skipped(fs: tuple[SkippedFrame, ...], seconds: dict[str, float]) -> Problem:
+    first = fs[0]
+    functions = list(dict.fromkeys(friendly_function(f.function) for f in fs))
+    what = ", ".join(functions[:3]) + (f" and {len(functions) - 3} more" if len(functions) > 3 else "")
+    times = "" if len(fs) == 1 else f" ({len(fs)} compiles)"
+    return Problem(
+        kind="skipped_frame",
+        title=f"ran in eager: {what}{times}",
+        explanation=f"Dynamo gave up on the frame because of a graph break it could not handle: {first.headline}",
+        hint="fix that graph break (see it below); the program's results are not affected, only its speed",
+        location=StackFrame(first.user_file, first.user_line, None) if first.user_file
+        else StackFrame(first.file, first.line, first.function),
+        count=len(fs),
+        compile_ids=tuple(f.compile_id for f in fs),
+        compile_time_s=sum(seconds.get(f.compile_id, 0.0) for f in fs),
+        subject=fs,
+    )
+
+
 def _graph_break(g: BreakGroup, seconds: dict[str, float]) -> Problem:
+    why = first_line(g.explanation) or condensed(g.reason, lines=1)
+    if g.consequences:
+        why = f"{why} ({'; '.join(g.consequences)})" if why else "; ".join(g.consequences)
     return Problem(
         kind="graph_break",
         title=f"graph break: {g.headline}",
-        explanation=first_line(g.explanation) or condensed(g.reason, lines=1),
+        explanation=why,
         hint=first_line(g.hints[0]) if g.hints else None,
         location=g.location,
         count=g.count,
@@ -83,21 +137,26 @@ def _recompiles_by_frame(recompiles: list[Recompile]) -> list[tuple[Recompile, .
     return [tuple(rs) for rs in frames.values()]
 
 
-def _recompiles(rs: tuple[Recompile, ...], seconds: dict[str, float]) -> Problem:
+def _recompiles(rs: tuple[Recompile, ...], seconds: dict[str, float],
+                dynamic: dict[str, tuple[str, ...]] | None = None) -> Problem:
     first = rs[0]
-    guards = list(dict.fromkeys(r.failures[0].guard or r.reason for r in rs))
-    failure = first.failures[0]
-    change = ""
-    already_said = "expected" in (guards[0] or "")  # torch's tensor guards say "expected 4, actual 6"
-    if not already_said and (failure.expected is not None or failure.actual is not None):
-        change = f" (expected {failure.expected or '?'}, got {failure.actual or '?'})"
-    more = f"; {len(guards) - 1} other guard{'s' if len(guards) > 2 else ''} too" if len(guards) > 1 else ""
+    # The hint follows the cause that still costs recompiles: a shape change Dynamo answered by
+    # making the dimension dynamic cost one recompile and is over.
+    live = [r for r in rs if not _made_dynamic(r, dynamic or {})] or list(rs)
+    failure = live[0].failures[0]
+    guard = failure.guard or live[0].reason
+    change = _change(failure)
+    others = len(dict.fromkeys(r.failures[0].guard or r.reason for r in live)) - 1
+    more = f"; {others} other guard{'s' if others > 1 else ''} too" if others else ""
+    settled = len(rs) - len(live) if len(live) < len(rs) else 0
+    if settled:
+        more += f"; {settled} shape change{'s' if settled > 1 else ''} Dynamo then made dynamic"
     times = "once" if len(rs) == 1 else f"{len(rs)} times"
     return Problem(
         kind="recompile",
         title=f"{friendly_function(first.function)} recompiled {times}",
-        explanation=f"guard failed: {guards[0]}{change}{more}",
-        hint=recompile_hint(failure.reason),
+        explanation=f"guard failed: {guard}{change}{more}",
+        hint=recompile_advice(failure, made_dynamic=_made_dynamic(live[0], dynamic or {})),
         location=StackFrame(first.file, first.line, first.function),
         count=len(rs),
         compile_ids=tuple(r.compile_id for r in rs),
@@ -106,8 +165,75 @@ def _recompiles(rs: tuple[Recompile, ...], seconds: dict[str, float]) -> Problem
     )
 
 
+def _change(f: GuardFailure) -> str:
+    """' (expected 2.0, got 2)' unless torch's text says it already ("expected 4, actual 6")."""
+    if f.expected is None and f.actual is None:
+        return ""
+    if "expected" in (f.guard or "") or "expected" in (f.reason or ""):
+        return ""
+    return f" (expected {f.expected or '?'}, got {f.actual or '?'})"
+
+
+_SHAPE = re.compile(r"size mismatch|stride mismatch|sizes? of|\.size\(\)")
+_TENSOR_NAME = re.compile(r"tensor '(?P<name>[^']+)' (size|stride) mismatch at index (?P<index>\d+)")
+
+
+def _made_dynamic(r: Recompile, dynamic: dict[str, tuple[str, ...]]) -> bool:
+    """Whether the recompile answered a shape change by making that dimension dynamic (torch's
+    automatic dynamic shapes: the new compile created a symbol for it)."""
+    match = _TENSOR_NAME.search(r.failures[0].reason or "")
+    if not match:
+        return False
+    name, index = match["name"], match["index"]
+    wanted = {f"L['{name}'].size()[{index}]", f"L['{name}'].stride()[{index}]"}
+    return any(source in wanted or (source.endswith(f".size()[{index}]") and f"'{name}'" in source)
+               for source in dynamic.get(r.compile_id, ()))
+
+
+def advice_for(capture: Capture, r: Recompile) -> str | None:
+    """What to try about one recompile, from what the capture recorded about it."""
+    return recompile_advice(r.failures[0], made_dynamic=_made_dynamic(r, capture.dynamic_sources()))
+
+
+def recompile_advice(f: GuardFailure, *, made_dynamic: bool = False) -> str | None:
+    """What to try, from the recorded facts of one guard failure; None when they say too little."""
+    text = f"{f.guard or ''} {f.reason or ''}"
+    if _SHAPE.search(text):
+        if made_dynamic:
+            return ("Dynamo made this dimension dynamic when it recompiled, so further sizes reuse that graph; "
+                    "torch._dynamo.mark_dynamic(x, dim) before the first call would save this one recompile")
+        return ("the input's shape changes between calls: mark the dimension dynamic "
+                "(torch._dynamo.mark_dynamic(x, dim)) or compile with dynamic=True")
+    numbers = _numbers(f.expected, f.actual)
+    if numbers is not None:
+        (expected, e_type), (actual, a_type) = numbers
+        if expected == actual and e_type != a_type:
+            return (f"int/float specialization: the value was the {e_type} {f.expected} when compiled and is the "
+                    f"{a_type} {f.actual} now; Dynamo guards on the Python type as well as the value, so pass the "
+                    f"same type on every call (e.g. always {e_type}({f.actual}))")
+        return (f"Dynamo specialized on the Python {e_type} {f.expected} and got {f.actual}: each new value "
+                "compiles again; keep it constant, or pass it as a tensor (torch.tensor(value))")
+    return recompile_hint(f.reason or "")
+
+
+def _numbers(expected: str | None, actual: str | None) -> tuple[tuple[float, str], tuple[float, str]] | None:
+    def parse(text: str | None) -> tuple[float, str] | None:
+        if text is None:
+            return None
+        try:
+            return float(int(text)), "int"
+        except ValueError:
+            pass
+        try:
+            return float(text), "float"
+        except ValueError:
+            return None
+    a, b = parse(expected), parse(actual)
+    return (a, b) if a is not None and b is not None else None
+
+
 _HINTS = (
-    (re.compile(r"size mismatch|stride mismatch|sizes? of|\.size\(\)"),
+    (_SHAPE,
      "the input's shape changes between calls: mark the dimension dynamic "
      "(torch._dynamo.mark_dynamic(x, dim)) or compile with dynamic=True"),
     (re.compile(r"dtype mismatch|device mismatch|requires_grad mismatch"),
@@ -120,7 +246,7 @@ _HINTS = (
 
 
 def recompile_hint(reason: str) -> str | None:
-    """What to try, from torch's guard-failure text."""
+    """What to try, from torch's guard-failure text alone (recompile_advice knows more)."""
     for pattern, hint in _HINTS:
         if pattern.search(reason):
             return hint

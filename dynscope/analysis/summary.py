@@ -10,7 +10,7 @@ from typing import Any
 
 from dynscope.analysis.breaks import BreakGroup, group_breaks
 from dynscope.analysis.overview import totals
-from dynscope.model import Capture, CompileError, Recompile
+from dynscope.model import Capture, CompileError, Recompile, RecompileLimitHit, SkippedFrame
 
 SCHEMA = "dynscope.summary/1"
 SET_SCHEMA = "dynscope.summary-set/1"
@@ -66,6 +66,8 @@ def summary_document(capture: Capture) -> dict[str, Any]:
             "distinct_graph_breaks": t.distinct_graph_breaks,
             "recompiles": t.recompiles,
             "errors": t.errors,
+            "skipped_frames": t.skipped_frames,
+            "recompile_limit_hits": t.recompile_limit_hits,
             "compile_time_s": t.compile_time_s,
         },
         "compiles": [
@@ -105,6 +107,8 @@ def summary_document(capture: Capture) -> dict[str, Any]:
             for m in capture.minify_results()
         ],
         "errors": [error_json(e) for e in errors],
+        "skipped_frames": [skipped_frame_json(f) for f in capture.skipped_frames()],
+        "recompile_limit_hits": [recompile_limit_json(h) for h in capture.recompile_limit_hits()],
     }
 
 
@@ -126,6 +130,8 @@ def break_json(g: BreakGroup) -> dict[str, Any]:
         "count": g.count,
         "compile_ids": g.compile_ids,
         "resumed_into": g.resumed_into,
+        "consequences": g.consequences,
+        "skipped_compile_ids": g.skipped_compile_ids,
     }
 
 
@@ -159,4 +165,30 @@ def error_json(e: CompileError) -> dict[str, Any]:
         "reason": e.reason,
         "user_file": e.user_file,
         "user_line": e.user_line,
+    }
+
+
+def skipped_frame_json(f: SkippedFrame) -> dict[str, Any]:
+    return {
+        "compile_id": f.compile_id,
+        "function": f.function,
+        "file": f.file,
+        "line": f.line,
+        "fail_type": f.fail_type,
+        "headline": f.headline,
+        "reason": f.reason,
+        "user_file": f.user_file,
+        "user_line": f.user_line,
+    }
+
+
+def recompile_limit_json(h: RecompileLimitHit) -> dict[str, Any]:
+    return {
+        "compile_id": h.compile_id,
+        "function": h.function,
+        "file": h.file,
+        "line": h.line,
+        "limit": h.limit,
+        "limit_name": h.limit_name,
+        "fatal": h.fatal,
     }

@@ -14,7 +14,9 @@ from dynscope.model.records import (
     Kernel,
     ProgramException,
     Recompile,
+    RecompileLimitHit,
     Run,
+    SkippedFrame,
     StackFrame,
     Stage,
 )
@@ -23,4 +25,5 @@ from dynscope.model.stages import CANONICAL_STAGES
 __all__ = [
     "CANONICAL_STAGES", "Capture", "Compile", "CompileError", "CompileTimes", "Frame", "FxGraph", "FxNode",
     "GraphBreak", "Guard", "GuardFailure", "Kernel", "MinifyResult", "ProgramException", "Recompile", "Run", "StackFrame", "Stage",
+    "RecompileLimitHit", "SkippedFrame",
 ]

@@ -12,6 +12,12 @@ Torch (>= 2.7) formats every graph break with ``format_graph_break_message``::
      For more details about this graph break, please visit: <link>
 
 Older torch wrote free text; then the whole message is the explanation.
+
+When a second break happens while torch handles the first (a break inside a for/while loop
+makes the whole frame fall back to eager: "graph break in loop"), torch chains the messages
+with "*** While handling this graph break, another graph break occurred: ***". The first
+message is the root cause, at the place the user must change; the later ones say what torch
+did about it (``chained``).
 """
 
 from __future__ import annotations
@@ -31,10 +37,48 @@ class BreakText:
     hints: tuple[str, ...]
     developer_context: str | None
     doc_link: str | None
+    chained: tuple[str, ...] = ()  # headlines of the breaks torch hit while handling this one
 
 
 def parse_break_message(message: str) -> BreakText:
-    text = message.rsplit(_CHAINED, 1)[-1].strip("\n")
+    cause, *later = message.split(_CHAINED)
+    parsed = _parse_one(cause)
+    if not later:
+        return parsed
+    chained = tuple(_parse_one(part).headline for part in later)
+    return BreakText(parsed.headline, parsed.explanation, parsed.hints, parsed.developer_context, parsed.doc_link,
+                     chained)
+
+
+# What torch did beyond splitting the graph, read from its reason's preamble (log_graph_break's
+# callers in symbolic_convert.py) and from the breaks it chained.
+_SKIPPED_WHOLE = "Failed to handle graph break gracefully"
+_SKIPPED_REST = "Encountered graph break that we cannot resume from"
+_LOOP = "graph break in loop"
+
+
+def break_consequence(reason: str, chained: tuple[str, ...], skip_frame: bool) -> tuple[str | None, bool]:
+    """(what the break cost beyond a split graph, in words; whether the frame fell back to eager)."""
+    whole = reason.startswith(_SKIPPED_WHOLE) or skip_frame
+    if _LOOP in chained:
+        return "inside a loop: the whole frame fell back to eager", True
+    if whole:
+        return "Dynamo could not resume after it: the whole frame fell back to eager", True
+    if reason.startswith(_SKIPPED_REST):
+        return "Dynamo could not resume after it: the rest of the frame ran in eager", False
+    if chained:
+        return f"then: {chained[-1]}", False
+    return None, False
+
+
+def gb_id_from_link(link: str | None) -> str | None:
+    """'.../gb/gb0033.html' -> 'GB0033' (torch links each break type's page by its id)."""
+    match = _GB_ID.search(link or "")
+    return f"GB{int(match.group(1)):04d}" if match else None
+
+
+def _parse_one(message: str) -> BreakText:
+    text = message.strip("\n")
     link_match = _LINK.search(text)
     doc_link = link_match.group(1) if link_match else None
     if link_match:
@@ -93,7 +137,6 @@ def parse_break_artifact(text: str) -> BreakArtifact:
     reason = body.removeprefix("Graph Break Reason: ").strip("\n")
     message = _REASON_PREFIX.sub("", reason, count=1)
     parsed = parse_break_message(message)
-    gb_id = _GB_ID.search(parsed.doc_link or "")
     stack: list[tuple[str, int, str, str | None]] = []
     # Under verbose logging torch appends the internal traceback after a blank line.
     lines = traceback.split("\n\n", 1)[0].split("\n")
@@ -110,6 +153,6 @@ def parse_break_artifact(text: str) -> BreakArtifact:
         message=message,
         gb_type=parsed.headline if parsed.explanation is not None and parsed.hints is not None and
         _FIELD.search(message) else None,
-        gb_id=f"GB{int(gb_id.group(1)):04d}" if gb_id else None,
+        gb_id=gb_id_from_link(parsed.doc_link),
         stack=tuple(stack),
     )

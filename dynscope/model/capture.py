@@ -7,6 +7,7 @@ capture of a thousand compiles costs only what the first view actually shows.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -19,7 +20,7 @@ from typing import Any
 from dynscope.store.reader import CaptureReader, Event
 from dynscope.errors import DynscopeError
 from dynscope.model import stages as pipeline
-from dynscope.model.break_text import parse_break_artifact, parse_break_message
+from dynscope.model.break_text import break_consequence, gb_id_from_link, parse_break_artifact, parse_break_message
 from dynscope.model.collectives import Collective, parse_collectives
 from dynscope.model.fxgraph import FxGraph
 from dynscope.model.guards import parse_guard_tree
@@ -36,7 +37,9 @@ from dynscope.model.records import (
     Kernel,
     ProgramException,
     Recompile,
+    RecompileLimitHit,
     Run,
+    SkippedFrame,
     StackFrame,
     Stage,
 )
@@ -147,8 +150,9 @@ class Capture:
         backward = {row["cid"] or row["compile_id"]: row
                     for row in self.reader.event_fields(["bwd_compilation_metrics"], _BACKWARD_FIELDS)}
         order = sorted(set(starts) | set(metrics), key=lambda c: (starts.get(c) or [metrics[c]])[0]["id"])
-        return {cid: self._build_compile(cid, starts.get(cid, []), metrics.get(cid), backward.get(cid, {}))
-                for cid in order}
+        compiles = {cid: self._build_compile(cid, starts.get(cid, []), metrics.get(cid), backward.get(cid, {}))
+                    for cid in order}
+        return _named_by_frame(compiles)
 
     def _build_compile(self, cid: str, starts: list[dict[str, Any]], m: dict[str, Any] | None,
                        bwd: dict[str, Any]) -> Compile:
@@ -259,16 +263,20 @@ class Capture:
             text = parse_break_message(message)
             stack = tuple(StackFrame(f.get("file"), f.get("line"), f.get("function"), f.get("code"))
                           for f in md.get("user_stack") or ())
+            reason = md.get("reason") or message
+            consequence, skipped = break_consequence(reason, text.chained, bool(md.get("skip_frame")))
+            # A chained break ("graph break in loop") is named by its root cause: the first break.
+            gb_type = text.headline if text.chained else md.get("gb_type")
             breaks.append(GraphBreak(
                 event_id=event.id,
                 compile_id=event.compile_id,
                 attempt=event.attempt,
-                gb_type=md.get("gb_type"),
-                gb_id=md.get("gb_id"),
-                doc_link=md.get("doc_link") or text.doc_link,
+                gb_type=gb_type,
+                gb_id=gb_id_from_link(text.doc_link) if text.chained else md.get("gb_id"),
+                doc_link=text.doc_link if text.chained else md.get("doc_link") or text.doc_link,
                 message=message,
-                reason=md.get("reason") or message,
-                headline=md.get("gb_type") or text.headline,
+                reason=reason,
+                headline=gb_type or text.headline,
                 explanation=text.explanation,
                 hints=text.hints,
                 developer_context=text.developer_context,
@@ -276,6 +284,8 @@ class Capture:
                 traced_function=md.get("traced_function"),
                 traced_line=md.get("traced_line"),
                 resumed_into=self._resume_target(event, md, resume_functions),
+                consequence=consequence,
+                frame_skipped=skipped,
             ))
         if not breaks and self.run.probes.get("graph_breaks") is False:
             breaks = self._graph_breaks_from_log(resume_functions)
@@ -296,6 +306,7 @@ class Capture:
                     re.sub(r"_at_\d+$", "", compiled.function.removeprefix(RESUME_PREFIX)) == last[2]:
                 last = (last[0], last[1], compiled.function, last[3])
             md = {"traced_line": art.line}
+            consequence, skipped = break_consequence(art.reason, text.chained, False)
             breaks.append(GraphBreak(
                 event_id=event.id,
                 compile_id=event.compile_id,
@@ -313,6 +324,8 @@ class Capture:
                 traced_function=last[2],
                 traced_line=art.line,
                 resumed_into=self._resume_target(event, md, resume_functions),
+                consequence=consequence,
+                frame_skipped=skipped,
             ))
         return breaks
 
@@ -355,6 +368,15 @@ class Capture:
             ))
         return out
 
+    def dynamic_sources(self) -> dict[str, tuple[str, ...]]:
+        """Per compile, the values Dynamo made symbolic (torch's create_symbol events), e.g.
+        "L['x'].size()[0]": how a recompile after a shape change made that dimension dynamic."""
+        found: dict[str, list[str]] = {}
+        for row in self.reader.event_fields(["create_symbol"], {"source": "$.create_symbol.source"}):
+            if row["compile_id"] is not None and isinstance(row["source"], str):
+                found.setdefault(row["compile_id"], []).append(row["source"])
+        return {cid: tuple(dict.fromkeys(sources)) for cid, sources in found.items()}
+
     def recompiles(self) -> list[Recompile]:
         return list(self._recompiles)
 
@@ -387,11 +409,48 @@ class Capture:
         return minify_results(self)
 
     def errors(self) -> list[CompileError]:
+        """Compiles that failed the program or its backend (not the frames Dynamo skipped)."""
         return [
             CompileError(c.compile_id, c.function, c.file, c.line, c.fail_type or "", c.fail_reason or "",
                          c.fail_file, c.fail_line)
-            for c in self._compiles.values() if c.status == "failed"
+            for c in self._compiles.values() if self.failure_kind(c) == "error"
         ]
+
+    def skipped_frames(self) -> list[SkippedFrame]:
+        """Frames Dynamo gave up on and ran in eager, the program unharmed (recompile-limit hits
+        are listed apart: ``recompile_limit_hits``)."""
+        return [
+            SkippedFrame(c.compile_id, c.function, c.file, c.line, c.fail_type or "", c.fail_reason or "",
+                         _first_line(c.fail_reason) or c.fail_type or "", c.fail_file, c.fail_line)
+            for c in self._compiles.values() if self.failure_kind(c) == "skipped"
+        ]
+
+    def recompile_limit_hits(self) -> list[RecompileLimitHit]:
+        hits = []
+        for c in self._compiles.values():
+            if self.failure_kind(c) in ("limit", "error") and _is_recompile_limit(c.fail_reason):
+                name, limit = _recompile_limit(c.fail_reason or "")
+                hits.append(RecompileLimitHit(c.compile_id, c.function, c.file, c.line, limit, name,
+                                              fatal=self.failure_kind(c) == "error"))
+        return hits
+
+    @cached_property
+    def _fatal_compile(self) -> str | None:
+        """The failed compile whose exception ended the program, when one did: the last failed
+        compile of the exception's type (torch raises it from inside the compiled call)."""
+        exception = self.exception
+        if exception is None:
+            return None
+        failed = [c for c in self._compiles.values() if c.status == "failed" and c.fail_type == exception.type]
+        return failed[-1].compile_id if failed else None
+
+    def failure_kind(self, c: Compile) -> str | None:
+        """"error" | "skipped" | "limit" for a failed compile, None for the others."""
+        if c.status != "failed":
+            return None
+        if c.compile_id == self._fatal_compile or c.fail_type not in _SOFT_FAILURES:
+            return "error"
+        return "limit" if _is_recompile_limit(c.fail_reason) else "skipped"
 
     # -- per compile: guards, stages, kernels ------------------------------------------------
 
@@ -685,6 +744,47 @@ def _json_payload(reader: CaptureReader, event: Event | None) -> dict[str, Any]:
     except ValueError:
         return {}
     return value if isinstance(value, dict) else {}
+
+
+# Failures Dynamo answers by running the frame in eager without telling the program
+# (convert_frame's "soft" failures); any other failure is an error.
+_SOFT_FAILURES = ("Unsupported", "UserError")
+_LIMIT_TEXT = re.compile(r"recompile limit exceeded|cache_size_limit|recompile_limit", re.IGNORECASE)
+_LIMIT_VALUE = re.compile(r"exceeding the (?P<name>\w+) cache size limit \(currently set to (?P<value>\d+)\)")
+
+
+def _is_recompile_limit(reason: str | None) -> bool:
+    if not reason:
+        return False
+    return bool(_LIMIT_TEXT.search(_first_line(reason) or "") or _LIMIT_VALUE.search(reason))
+
+
+def _recompile_limit(reason: str) -> tuple[str, int | None]:
+    """(config name, value) from torch's "exceeding the recompile_limit cache size limit (currently set to 8)"."""
+    match = _LIMIT_VALUE.search(reason)
+    if match:
+        return match["name"], int(match["value"])
+    named = re.search(r"(accumulated_recompile_limit|recompile_limit|cache_size_limit)", reason)
+    return (named.group(1) if named else "recompile_limit"), None
+
+
+def _first_line(text: str | None) -> str | None:
+    for line in (text or "").splitlines():
+        if line.strip():
+            return line.strip()
+    return None
+
+
+def _named_by_frame(compiles: dict[str, Compile]) -> dict[str, Compile]:
+    """A compile that failed before Dynamo looked at the code (the recompile limit) has no name
+    in torch's metrics: it is the same code object as the other compiles of its frame."""
+    named = {c.frame_id: c for c in compiles.values() if c.function != "?" and c.frame_id is not None}
+    for cid, c in compiles.items():
+        sibling = named.get(c.frame_id)
+        if c.function == "?" and sibling is not None:
+            compiles[cid] = dataclasses.replace(c, function=sibling.function, file=c.file or sibling.file,
+                                                line=c.line or sibling.line)
+    return compiles
 
 
 def _split_compile_id(cid: str) -> tuple[int | None, int | None]:

@@ -159,6 +159,10 @@ class GraphBreak:
     traced_function: str | None
     traced_line: int | None
     resumed_into: str | None  # the resume function Dynamo continues in, when one was compiled
+    # What the break cost beyond a split graph, as a fact torch recorded ("inside a loop: the
+    # whole frame fell back to eager"), and whether the frame it was in then ran in eager.
+    consequence: str | None = None
+    frame_skipped: bool = False
 
     @property
     def location(self) -> StackFrame:
@@ -198,6 +202,40 @@ class CompileError:
     reason: str
     user_file: str | None
     user_line: int | None
+
+
+@dataclass(frozen=True)
+class SkippedFrame:
+    """A frame Dynamo gave up on without failing the program: it ran in eager instead.
+
+    Torch calls these "soft" failures (convert_frame: Unsupported / UserError): a graph break it
+    could not handle (inside a loop, in a try block, at the top of a resume function, an
+    exception it could not trace). The program's results are unaffected; the cost is speed.
+    """
+
+    compile_id: str
+    function: str
+    file: str | None
+    line: int | None
+    fail_type: str
+    reason: str  # torch's whole message
+    headline: str  # its first line: the break's type, e.g. "Data dependent operator"
+    user_file: str | None  # where the break that caused it is, when torch says
+    user_line: int | None
+
+
+@dataclass(frozen=True)
+class RecompileLimitHit:
+    """A frame recompiled so often that Dynamo stopped compiling it: from this compile on,
+    calls that match no cached graph run in eager."""
+
+    compile_id: str
+    function: str
+    file: str | None
+    line: int | None
+    limit: int | None  # the limit's value, as torch's message says it
+    limit_name: str  # torch's config name: "recompile_limit" (formerly cache_size_limit) or "accumulated_recompile_limit"
+    fatal: bool  # torch raised it into the program (fullgraph=True or fail_on_recompile_limit_hit)
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ def rank_paths(tmp_path_factory):
 def test_terminal_summary_of_several_ranks(rank_paths, capsys):
     assert main(["summary", *rank_paths]) == 0
     out = " ".join(capsys.readouterr().out.split())
-    assert "rank 0: 1 compiles · 0 graph breaks · 0 recompiles" in out
+    assert "rank 0: 1 compile · 0 graph breaks · 0 recompiles" in out
     assert "rank 1: 4 compiles · 2 graph breaks · 2 recompiles" in out
     assert "Where the ranks diverge" in out
     assert "first: rank 1 alone breaks at" in out and "rank_divergence.py:18 (Failed to trace builtin operator)" in out
