@@ -33,6 +33,7 @@ class InstalledProbes:
 
 def install_probes(sink: Sink, *, keep_caches: bool = False) -> InstalledProbes:
     probes = InstalledProbes()
+    restore_environment = compat.keep_environment()
 
     if not keep_caches:
         probes._undo.append(compat.disable_compile_caches())
@@ -71,4 +72,5 @@ def install_probes(sink: Sink, *, keep_caches: bool = False) -> InstalledProbes:
     probes._undo.append(undo_taps)
     for artifact in ("bytecode", "ir_pre_fusion", "ir_post_fusion"):
         probes.available[f"log:{artifact}"] = artifact in tapped
+    restore_environment()
     return probes

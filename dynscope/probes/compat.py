@@ -111,12 +111,50 @@ def disable_compile_caches() -> Callable[[], None]:
     for config in configs:
         config.force_disable_caches = True
     # Torch then warns that profile-guided dynamic shapes are off. That warning is about
-    # our switch, not the user's program: keep it off their stderr.
-    warnings.filterwarnings("ignore", message="dynamo_pgo force disabled by torch.compiler.config.force_disable_caches")
+    # our switch, not the user's program: keep it off their stderr, without a warnings filter
+    # the program could see (torch's warn_once stays silent for a message it holds).
+    message = "dynamo_pgo force disabled by torch.compiler.config.force_disable_caches"
+    warned = _warn_once_cache()
+    ours = warned is not None and message not in warned
+    if warned is None:
+        warnings.filterwarnings("ignore", message=message)
+    elif ours:
+        warned.add(message)
 
     def restore() -> None:
         for config, value in saved:
             config.force_disable_caches = value
+        if ours and warned is not None:
+            warned.discard(message)
+
+    return restore
+
+
+def _warn_once_cache() -> set | None:
+    """The messages torch._dynamo.utils.warn_once has already warned about."""
+    try:
+        from torch._dynamo import utils
+    except ImportError:
+        return None
+    cache = getattr(utils, "warn_once_cache", None)
+    return cache if isinstance(cache, set) else None
+
+
+def keep_environment(names: tuple[str, ...] = ("TORCHINDUCTOR_CACHE_DIR",)) -> Callable[[], None]:
+    """Torch writes some settings into os.environ as a side effect of imports (importing
+    torch._dynamo.package sets TORCHINDUCTOR_CACHE_DIR). Call before installing probes; the
+    function it returns takes back what those imports set, so the program (and its
+    subprocesses) start with python's environment. Torch sets them again when it needs them."""
+    import os
+
+    before = {name: os.environ.get(name) for name in names}
+
+    def restore() -> None:
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
     return restore
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import builtins
+import importlib.machinery
 import importlib.util
 import os
 import runpy
@@ -63,11 +65,30 @@ def run_program(program: Program) -> None:
             runpy.run_module(program.target, run_name="__main__", alter_sys=True)
         else:
             sys.path[0] = os.path.dirname(os.path.realpath(program.target))
-            runpy.run_path(program.target, run_name="__main__")
+            if os.path.isfile(program.target):
+                _run_script(os.path.abspath(program.target))
+            else:  # a directory or zip file with __main__.py
+                runpy.run_path(program.target, run_name="__main__")
     except (SystemExit, DynscopeError):
         raise
     except BaseException as exc:
         raise UserProgramError(exc, _user_traceback(exc.__traceback__)) from None
+
+
+def _run_script(path: str) -> None:
+    """What python does with ``python SCRIPT``: a fresh ``__main__`` module whose ``__file__``
+    and code filename are the script's absolute path (python >= 3.9; sys.argv[0] stays as
+    typed), ``__builtins__`` the builtins module, ``__loader__`` a SourceFileLoader,
+    ``__spec__`` and ``__package__`` None. (runpy.run_path would set sys.argv[0] to the
+    path it was given and ``__builtins__`` to a dict.)"""
+    with open(path, "rb") as f:
+        source = f.read()
+    main = types.ModuleType("__main__")
+    main.__dict__.update(__file__=path, __builtins__=builtins,
+                         __loader__=importlib.machinery.SourceFileLoader("__main__", path))
+    sys.modules["__main__"] = main
+    code = compile(source, path, "exec", dont_inherit=True)
+    exec(code, main.__dict__)
 
 
 class UserProgramError(Exception):

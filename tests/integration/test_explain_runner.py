@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -20,7 +21,10 @@ BEHAVES = str(PROGRAMS / "behaves_like_python.py")
 
 
 def plain_python(*args: str, cwd=None, input: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, *args], cwd=cwd, capture_output=True, text=True, input=input, timeout=300)
+    # The same environment run_dynscope passes (os.environ: the C-level environment of a pytest
+    # process can hold more, e.g. COLUMNS and LINES set by a terminal library).
+    return subprocess.run([sys.executable, *args], cwd=cwd, capture_output=True, text=True, input=input, timeout=300,
+                          env=dict(os.environ))
 
 
 def test_program_sees_what_python_gives_it(tmp_path):
@@ -193,3 +197,26 @@ def test_compile_error_is_explained_and_the_program_fails_as_it_would(tmp_path):
     assert capture.exception.type == "BackendCompilerFailed"
     missing = {s.key: s.missing_reason for s in capture.stages(error.compile_id) if not s.recorded}
     assert "compile failed (BackendCompilerFailed)" in missing["aot_joint"]
+
+
+def test_program_view_of_itself_matches_python_field_by_field(tmp_path):
+    """A script given by a relative path, which changes directory and opens a file next to
+    itself: __file__, code filenames, sys.argv, sys.path[0], __builtins__, __loader__, sys.flags,
+    the environment (no TORCHINDUCTOR_CACHE_DIR of ours) and stdout's buffering, as python has them."""
+    args = ["program_view.py", "a", "b c"]
+    plain = plain_python(*args, cwd=PROGRAMS, input="")
+    ours = run_dynscope("explain", "-q", "-o", str(tmp_path / "v.dynscope"), *args, cwd=PROGRAMS, input="")
+    assert plain.returncode == 0, plain.stderr
+    assert ours.returncode == 0, ours.stderr
+    python, dynscope = json.loads(plain.stdout), json.loads(ours.stdout)
+    assert python["before.__file__"] == str(PROGRAMS / "program_view.py") and python["before.found_itself"]
+    for when in ("before", "after"):
+        for env in (python, dynscope):
+            env[f"{when}.environ"].pop("_", None)  # the shell's name of the command it ran
+    # dynscope imported torch's compiler before the program started, so the filters that
+    # importing it adds are there from the start (python has them after the first compile).
+    assert dynscope.pop("before.warnings_filters") == python["after.warnings_filters"]
+    python.pop("before.warnings_filters")
+    assert sorted(dynscope) == sorted(python)
+    for key in sorted(python):
+        assert dynscope[key] == python[key], key
