@@ -59,6 +59,9 @@ def op_category(node: FxNode) -> str:
 def stage_to_dot(capture: Capture, stage: Stage, *, collapse: str | None = None,
                  max_nodes: int = DEFAULT_MAX_NODES) -> str:
     """DOT text for one FX stage. ``collapse``: None (auto), "none", "module" or "kernel"."""
+    if stage.recorded and stage.language != "fx":
+        raise DynscopeError(f"stage {stage.key} of compile {stage.compile_id} is {_LANGUAGE_NAMES.get(stage.language, stage.language)}, "
+                            "not a graph: graphs are drawn for the FX stages (dynamo, pre_grad, aot_*, post_grad)")
     graph = capture.fx_graph(stage)
     if graph is None:
         why = stage.missing_reason if not stage.recorded else (
@@ -76,19 +79,30 @@ def stage_to_dot(capture: Capture, stage: Stage, *, collapse: str | None = None,
     return _collapsed(graph, title, kernels_of if collapse == "kernel" else None)
 
 
+_LANGUAGE_NAMES = {"bytecode": "Python bytecode", "python": "Python code", "cpp": "C++ code",
+                   "triton": "Triton code", "text": "text"}
+IMAGE_FORMATS = ("svg", "png", "pdf")  # what graphviz's `dot -T` draws for `dynscope graph -o`
+
+
 def render_svg(dot_text: str, *, timeout_s: float = 60.0) -> str:
     """SVG from DOT, drawn by graphviz's `dot` program."""
+    return render_image(dot_text, "svg", timeout_s=timeout_s).decode("utf-8")
+
+
+def render_image(dot_text: str, fmt: str, *, timeout_s: float = 60.0) -> bytes:
+    """An image (svg, png or pdf) from DOT, drawn by graphviz's `dot` program."""
     dot = shutil.which("dot")
     if dot is None:
         raise DynscopeError(
-            "graphviz's `dot` program is not installed (e.g. `apt install graphviz`), so no SVG could be drawn"
+            f"graphviz's `dot` program is not installed (e.g. `apt install graphviz`), so no {fmt.upper()} could be drawn"
         )
     try:
-        result = subprocess.run([dot, "-Tsvg"], input=dot_text, capture_output=True, text=True, timeout=timeout_s)
+        result = subprocess.run([dot, f"-T{fmt}"], input=dot_text.encode("utf-8"), capture_output=True,
+                                timeout=timeout_s)
     except subprocess.TimeoutExpired:
         raise DynscopeError(f"graphviz took over {timeout_s:.0f} s to draw the graph; try --collapse module") from None
     if result.returncode != 0:
-        raise DynscopeError(f"graphviz failed to draw the graph: {_first_line(result.stderr)}")
+        raise DynscopeError(f"graphviz failed to draw the graph: {_first_line(result.stderr.decode('utf-8', 'replace'))}")
     return result.stdout
 
 

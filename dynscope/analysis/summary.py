@@ -50,6 +50,7 @@ def summary_document(capture: Capture) -> dict[str, Any]:
         "imported": run.imported,
         "run": {
             "command": run.command,
+            "program_command": run.program_command,
             "exit_code": run.exit_code,
             "signal": run.signal,
             "ended": run.ended,

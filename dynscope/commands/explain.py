@@ -6,12 +6,14 @@ import argparse
 import sys
 
 from dynscope.errors import DynscopeError
+from dynscope.model.records import EXPLAIN_VALUE_OPTIONS
 
 USAGE = """dynscope explain [OPTIONS] SCRIPT [ARGS...]
        dynscope explain [OPTIONS] -m MODULE [ARGS...]"""
 
-# Options that take a value, so the parser knows where the program's own arguments begin.
-_VALUE_OPTIONS = {"-o", "--output", "--html"}
+# Options that take a value, so the parser knows where the program's own arguments begin
+# (the model reads the recorded command with the same set).
+_VALUE_OPTIONS = EXPLAIN_VALUE_OPTIONS
 
 
 class Command:

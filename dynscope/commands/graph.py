@@ -18,34 +18,39 @@ class Command:
         add_capture_argument(parser)
         add_compile_argument(parser, required=True)
         parser.add_argument("--stage", required=True, metavar="NAME", help="an FX stage: dynamo, aot_forward, post_grad, ...")
-        parser.add_argument("-o", "--output", required=True, metavar="PATH", help="g.svg (drawn with graphviz) or g.dot")
+        parser.add_argument("-o", "--output", required=True, metavar="PATH", help="g.svg, g.png or g.pdf (drawn with graphviz) or g.dot")
         parser.add_argument("--collapse", choices=("none", "module", "kernel"),
                             help="group nodes (default: only when the graph is too big to read)")
 
     def run(self, args: argparse.Namespace) -> int:
-        from dynscope.analysis.dot import render_svg, stage_to_dot
+        from dynscope.analysis.dot import IMAGE_FORMATS, render_image, stage_to_dot
         from dynscope.model import Capture
 
+        # The format is the output's extension; refuse one we cannot really write.
+        fmt = os.path.splitext(args.output)[1].lower().lstrip(".")
+        if fmt not in ("dot", *IMAGE_FORMATS):
+            raise DynscopeError(f"cannot draw {args.output}: give -o a path ending in .svg, .png, .pdf "
+                                "(drawn by graphviz) or .dot (the DOT text)")
         with Capture.open(args.capture) as capture:
             stage = resolve_stage(capture, args.compile_id, args.stage)
             dot_text = stage_to_dot(capture, stage, collapse=args.collapse)
-        if args.output.endswith(".dot"):
-            _write(args.output, dot_text)
+        if fmt == "dot":
+            _write(args.output, dot_text.encode("utf-8"))
             return 0
         try:
-            svg = render_svg(dot_text)
+            image = render_image(dot_text, fmt)
         except DynscopeError as e:
             fallback = os.path.splitext(args.output)[0] + ".dot"
-            _write(fallback, dot_text)
+            _write(fallback, dot_text.encode("utf-8"))
             print(f"dynscope: {e}; wrote the DOT text to {fallback} instead", file=sys.stderr)
             return 1
-        _write(args.output, svg)
+        _write(args.output, image)
         return 0
 
 
-def _write(path: str, text: str) -> None:
+def _write(path: str, data: bytes) -> None:
     try:
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text)
+        with open(path, "wb") as f:
+            f.write(data)
     except OSError as e:
         raise DynscopeError(f"cannot write {path}: {e.strerror}") from None

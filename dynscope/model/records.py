@@ -10,6 +10,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
+# `dynscope explain` options that take a value (the explain command parses with the same set).
+EXPLAIN_VALUE_OPTIONS = frozenset({"-o", "--output", "--html"})
+
+
 @dataclass(frozen=True)
 class StackFrame:
     file: str | None
@@ -64,8 +68,22 @@ class Run:
 
     @property
     def program_command(self) -> list[str]:
-        """The user's own command: what came after ``dynscope explain`` (and its options)."""
-        return self.command[2:] if self.command[:2] == ["dynscope", "explain"] else self.command
+        """The user's own command: what came after ``dynscope explain`` and its options
+        (``dynscope explain -o rc.dynscope train.py --epochs 1`` -> ``train.py --epochs 1``)."""
+        if self.command[:2] != ["dynscope", "explain"]:
+            return self.command
+        rest = self.command[2:]
+        i = 0
+        while i < len(rest):
+            token = rest[i]
+            if token == "--":
+                return rest[i + 1:]
+            if token == "-m" or not token.startswith("-"):
+                return rest[i:]
+            if token.startswith("-m") and not token.startswith("--"):  # -mpkg.module
+                return rest[i:]
+            i += 2 if token in EXPLAIN_VALUE_OPTIONS else 1
+        return []
 
 
 @dataclass(frozen=True)
