@@ -184,15 +184,16 @@ class DynscopeApp(App[None]):
             self.notify("The HTML reporter is not available in this installation.", severity="warning", markup=False)
             return
         out = str(Path(self.capture.path).with_suffix(".html"))
-        self.notify(f"Writing {out}…", markup=False)
-        self._export(out)
+        replaced = Path(out).exists()
+        self.notify(f"Writing {out}{' (replacing the report already there)' if replaced else ''}…", markup=False)
+        self._export(out, replaced)
 
     @work(thread=True, exclusive=True, group="export")
-    def _export(self, out: str) -> None:
+    def _export(self, out: str, replaced: bool = False) -> None:
         assert self.export_html is not None
         try:
             self.export_html(out)
         except DynscopeError as e:
             self.call_from_thread(self.notify, f"Export failed: {e}", severity="error", markup=False)
         else:
-            self.call_from_thread(self.notify, f"Wrote {out}", markup=False)
+            self.call_from_thread(self.notify, f"{'Replaced' if replaced else 'Wrote'} {out}", markup=False)

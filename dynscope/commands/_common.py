@@ -36,7 +36,14 @@ def resolve_stage(capture, compile_id: str, name: str):
         kernels = [s for s in stages if s.name == "kernel" and s.key.removeprefix("kernel:").split(".backward")[0] == wanted]
         if kernels:
             return kernels[0]
-    raise DynscopeError(f"compile {compile_id} has no stage {name!r}; its stages: {', '.join(s.key for s in stages)}")
+    keys = {s.key for s in stages}
+    why = ""
+    if name in ("aot_joint", "aot_forward", "aot_backward") and "aot_inference" in keys:
+        why = (" (no input needed gradients, e.g. it ran under torch.no_grad(), so AOTAutograd made one inference "
+               "graph: aot_inference)")
+    elif name == "aot_inference" and "aot_forward" in keys:
+        why = " (it was compiled for training: AOTAutograd made aot_joint, aot_forward and aot_backward)"
+    raise DynscopeError(f"compile {compile_id} has no stage {name!r}{why}; its stages: {', '.join(s.key for s in stages)}")
 
 
 def lexer_for(language: str) -> str:

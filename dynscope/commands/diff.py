@@ -27,6 +27,7 @@ class Command:
 
         with Capture.open(args.capture) as capture:
             if args.against:
+                _warn_if_unrelated(capture, args.compile_id, args.against)
                 result = diff_compiles(capture, args.compile_id, args.against)
                 lines = _compile_lines(result)
                 text = result.graph.text_diff if result.graph else ()
@@ -48,6 +49,20 @@ class Command:
                 text = result.text_diff
         _print(lines, text, raw=args.raw or not sys.stdout.isatty())
         return 0
+
+
+def _warn_if_unrelated(capture, compile_a: str, compile_b: str) -> None:
+    """--against is for two compiles of one frame (a recompile); say so when they are not."""
+    from dynscope.analysis.names import friendly_function, location
+
+    a, b = capture.compile(compile_a), capture.compile(compile_b)
+    if a.frame_id == b.frame_id and a.function == b.function:
+        return
+    cwd = capture.run.cwd
+    print(f"dynscope: compiles {a.compile_id} and {b.compile_id} are of different frames "
+          f"({friendly_function(a.function)} at {location(a.file, a.line, cwd)}, "
+          f"{friendly_function(b.function)} at {location(b.file, b.line, cwd)}): this compares unrelated code, "
+          "not a recompile", file=sys.stderr)
 
 
 def _compile_lines(result) -> list[str]:

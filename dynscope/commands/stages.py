@@ -29,7 +29,7 @@ class Command:
             for c in compiles:
                 console.print(Text(f"{c.compile_id}  {friendly_function(c.function)}  "
                                    f"{location(c.file, c.line, capture.run.cwd)}  [{c.status}]", style="bold"))
-                width = min(max(len(s.key) for s in capture.stages(c.compile_id)), 40)
+                width = max(len(s.key) for s in capture.stages(c.compile_id))  # every row's columns align
                 for stage in capture.stages(c.compile_id):
                     if stage.recorded:
                         views = f"  views: {', '.join(stage.variants)}" if len(stage.variants) > 1 else ""
