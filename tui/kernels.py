@@ -11,7 +11,7 @@ from textual.widgets import OptionList, Static, Tree
 from textual.widgets.option_list import Option
 from textual.widgets.tree import TreeNode
 
-from dynscope.analysis.names import friendly_function, location
+from dynscope.analysis.names import friendly_function, location, short_location
 from dynscope.errors import DynscopeError
 from dynscope.model import Capture, Compile, Kernel
 from dynscope.tui.code_view import CodeView
@@ -33,8 +33,9 @@ class KernelTree(Tree["Compile | Kernel | None"]):
         compiles = [c for c in self.capture.compiles()
                     if "output_code" in self.capture.recorded_stage_names(c.compile_id)]
         for c in compiles:
-            label = line((c.compile_id, "bold"), " ", friendly_function(c.function),
-                         ("  " + location(c.file, c.line, cwd), "dim"))
+            # The place before the name: a narrow tree cuts a label's end, and a cut line number lies.
+            label = line((c.compile_id, "bold"), " ", (short_location(c.file, c.line), "dim"), "  ",
+                         friendly_function(c.function))
             self.root.add(label, data=c, expand=False, allow_expand=True)
         self.root.expand()
         return len(compiles)

@@ -13,7 +13,7 @@ from textual.binding import Binding
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
-from dynscope.analysis.names import friendly_function, location
+from dynscope.analysis.names import friendly_function, location, plural, short_location
 from dynscope.errors import DynscopeError
 from dynscope.model import Capture, Compile, Frame, Stage
 from dynscope.tui.text import count, line, plain
@@ -131,7 +131,8 @@ def searchable(c: Compile, cwd: str | None) -> str:
 
 
 def frame_label(frame: Frame, compiles: int, cwd: str | None) -> Text:
-    label = line((friendly_function(frame.function), "bold"), "  ", (location(frame.file, frame.line, cwd), "cyan"))
+    # The place first, and short: a narrow tree cuts a label's end, and a cut line number lies.
+    label = line((short_location(frame.file, frame.line), "cyan"), "  ", (friendly_function(frame.function), "bold"))
     if compiles > 1:
         label.append(f"  {compiles} compiles", style="magenta")
     return label
@@ -144,7 +145,7 @@ def compile_label(c: Compile) -> Text:
     if c.attempts > 1:
         label.append(f" · {c.attempts} attempts", style="dim")
     if c.graph_op_count is not None:
-        label.append(f" · {c.graph_op_count} ops", style="dim")
+        label.append(f" · {plural(c.graph_op_count, 'op')}", style="dim")
     return label
 
 

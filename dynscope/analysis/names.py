@@ -39,6 +39,13 @@ def location(path: str | None, line: int | None, cwd: str | None = None) -> str:
     return f"{short_path(path, cwd)}:{line}" if line is not None else short_path(path, cwd)
 
 
+def short_location(path: str | None, line: int | None) -> str:
+    """'graph_breaks.py:20': the file's name and the line, for narrow places (tree labels) where a
+    longer path would be cut and leave a wrong line number ('…py:2')."""
+    name = os.path.basename(path) if path else "?"
+    return f"{name}:{line}" if line is not None else name
+
+
 def condensed(message: str | None, lines: int = 2) -> str:
     """The informative lines of a torch message, without its boilerplate about verbose logging."""
     kept = [line.strip() for line in (message or "").splitlines()
