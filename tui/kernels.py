@@ -28,7 +28,6 @@ class KernelTree(Tree["Compile | Kernel | None"]):
         self.show_root = False
 
     def populate(self) -> int:
-        cwd = self.capture.run.cwd
         # One cheap query says which compiles reached code generation; kernels are read on expand.
         compiles = [c for c in self.capture.compiles()
                     if "output_code" in self.capture.recorded_stage_names(c.compile_id)]

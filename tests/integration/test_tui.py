@@ -332,6 +332,11 @@ def test_e_exports_the_html_report_next_to_the_capture(tmp_path, recompiles_path
     async def script(app, pilot):
         await press(app, pilot, "e")
         assert (tmp_path / "run.html").read_text().lstrip().lower().startswith("<!doctype html")
+        await press(app, pilot, "e")  # again: the report is there now, and the user is told it is replaced
+        messages = [n.message for n in app._notifications]
+        assert messages[-2:] == [f"Writing {tmp_path / 'run.html'} (replacing the report already there)…",
+                                 f"Replaced {tmp_path / 'run.html'}"]
+        assert not any("replac" in m.lower() for m in messages[:2])
 
     drive(capture, script, export_html=exporter)
 
@@ -346,6 +351,29 @@ def test_e_without_a_reporter_says_so(recompiles_path):
 
 
 # -- kernels and inductor stages (one shared inductor capture) ------------------------------
+
+
+@pytest.mark.inductor
+@pytest.mark.parametrize("size", [(80, 24), (160, 40)], ids=["80x24", "160x40"])
+def test_kernel_tree_never_cuts_a_line_number(conv_path, size):
+    """Each compile's label in the kernels tree shows its whole file:line at 80 and 160 columns."""
+    with Capture.open(str(conv_path)) as capture:
+        wanted = {c.compile_id: f"{Path(c.file).name}:{c.line}" for c in capture.compiles()
+                  if "output_code" in capture.recorded_stage_names(c.compile_id)}
+
+    async def script(app, pilot):
+        await press(app, pilot, "5")
+        tree = app.query_one("#kernel-tree", Tree)
+        region = tree.content_region
+        assert wanted
+        for node in tree.root.children:
+            label = node.label.plain
+            place = wanted[node.data.compile_id]
+            assert place in label
+            # the place is at the start, within the visible width of the tree
+            assert len(label[: label.index(place) + len(place)]) + 4 <= region.width
+
+    drive(conv_path, script, size=size)
 
 
 @pytest.mark.inductor

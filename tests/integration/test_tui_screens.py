@@ -1,8 +1,9 @@
 """What the terminal UI's main screens look like: snapshots at 80x24 and 200x60, and capture
 strings that look like markup shown as the literal text they are.
 
-The captures here are made from the repository's root with relative script paths, so the
-screens show the same paths wherever pytest runs; the app's ``hide_volatile`` option leaves
+The captures here are made from one fixed directory (SNAPSHOT_ROOT, a copy of the programs),
+so the screens show the same paths wherever the checkout is: python gives a script its
+absolute path, and torch's texts (FX graph comments, guards) carry it. The app's ``hide_volatile`` option leaves
 out what changes between runs and machines (timings, the torch version, the capture's
 directory, object ids in guards). Kernel code depends on the CPU's vector ISA, so kernels
 are checked by the Pilot tests in test_tui.py, not by snapshot.
@@ -14,6 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import io
+import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -35,8 +38,23 @@ RUNS = {
 }
 
 
+SNAPSHOT_ROOT = Path("/tmp/dynscope-snapshots")
+
+
+def snapshot_root() -> Path:
+    """The programs of RUNS, copied to SNAPSHOT_ROOT (file by file, atomically: xdist workers share it)."""
+    for run in RUNS.values():
+        source, target = REPO / run[0], SNAPSHOT_ROOT / run[0]
+        if not target.exists() or target.read_bytes() != source.read_bytes():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            partial = target.with_suffix(f".{os.getpid()}.partial")
+            shutil.copyfile(source, partial)
+            os.replace(partial, target)
+    return SNAPSHOT_ROOT
+
+
 class FixedCaptures:
-    """Captures made once per session, run from the repository root (paths stay relative)."""
+    """Captures made once per session, run from SNAPSHOT_ROOT (the same paths on every machine)."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
@@ -45,7 +63,7 @@ class FixedCaptures:
     def __call__(self, name: str) -> Path:
         if name not in self.made:
             path = self.directory / f"{name}.dynscope"
-            result = run_dynscope("explain", "-q", "-o", str(path), *RUNS[name], cwd=REPO)
+            result = run_dynscope("explain", "-q", "-o", str(path), *RUNS[name], cwd=snapshot_root())
             assert result.returncode == 0, result.stderr[-4000:]
             self.made[name] = path
         return self.made[name]
@@ -97,6 +115,12 @@ def test_overview(snap_compare, fixed_capture, size):
 @pytest.mark.parametrize("size", [NARROW, WIDE], ids=["80x24", "200x60"])
 def test_graph_breaks(snap_compare, fixed_capture, size):
     assert snap_compare(app_for(fixed_capture("breaks")), run_before=keys("3"), terminal_size=size)
+
+
+@pytest.mark.parametrize("size", [NARROW, (160, 40)], ids=["80x24", "160x40"])
+def test_compiles_tree(snap_compare, fixed_capture, size):
+    # Every frame's file:line whole: a tree cut at its width must not leave a wrong line number.
+    assert snap_compare(app_for(fixed_capture("breaks")), run_before=keys("2"), terminal_size=size)
 
 
 def test_source_at_a_break(snap_compare, fixed_capture):
