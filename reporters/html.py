@@ -239,6 +239,7 @@ class _RankView:
             "headline": group.headline, "gb_id": group.gb_id, "count": group.count,
             "doc_link": group.doc_link if (group.doc_link or "").startswith("https://") else None,
             "explanation": group.explanation, "hints": list(group.hints), "reason": group.reason,
+            "consequences": group.consequences,
             "where": location(loc.file, loc.line, self.cwd), "function": friendly_function(loc.function), "code": loc.code,
             "compile_ids": group.compile_ids, "resumed_into": [friendly_function(r) for r in group.resumed_into],
             "stack": [{"where": location(f.file, f.line, self.cwd), "function": friendly_function(f.function),

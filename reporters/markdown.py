@@ -59,6 +59,7 @@ def _capture_section(out: _Budget, capture: Capture, *, titled: bool) -> None:
             details = []
             if g.explanation:
                 details.append(text(g.explanation))
+            details += [f"- **{text(c)}**" for c in g.consequences]
             details += [f"- hint: {text(h)}" for h in g.hints]
             if g.doc_link and g.doc_link.startswith("https://"):
                 details.append(f"- docs: <{g.doc_link}>")
@@ -78,6 +79,22 @@ def _capture_section(out: _Budget, capture: Capture, *, titled: bool) -> None:
                     f"| {code(r.compile_id, cell=True)} | {code(f.guard or f.reason, cell=True)} "
                     f"| {code(f.expected or '?', cell=True)} | {code(f.actual or '?', cell=True)} |\n")
         out.skip(len(recompiles) - _MAX_ITEMS)
+
+    hits = capture.recompile_limit_hits()
+    if hits:
+        out.add("\n#### Recompile limit hit\n\n")
+        for h in hits:
+            value = f"{h.limit_name} = {h.limit}" if h.limit is not None else h.limit_name
+            out.add(f"- {code(friendly_function(h.function))} ({text(location(h.file, h.line, cwd))}): compile "
+                    f"{code(h.compile_id)} hit {code(value)}; from then on, calls that match no cached graph run in eager\n")
+
+    skipped = capture.skipped_frames()
+    if skipped:
+        out.add("\n#### Frames that ran in eager\n\nDynamo gave up on them; the program's results are not affected.\n\n")
+        for f in skipped[:_MAX_ITEMS]:
+            where = f" at {code(location(f.user_file, f.user_line, cwd))}" if f.user_file else ""
+            out.add(f"- {code(f.compile_id)} {code(friendly_function(f.function))}: {text(f.headline)}{where}\n")
+        out.skip(len(skipped) - _MAX_ITEMS)
 
     if errors:
         out.add("\n#### Compile errors\n\n")

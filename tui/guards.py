@@ -44,14 +44,32 @@ class GuardsPane(Horizontal):
         self.compiles = self.capture.compiles()
         self.recompiles = {r.compile_id: r for r in self.capture.recompiles()}
         table = self.table
-        table.add_columns("compile", "function", "guards", "recompiled because")
+        table.add_column("compile")
+        table.add_column("function")
+        table.add_column("guards", key="guards")
+        table.add_column("recompiled because")
         for c in self.compiles:
             table.add_row(*compile_cells(c, self.recompiles.get(c.compile_id)), key=c.compile_id)
         if not self.compiles:
             self.query_one("#guard-detail", Static).update(plain("torch.compile compiled nothing in this run.", "dim"))
             return
+        self._count_guards()
         first_recompile = next((i for i, c in enumerate(self.compiles) if c.compile_id in self.recompiles), 0)
         table.move_cursor(row=first_recompile)
+
+    @work(thread=True, exclusive=True, group="guard-counts")
+    def _count_guards(self) -> None:
+        """One guard count per compile, the one the details and diffs show (the guard tree's
+        checks): read in the background, since a capture can have thousands of compiles."""
+        for c in self.compiles:
+            if get_current_worker().is_cancelled:
+                return
+            try:
+                count = self.capture.guard_count(c.compile_id)
+            except DynscopeError:
+                continue
+            if count is not None and count != c.guard_count:
+                self.app.call_from_thread(self.table.update_cell, c.compile_id, "guards", plain(str(count)))
 
     def focus_main(self) -> None:
         self.table.focus()

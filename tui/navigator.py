@@ -134,7 +134,7 @@ def frame_label(frame: Frame, compiles: int, cwd: str | None) -> Text:
     # The place first, and short: a narrow tree cuts a label's end, and a cut line number lies.
     label = line((short_location(frame.file, frame.line), "cyan"), "  ", (friendly_function(frame.function), "bold"))
     if compiles > 1:
-        label.append(f"  {compiles} compiles", style="magenta")
+        label.append(f"  {plural(compiles, 'compile')}", style="magenta")
     return label
 
 

@@ -11,7 +11,7 @@ from textual.containers import Vertical
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from dynscope.analysis.names import friendly_function, location
+from dynscope.analysis.names import friendly_function, location, plural
 from dynscope.analysis.overview import Totals
 from dynscope.analysis.problems import Problem
 from dynscope.model import Capture, Run
@@ -91,11 +91,15 @@ def run_facts(capture: Capture, totals: Totals, *, hide_volatile: bool) -> Text:
         rows.append(line(("capture ", "dim"), os.path.basename(run.path)))
     rows.append(line(
         ("counts ", "dim"),
-        f"{totals.frames} frames · {totals.compiles} compiles · {totals.graphs} graphs · ",
-        (f"{totals.graph_breaks} graph breaks ({totals.distinct_graph_breaks} distinct)",
+        f"{plural(totals.frames, 'frame')} · {plural(totals.compiles, 'compile')} · {plural(totals.graphs, 'graph')} · ",
+        (f"{plural(totals.graph_breaks, 'graph break')} ({totals.distinct_graph_breaks} distinct)",
          "bold yellow" if totals.graph_breaks else ""),
-        " · ", (f"{totals.recompiles} recompiles", "bold magenta" if totals.recompiles else ""),
-        " · ", (f"{totals.errors} errors", "bold red" if totals.errors else ""),
+        " · ", (plural(totals.recompiles, "recompile"), "bold magenta" if totals.recompiles else ""),
+        *((" · ", (plural(totals.recompile_limit_hits, "recompile-limit hit"), "bold red"))
+          if totals.recompile_limit_hits else ()),
+        *((" · ", (plural(totals.skipped_frames, "frame") + " ran in eager", "bold yellow"))
+          if totals.skipped_frames else ()),
+        " · ", (plural(totals.errors, "error"), "bold red" if totals.errors else ""),
     ))
     if not hide_volatile and totals.compile_time_s:
         by_stage = " · ".join(f"{name} {value:.2f}" for name, value in totals.stage_times.items())

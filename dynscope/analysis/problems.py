@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 
 from dynscope.analysis.breaks import BreakGroup, group_breaks
-from dynscope.analysis.names import condensed, first_line, friendly_function
+from dynscope.analysis.names import condensed, first_line, friendly_function, plural
 from dynscope.analysis.overview import compile_seconds
 from dynscope.model import Capture, CompileError, GuardFailure, Recompile, RecompileLimitHit, SkippedFrame, StackFrame
 
@@ -98,7 +98,7 @@ def _skipped(fs: tuple[SkippedFrame, ...], seconds: dict[str, float]) -> Problem
     first = fs[0]
     functions = list(dict.fromkeys(friendly_function(f.function) for f in fs))
     what = ", ".join(functions[:3]) + (f" and {len(functions) - 3} more" if len(functions) > 3 else "")
-    times = "" if len(fs) == 1 else f" ({len(fs)} compiles)"
+    times = "" if len(fs) == 1 else f" ({plural(len(fs), 'compile')})"
     return Problem(
         kind="skipped_frame",
         title=f"ran in eager: {what}{times}",

@@ -460,6 +460,13 @@ class Capture:
             return []
         return parse_guard_tree(compile_id, self.reader.payload(events[-1].payload_hash) or "")
 
+    def guard_count(self, compile_id: str) -> int | None:
+        """How many guards a compile has: the checks of its recorded guard tree (what every view
+        lists), else torch's own count from its metrics (which leaves some tree checks out)."""
+        if self.reader.events(["dynamo_cpp_guards_str"], compile_id=compile_id):
+            return len(self.guards(compile_id))
+        return self.compile(compile_id).guard_count
+
     def stages(self, compile_id: str) -> list[Stage]:
         return list(self._compile_details(compile_id)["stages"])
 
@@ -838,15 +845,25 @@ def _guard_failure(text: str, probed: dict[str, Any] | None) -> GuardFailure:
     user_code = parts[1].strip() if len(parts) > 2 and parts[1].strip() else None
     expected = actual = None
     match = _EXPECTED_ACTUAL.search(guard)
+    flag = _EXPECTED_FLAG.search(guard)
     if match:
         expected, actual = match.group("expected"), match.group("actual")
+    elif flag:  # "tensor 'x' requires_grad mismatch. expected requires_grad=1": a flag has two values
+        expected = f"{flag['name']}={flag['value']}"
+        actual = f"{flag['name']}={1 - int(flag['value'])}"
     else:
         expected = _expected_from_guard(guard)
         actual = probed.get("actual") if probed else None
     return GuardFailure(failed_id, guard, probed.get("guard") if probed else guard, expected, actual, user_code)
 
 
+_EXPECTED_FLAG = re.compile(r"mismatch\. expected (?P<name>\w+)=(?P<value>[01])\.?$")
+
+
 def _expected_from_guard(guard: str) -> str | None:
-    """'n == 2' -> '2'; "mode == 'a'" -> "'a'"; 'not ___dict_contains(...)' -> None."""
-    match = re.fullmatch(r"(?P<lhs>.+?)\s*(==|is)\s*(?P<rhs>.+)", guard)
-    return match.group("rhs") if match else None
+    """'n == 2' -> '2'; "mode == 'a'" -> "'a'"; 'x is None' -> 'None'; 'not ___dict_contains(...)' -> None.
+    Torch's prose ("... mismatch. expected ...") is not a comparison: None."""
+    match = re.fullmatch(r"(?P<lhs>.+?)\s*==\s*(?P<rhs>.+)|(?P<lhs2>.+?)\s+is\s+(?P<rhs2>.+)", guard)
+    if not match or "mismatch" in guard:
+        return None
+    return match.group("rhs") or match.group("rhs2")
