@@ -112,7 +112,9 @@ def _unindent(value: str) -> str:
 
 # torch's dynamo_graph_break_reason artifact (symbolic_convert.log_graph_break), as TORCH_TRACE logs it.
 _ARTIFACT_HEAD = re.compile(r"^Graph break in user code at (?P<file>.+):(?P<line>\d+)\n")
-_REASON_PREFIX = re.compile(r"^Encountered graph break when attempting to trace [^\n]*:\n\n")
+# The preambles log_graph_break's callers put before the exception's message (symbolic_convert.py).
+_REASON_PREFIX = re.compile(r"^(?:Encountered graph break when attempting to trace |Failed to handle graph break "
+                            r"gracefully\. |Encountered graph break that we cannot resume from\. )[^\n]*:\n\n")
 _TRACEBACK_FRAME = re.compile(r'^  File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<function>.+)$')
 _GB_ID = re.compile(r"/gb(\d+)\.html")
 
