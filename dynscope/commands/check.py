@@ -41,7 +41,9 @@ class Command:
         parser.add_argument("--allow", metavar="FILE", help="TOML file of accepted problems ([[allow]] gb_id / where, reason)")
         parser.add_argument("--max-graph-breaks", type=_count, metavar="N", help="graph breaks allowed (occurrences)")
         parser.add_argument("--max-recompiles", type=_count, metavar="M", help="recompiles allowed")
-        parser.add_argument("--max-errors", type=_count, metavar="K", help="compile errors allowed")
+        parser.add_argument("--max-errors", type=_count, metavar="K",
+                            help="compile errors allowed (compiles that failed the program or its backend; "
+                                 "frames Dynamo gave up on and ran in eager are not errors)")
         parser.add_argument("--format", choices=("text", "github"), default="text",
                             help="text: compiler-style lines; github: GitHub Actions annotations")
         parser.add_argument("--junit", metavar="PATH", help="also write the results as JUnit XML")

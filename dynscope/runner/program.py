@@ -62,7 +62,8 @@ def run_program(program: Program) -> None:
             sys.path[0] = os.getcwd()
             if importlib.util.find_spec(program.target) is None:
                 raise DynscopeError(f"no module named {program.target}", exit_code=1)
-            runpy.run_module(program.target, run_name="__main__", alter_sys=True)
+            runpy.run_module(program.target, init_globals={"__builtins__": builtins}, run_name="__main__",
+                             alter_sys=True)
         else:
             sys.path[0] = os.path.dirname(os.path.realpath(program.target))
             if os.path.isfile(program.target):

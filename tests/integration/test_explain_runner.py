@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -199,11 +200,13 @@ def test_compile_error_is_explained_and_the_program_fails_as_it_would(tmp_path):
     assert "compile failed (BackendCompilerFailed)" in missing["aot_joint"]
 
 
-def test_program_view_of_itself_matches_python_field_by_field(tmp_path):
-    """A script given by a relative path, which changes directory and opens a file next to
-    itself: __file__, code filenames, sys.argv, sys.path[0], __builtins__, __loader__, sys.flags,
-    the environment (no TORCHINDUCTOR_CACHE_DIR of ours) and stdout's buffering, as python has them."""
-    args = ["program_view.py", "a", "b c"]
+@pytest.mark.parametrize("how", [["program_view.py"], ["-m", "program_view"]], ids=["script", "module"])
+def test_program_view_of_itself_matches_python_field_by_field(tmp_path, how):
+    """A script given by a relative path (or run with -m), which changes directory and opens a
+    file next to itself: __file__, code filenames, sys.argv, sys.path[0], __builtins__,
+    __loader__, __spec__, sys.flags, the environment (no TORCHINDUCTOR_CACHE_DIR of ours) and
+    stdout's buffering, as python has them."""
+    args = [*how, "a", "b c"]
     plain = plain_python(*args, cwd=PROGRAMS, input="")
     ours = run_dynscope("explain", "-q", "-o", str(tmp_path / "v.dynscope"), *args, cwd=PROGRAMS, input="")
     assert plain.returncode == 0, plain.stderr
@@ -213,6 +216,7 @@ def test_program_view_of_itself_matches_python_field_by_field(tmp_path):
     for when in ("before", "after"):
         for env in (python, dynscope):
             env[f"{when}.environ"].pop("_", None)  # the shell's name of the command it ran
+            env[f"{when}.__spec__"] = re.sub(r" at 0x[0-9a-f]+", "", env[f"{when}.__spec__"])  # object ids
     # dynscope imported torch's compiler before the program started, so the filters that
     # importing it adds are there from the start (python has them after the first compile).
     assert dynscope.pop("before.warnings_filters") == python["after.warnings_filters"]
