@@ -235,7 +235,8 @@ def _frames_section(capture: Capture, compiles: list[Compile], cwd: str | None) 
         line.append(f"  {location(frame.file, frame.line, cwd)}", style="cyan")
         ops = sum(c.graph_op_count or 0 for c in cs)
         line.append(f"  {plural(len(cs), 'compile')}, {plural(ops, 'op')}")
-        bad = sorted({"ran in eager" if capture.failure_kind(c) in ("skipped", "limit") else c.status for c in cs} - {"ok"})
+        words = {"skipped": "ran in eager", "limit": "hit the recompile limit"}
+        bad = sorted({words.get(capture.failure_kind(c) or "", c.status) for c in cs} - {"ok"})
         if bad:
             line.append(f"  {', '.join(bad)}", style="red")
         stages = stage_seconds(cs)
