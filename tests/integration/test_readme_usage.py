@@ -29,7 +29,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, run_dynscope
+from conftest import REPO, needs_program, run_dynscope
 
 pytestmark = pytest.mark.readme
 STAND_INS = REPO / "tests" / "programs" / "readme"
@@ -79,6 +79,7 @@ def test_usage_section_has_commands():
     assert any(c.startswith("dynscope diff run.dynscope --compile 0/0 --from dynamo --to aot_forward") for c in commands)
 
 
+@needs_program("dot")  # `dynscope graph -o g.svg` draws with graphviz, as the README says
 def test_every_usage_command_runs_as_written(scratch):
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
            "HF_HUB_OFFLINE": "1"}
