@@ -263,5 +263,10 @@ def _footer(capture: Capture, console: Console) -> None:
 
 
 def _clip(text: str, width: int) -> str:
-    return text if len(text) <= width else text[: width - 1] + "…"
+    """At most ``width`` characters, cut between words where there is a space to cut at."""
+    if len(text) <= width:
+        return text
+    cut = text[: width - 1]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > width // 2 else cut).rstrip() + " …"
 
