@@ -10,7 +10,7 @@ from __future__ import annotations
 from rich.syntax import Syntax
 from rich.text import Text
 
-from dynscope.commands._common import lexer_for
+from dynscope.model.stages import lexer_for
 from dynscope.safe_text import visible
 
 # Beyond this size Pygments takes longer than a key press should: show plain text.

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from dynscope.model.capture import Capture
+from typing import Any
 
 MINIFY_EVENT = "dynscope:minify_result"
 
@@ -43,11 +40,8 @@ class MinifyResult:
         return f"{where} · {self.signature or self.kind or 'failure'} · {found} · {repro}"
 
 
-def minify_results(capture: Capture) -> list[MinifyResult]:
-    return [_result(e.metadata, e.ts) for e in capture.reader.events([MINIFY_EVENT])]
-
-
-def _result(md: dict[str, Any], ts: float) -> MinifyResult:
+def minify_result(md: dict[str, Any], ts: float) -> MinifyResult:
+    """The result as ``dynscope minify`` recorded it (the metadata of its event)."""
     return MinifyResult(
         compile_id=md.get("compile_id"),
         kind=md.get("kind"),

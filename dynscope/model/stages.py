@@ -48,6 +48,14 @@ STAGE_LANGUAGE = {
     "output_code": "python",
 }
 
+# The Pygments lexer for each language above (and a kernel's: cpp, triton, extern).
+_LEXERS = {"fx": "python", "python": "python", "triton": "python", "cpp": "cpp", "bytecode": "text", "extern": "python"}
+
+
+def lexer_for(language: str) -> str:
+    """The Pygments lexer name that highlights a stage's language (every view that shows code uses it)."""
+    return _LEXERS.get(language, "text")
+
 STAGE_TITLES = {
     "bytecode": "Python bytecode (original, then as Dynamo rewrote it)",
     "dynamo": "Dynamo FX graph (torch IR)",

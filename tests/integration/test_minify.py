@@ -19,7 +19,6 @@ from pathlib import Path
 import pytest
 
 from dynscope.model import Capture
-from dynscope.model.minify import minify_results
 
 from conftest import REPO, run_dynscope
 
@@ -108,7 +107,7 @@ def test_compile_error_report_and_capture(compile_error):
     assert str(compile_error.repro) in stderr and "verified" in stderr
     capture = compile_error.out / "minify_model.dynscope"
     with Capture.open(str(capture)) as cap:
-        results = minify_results(cap)
+        results = cap.minify_results()
     assert len(results) == 1
     result = results[0]
     assert (result.compile_id, result.culprit_stage, result.op) == ("0/0", "inductor", "aten.relu.default")
