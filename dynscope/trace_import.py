@@ -37,7 +37,7 @@ _RANK_IN_NAME = re.compile(r"dedicated_log_torch_trace_rank_(\d+)_")
 # but torch's plain logs do; accept it).
 _HEADER = re.compile(r"(?:\[rank\d+\]:)?[VIWEC](\d{4} \d\d:\d\d:\d\d)\.(\d{6}) +(\d+) [^\]]*\] ")
 
-# Event kinds torch's structured trace writes (torch-hooks.md); anything else is counted as unknown.
+# Event kinds torch's structured trace writes; anything else is counted as unknown.
 KNOWN_EVENTS = frozenset({
     "str", "dynamo_start", "dump_file", "describe_storage", "describe_tensor", "describe_source",
     "dynamo_output_graph", "link", "optimize_ddp_split_graph", "optimize_ddp_split_child",

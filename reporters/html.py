@@ -80,15 +80,6 @@ def html_report(captures: list[Capture], *, limits: ReportLimits = ReportLimits(
     )
 
 
-def write_html(captures: list[Capture], output: str) -> None:
-    html = html_report(captures)
-    try:
-        # Undecodable bytes from file names survive as visible \udcxx escapes.
-        Path(output).write_bytes(html.encode("utf-8", "backslashreplace"))
-    except OSError as e:
-        raise DynscopeError(f"cannot write {output}: {e.strerror}") from None
-
-
 def _title(captures: list[Capture]) -> str:
     command = captures[0].run.command
     script = next((a for a in command if a.endswith(".py")), None) or " ".join(command[:4]) or "run"

@@ -233,24 +233,6 @@ class Capture:
                 out.append(data)
         return out
 
-    def compile_phases(self, compile_id: str) -> dict[str, float]:
-        """Seconds spent in each of torch's timed regions (chromium events) of one compile."""
-        totals: dict[str, float] = {}
-        open_at: dict[str, float] = {}
-        for event in self.reader.events(["chromium_event"], compile_id=compile_id):
-            try:
-                data = json.loads(self.reader.payload(event.payload_hash) or "{}")
-            except ValueError:
-                continue
-            name, phase, ts = data.get("name"), data.get("ph"), data.get("ts")
-            if not isinstance(name, str) or not isinstance(ts, (int, float)):
-                continue
-            if phase == "B":
-                open_at[name] = ts
-            elif phase == "E" and name in open_at:
-                totals[name] = totals.get(name, 0.0) + (ts - open_at.pop(name)) / 1e6
-        return totals
-
     # -- graph breaks, recompiles, errors ---------------------------------------------------
 
     @cached_property

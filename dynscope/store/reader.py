@@ -111,9 +111,6 @@ class CaptureReader:
         keys = ["id", "ts", "name", "compile_id", "attempt", *fields]
         return [dict(zip(keys, row)) for row in rows]
 
-    def event_names(self) -> dict[str, int]:
-        return dict(self._query("SELECT name, count(*) FROM events GROUP BY name", ()))
-
     def payload(self, digest: str | None, *, limit: int = DEFAULT_LIMIT) -> str | None:
         """The payload's text, checked against its size and hash; past ``limit`` bytes it
         is cut and ends with a line saying so (views show that line as it is)."""

@@ -1,4 +1,4 @@
-"""The layering of docs/design.md, checked rather than written down (no torch needed).
+"""The layering of the design (README "How it works"), checked rather than written down (no torch needed).
 
 Imports are read with ``ast`` from the four source folders, installed as one namespace
 (dynscope/, tui/ -> dynscope.tui, reporters/ -> dynscope.reporters, minifier/ ->
@@ -17,8 +17,6 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-
-import pytest
 
 from hostile import small_capture
 
@@ -197,7 +195,7 @@ loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "textual"
 print(json.dumps({"code": code, "loaded": loaded}))
 """
 
-# command -> the view modules it may load (everything else among tui/reporters/minifier/probes and
+# command -> the view modules it may load (everything else among the views, the probes and
 # the heavy packages must stay out of sys.modules)
 READERS = {
     "summary": (["summary", "{capture}"], ("dynscope.reporters", "dynscope.reporters.terminal")),
