@@ -8,7 +8,7 @@ from rich.text import Text
 
 from dynscope.analysis.breaks import BreakGroup, group_breaks
 from dynscope.analysis.names import condensed, first_line, friendly_function, location, plural, short_path
-from dynscope.analysis.overview import compile_seconds, stage_seconds, totals
+from dynscope.analysis.overview import compile_seconds, not_understood_line, stage_seconds, totals
 from dynscope.model import Capture, Compile, Recompile, RecompileLimitHit, SkippedFrame
 
 _MAX_LISTED = 20  # per section; the rest is counted, and is in the TUI and reports
@@ -63,9 +63,6 @@ def _imported_line(imported: dict) -> Text:
         text.append(f" · {imported['bad_lines']} unreadable lines (first: {examples[0]})", style="yellow")
     if imported.get("payload_mismatches"):
         text.append(f" · {imported['payload_mismatches']} payloads cut short", style="yellow")
-    unknown = imported.get("unknown_events") or {}
-    if unknown:
-        text.append(" · unknown events kept: " + ", ".join(f"{k} ×{v}" for k, v in unknown.items()), style="yellow")
     text.append(" · not in a log: structural FX graphs, guard-failure details, bytecode and scheduler IR",
                 style="dim")
     return text
@@ -256,6 +253,9 @@ def _footer(capture: Capture, console: Console) -> None:
                       "(--keep-caches keeps them).[/]")
     if run.probe_errors:
         console.print(f"[yellow]{plural(run.probe_errors, 'probe error')} recorded; the capture may be incomplete.[/]")
+    unread = not_understood_line(capture.not_understood())
+    if unread:
+        console.print(Text(unread, style="yellow"))
     path = short_path(run.path, run.cwd)
     console.print(f"Capture: [bold]{escape(path)}[/]")
     console.print(f"[dim]Explore it: dynscope tui {escape(path)} · dynscope report {escape(path)} -o report.html · "

@@ -37,6 +37,15 @@ def stage_seconds(compiles: list[Compile]) -> dict[str, float]:
     return totals
 
 
+def not_understood_line(found: dict[str, tuple[int, str]]) -> str | None:
+    """'3 events not understood: dynscope:graph_break ×2 (user_stack: expected tuple, got str), ...'."""
+    if not found:
+        return None
+    count = sum(n for n, _ in found.values())
+    kinds = ", ".join(f"{kind} ×{n} ({why})" for kind, (n, why) in found.items())
+    return f"{count} event{'s' if count != 1 else ''} not understood: {kinds}"
+
+
 def totals(capture: Capture) -> Totals:
     compiles = capture.compiles()
     groups = group_breaks(capture.graph_breaks())

@@ -88,28 +88,12 @@ def summary_document(capture: Capture) -> dict[str, Any]:
         ],
         "graph_breaks": [break_json(g) for g in groups],
         "recompiles": [recompile_json(r) for r in recompiles],
-        "minify": [
-            {
-                "compile_id": m.compile_id,
-                "kind": m.kind,
-                "signature": m.signature,
-                "culprit_stage": m.culprit_stage,
-                "culprit_backend": m.culprit_backend,
-                "culprit": m.culprit,
-                "passed_backends": list(m.passed_backends),
-                "subsystem": m.subsystem,
-                "op": m.op,
-                "repro": m.repro,
-                "verified": m.verified,
-                "checks_run": m.checks_run,
-                "nodes_before": m.nodes_before,
-                "nodes_after": m.nodes_after,
-            }
-            for m in capture.minify_results()
-        ],
+        "minify": [m.to_json() for m in capture.minify_results()],
         "errors": [error_json(e) for e in errors],
         "skipped_frames": [skipped_frame_json(f) for f in capture.skipped_frames()],
         "recompile_limit_hits": [recompile_limit_json(h) for h in capture.recompile_limit_hits()],
+        "not_understood": [{"kind": kind, "count": count, "why": why}
+                           for kind, (count, why) in capture.not_understood().items()],
     }
 
 

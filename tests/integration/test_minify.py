@@ -182,8 +182,8 @@ def test_aot_fault_is_named_as_aot_not_inductor(tmp_path_factory):
     result = run.result
     assert run.proc.returncode == 1  # no torch-only repro can carry the program's own decomposition
     assert result["culprit_stage"] == "aot_autograd"
-    assert "decompositions" in result["culprit_text"] and result["op"] == "aten.gelu.default"
-    assert "broken_gelu" in result["culprit_text"]
+    assert "decompositions" in result["culprit"] and result["op"] == "aten.gelu.default"
+    assert "broken_gelu" in result["culprit"]
     assert result["passed_backends"] == [*BACKENDS_BEFORE_INDUCTOR, "inductor"]
     assert not result["verified"] and result["repro"] is None
     assert "AOTAutograd" in run.proc.stderr and "Inductor" not in run.proc.stderr.split("culprit")[1].splitlines()[0]
