@@ -20,12 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dynscope.analysis.breaks import group_breaks
 from dynscope.analysis.diff import diff_compiles, diff_stages, previous_recorded
 from dynscope.analysis.dot import render_svg, stage_to_dot
 from dynscope.analysis.names import friendly_function, location, short_path
-from dynscope.analysis.overview import compile_seconds, stage_seconds, totals
-from dynscope.analysis.problems import Problem, top_problems
+from dynscope.analysis.overview import compile_seconds, not_understood_line, stage_seconds
+from dynscope.analysis.problems import Problem
+from dynscope.analysis.run_view import run_view
 from dynscope.analysis.ranks import rank_differences
 from dynscope.analysis.source import SourceAccess
 from dynscope.errors import DynscopeError
@@ -121,17 +121,17 @@ class _RankView:
 
     def build(self) -> dict[str, Any]:
         capture, run = self.capture, self.capture.run
-        compiles = capture.compiles()
-        groups = group_breaks(capture.graph_breaks())
-        recompiles = capture.recompiles()
+        view = run_view(capture)
+        compiles, groups, recompiles = view.compiles, view.break_groups, view.recompiles
         detailed = self._detailed_ids(compiles, groups, recompiles)
         return {
             "id": f"r{self.index}",
             "label": f"rank {run.rank}" if run.world_size and run.world_size > 1 else "run",
             "run": self._run_facts(),
-            "counts": totals(capture),
-            "problems": [self._problem(p, groups, recompiles) for p in top_problems(capture)[:10]],
-            "minify": capture.minify_results(),
+            "counts": view.totals,
+            "problems": [self._problem(p, groups, recompiles) for p in view.problems[:10]],
+            "minify": view.minify_results,
+            "not_understood": not_understood_line(view.not_understood),
             "stage_totals": self._stage_totals(stage_seconds(compiles)),
             "timeline": self._timeline(compiles),
             "breaks": [self._break(i, g) for i, g in enumerate(groups)],
@@ -139,7 +139,7 @@ class _RankView:
             "errors": [
                 {"compile_id": e.compile_id, "function": friendly_function(e.function),
                  "where": location(e.file, e.line, self.cwd), "fail_type": e.fail_type, "reason": e.reason}
-                for e in capture.errors()
+                for e in view.errors
             ],
             "compiles": [self._compile(c, c.compile_id in detailed) for c in compiles],
             "detail_note": (f"{len(compiles) - len(detailed)} of {len(compiles)} compiles are listed without their "

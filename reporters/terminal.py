@@ -6,24 +6,23 @@ from rich.console import Console, Group
 from rich.markup import escape
 from rich.text import Text
 
-from dynscope.analysis.breaks import BreakGroup, group_breaks
+from dynscope.analysis.breaks import BreakGroup
 from dynscope.analysis.names import condensed, first_line, friendly_function, location, plural, short_path
-from dynscope.analysis.overview import compile_seconds, not_understood_line, stage_seconds, totals
-from dynscope.model import Capture, Compile, Recompile, RecompileLimitHit, SkippedFrame
+from dynscope.analysis.overview import not_understood_line, stage_seconds
+from dynscope.analysis.run_view import RunView, run_view
+from dynscope.model import Capture, Recompile, RecompileLimitHit, SkippedFrame
 
 _MAX_LISTED = 20  # per section; the rest is counted, and is in the TUI and reports
 
 
 def render_summary(capture: Capture, console: Console) -> None:
+    view = run_view(capture)
     run = capture.run
-    compiles = capture.compiles()
-    groups = group_breaks(capture.graph_breaks())
-    recompiles = capture.recompiles()
-    errors = capture.errors()
+    compiles, groups, recompiles, errors = view.compiles, view.break_groups, view.recompiles, view.errors
     cwd = run.cwd
 
     console.print(_headline(capture))
-    console.print(_counts(capture))
+    console.print(_counts(view))
     imported = capture.run.imported
     if isinstance(imported, dict):
         console.print(_imported_line(imported))
@@ -31,10 +30,10 @@ def render_summary(capture: Capture, console: Console) -> None:
         console.print("[yellow]torch.compile compiled nothing in this run.[/] "
                       "Was the compiled function called? Is torch.compile applied?")
     console.print()
-    limit_hits = capture.recompile_limit_hits()
+    limit_hits = view.recompile_limit_hits
     if limit_hits:
         console.print(_limit_section(limit_hits, cwd))
-    skipped = capture.skipped_frames()
+    skipped = view.skipped_frames
     if skipped:
         console.print(_skipped_section(skipped, cwd))
     if groups:
@@ -48,11 +47,11 @@ def render_summary(capture: Capture, console: Console) -> None:
             console.print(f"  [red]{escape(e.compile_id)}[/] {escape(friendly_function(e.function))} "
                           f"({escape(where)}): [bold]{escape(e.fail_type)}[/]: {escape(condensed(e.reason))}")
         console.print()
-    for result in capture.minify_results():
+    for result in view.minify_results:
         console.print(Text("dynscope minify: ", style="bold red") + Text(result.headline))
     if compiles:
-        console.print(_frames_section(capture, compiles, cwd))
-    _footer(capture, console)
+        console.print(_frames_section(view, cwd))
+    _footer(view, console)
 
 
 def _imported_line(imported: dict) -> Text:
@@ -107,8 +106,8 @@ def _headline(capture: Capture) -> Text:
     return text
 
 
-def _counts(capture: Capture) -> Text:
-    t = totals(capture)
+def _counts(view: RunView) -> Text:
+    t = view.totals
     text = Text()
     text.append(f"{plural(t.frames, 'frame')} · {plural(t.compiles, 'compile')} · {plural(t.graphs, 'graph')} · ")
     text.append(f"{plural(t.graph_breaks, 'graph break')} ({t.distinct_graph_breaks} distinct)",
@@ -221,13 +220,14 @@ def _recompiles_section(recompiles: list[Recompile], cwd: str | None) -> Group:
     return Group(*rows)
 
 
-def _frames_section(capture: Capture, compiles: list[Compile], cwd: str | None) -> Group:
-    by_id = {c.compile_id: c for c in compiles}
-    frames = sorted(capture.frames(), key=lambda f: -sum(compile_seconds(by_id[c]) for c in f.compile_ids))
+def _frames_section(view: RunView, cwd: str | None) -> Group:
+    capture, seconds = view.capture, view.compile_seconds
+    by_id = {c.compile_id: c for c in view.compiles}
+    frames = sorted(view.frames, key=lambda f: -sum(seconds[c] for c in f.compile_ids))
     rows: list = [Text("Compiled frames, by compile time", style="bold")]
     for frame in frames[:_MAX_LISTED]:
         cs = [by_id[c] for c in frame.compile_ids]
-        line = Text(f"  {sum(compile_seconds(c) for c in cs):7.2f} s  ")
+        line = Text(f"  {sum(seconds[c.compile_id] for c in cs):7.2f} s  ")
         line.append(friendly_function(frame.function), style="bold")
         line.append(f"  {location(frame.file, frame.line, cwd)}", style="cyan")
         ops = sum(c.graph_op_count or 0 for c in cs)
@@ -245,15 +245,15 @@ def _frames_section(capture: Capture, compiles: list[Compile], cwd: str | None) 
     return Group(*rows)
 
 
-def _footer(capture: Capture, console: Console) -> None:
-    run = capture.run
+def _footer(view: RunView, console: Console) -> None:
+    run = view.run
     console.print()
     if not run.keep_caches:
         console.print("[dim]dynscope disabled the Inductor/AOTAutograd caches so every stage ran and was recorded "
                       "(--keep-caches keeps them).[/]")
     if run.probe_errors:
         console.print(f"[yellow]{plural(run.probe_errors, 'probe error')} recorded; the capture may be incomplete.[/]")
-    unread = not_understood_line(capture.not_understood())
+    unread = not_understood_line(view.not_understood)
     if unread:
         console.print(Text(unread, style="yellow"))
     path = short_path(run.path, run.cwd)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from dynscope.analysis.breaks import BreakGroup, group_breaks
-from dynscope.analysis.overview import totals
+from dynscope.analysis.breaks import BreakGroup
+from dynscope.analysis.run_view import run_view
 from dynscope.model import Capture, CompileError, Recompile, RecompileLimitHit, SkippedFrame
 
 SCHEMA = "dynscope.summary/1"
@@ -34,13 +34,10 @@ def summary_set_document(captures: list[Capture]) -> dict[str, Any]:
 
 
 def summary_document(capture: Capture) -> dict[str, Any]:
+    view = run_view(capture)
     run = capture.run
-    compiles = capture.compiles()
-    groups = group_breaks(capture.graph_breaks())
-    recompiles = capture.recompiles()
-    errors = capture.errors()
     exception = capture.exception
-    t = totals(capture)
+    t = view.totals
     return {
         "schema": SCHEMA,
         "capture": run.path,
@@ -84,16 +81,16 @@ def summary_document(capture: Capture) -> dict[str, Any]:
                 "compile_time_s": c.times.total,
                 "times": c.times.by_stage(),
             }
-            for c in compiles
+            for c in view.compiles
         ],
-        "graph_breaks": [break_json(g) for g in groups],
-        "recompiles": [recompile_json(r) for r in recompiles],
-        "minify": [m.to_json() for m in capture.minify_results()],
-        "errors": [error_json(e) for e in errors],
-        "skipped_frames": [skipped_frame_json(f) for f in capture.skipped_frames()],
-        "recompile_limit_hits": [recompile_limit_json(h) for h in capture.recompile_limit_hits()],
+        "graph_breaks": [break_json(g) for g in view.break_groups],
+        "recompiles": [recompile_json(r) for r in view.recompiles],
+        "minify": [m.to_json() for m in view.minify_results],
+        "errors": [error_json(e) for e in view.errors],
+        "skipped_frames": [skipped_frame_json(f) for f in view.skipped_frames],
+        "recompile_limit_hits": [recompile_limit_json(h) for h in view.recompile_limit_hits],
         "not_understood": [{"kind": kind, "count": count, "why": why}
-                           for kind, (count, why) in capture.not_understood().items()],
+                           for kind, (count, why) in view.not_understood.items()],
     }
 
 
