@@ -247,7 +247,7 @@ class _RankView:
             result = diff_compiles(self.capture, failure.failed_compile_id, recompile.compile_id)
             diff = {
                 "graph": result.graph.summary_lines()[1:] if result.graph else [],
-                "guards": [{"kind": g.kind, "source": g.source, "before": g.before, "after": g.after}
+                "guards": [{"mark": g.mark, "subject": g.subject, "before": g.before, "after": g.after}
                            for g in result.guard_changes],
                 "guard_counts": (result.guards_a, result.guards_b),
             }

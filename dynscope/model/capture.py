@@ -21,7 +21,13 @@ from dynscope.events import NotUnderstood, Record
 from dynscope.store.reader import CaptureReader, Event
 from dynscope.errors import DynscopeError
 from dynscope.model import stages as pipeline
-from dynscope.model.break_text import break_consequence, gb_id_from_link, parse_break_artifact, parse_break_message
+from dynscope.model.break_text import (
+    break_consequence,
+    first_line,
+    gb_id_from_link,
+    parse_break_artifact,
+    parse_break_message,
+)
 from dynscope.model.collectives import Collective, parse_collectives
 from dynscope.model.fxgraph import FxGraph
 from dynscope.model.guards import parse_guard_tree
@@ -429,7 +435,7 @@ class Capture:
         are listed apart: ``recompile_limit_hits``)."""
         return [
             SkippedFrame(c.compile_id, c.function, c.file, c.line, c.fail_type or "", c.fail_reason or "",
-                         _first_line(c.fail_reason) or c.fail_type or "", c.fail_file, c.fail_line)
+                         first_line(c.fail_reason) or c.fail_type or "", c.fail_file, c.fail_line)
             for c in self._compiles.values() if self.failure_kind(c) == "skipped"
         ]
 
@@ -773,7 +779,7 @@ _LIMIT_VALUE = re.compile(r"exceeding the (?P<name>\w+) cache size limit \(curre
 def _is_recompile_limit(reason: str | None) -> bool:
     if not reason:
         return False
-    return bool(_LIMIT_TEXT.search(_first_line(reason) or "") or _LIMIT_VALUE.search(reason))
+    return bool(_LIMIT_TEXT.search(first_line(reason)) or _LIMIT_VALUE.search(reason))
 
 
 def _recompile_limit(reason: str) -> tuple[str, int | None]:
@@ -783,13 +789,6 @@ def _recompile_limit(reason: str) -> tuple[str, int | None]:
         return match["name"], int(match["value"])
     named = re.search(r"(accumulated_recompile_limit|recompile_limit|cache_size_limit)", reason)
     return (named.group(1) if named else "recompile_limit"), None
-
-
-def _first_line(text: str | None) -> str | None:
-    for line in (text or "").splitlines():
-        if line.strip():
-            return line.strip()
-    return None
 
 
 def _named_by_frame(compiles: dict[str, Compile]) -> dict[str, Compile]:
