@@ -16,10 +16,12 @@ import json
 import secrets
 import shutil
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
+from dynscope.analysis.changes import comparison_lines
 from dynscope.analysis.diff import diff_compiles, diff_stages, previous_recorded
 from dynscope.analysis.dot import render_svg, stage_to_dot
 from dynscope.analysis.names import friendly_function, location, short_path
@@ -30,6 +32,7 @@ from dynscope.analysis.ranks import rank_differences
 from dynscope.analysis.source import SourceAccess
 from dynscope.errors import DynscopeError
 from dynscope.model import Capture, Compile, Stage
+from dynscope.reporters import ReportOptions
 
 _HERE = Path(__file__).parent
 _STAGE_COLORS = {"dynamo": "#4c6ef5", "aot_autograd": "#12b886", "inductor": "#fab005", "codegen": "#fa5252",
@@ -49,38 +52,53 @@ class ReportLimits:
     timeline_frames: int = 200
 
 
-def html_report(captures: list[Capture], *, limits: ReportLimits = ReportLimits(), any_source: bool = False,
-                comparison: list[str] | None = None) -> str:
-    """``comparison``: the lines of dynscope.analysis.changes against another run, shown first."""
-    import jinja2
+class HtmlReporter:
+    """The report's data is prepared once (every rank's run view, stages, diffs, drawings); the
+    template renders it."""
 
-    started = time.perf_counter()
-    graphs = _GraphBudget(limits.graphs)
-    ranks = [_RankView(i, capture, limits, graphs, SourceAccess.for_run(capture.run, any_source=any_source)).build()
-             for i, capture in enumerate(captures)]
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(_HERE / "templates"),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    env.filters["seconds"] = lambda v: "–" if not v else f"{v:.2f}"
-    return env.get_template("report.html.j2").render(
-        title=_title(captures),
-        ranks=ranks,
-        differences=rank_differences(captures) if len(captures) > 1 else None,
-        comparison=comparison,
-        css=(_HERE / "assets" / "report.css").read_text(),
-        js=(_HERE / "assets" / "report.js").read_text(),
-        nonce=secrets.token_urlsafe(16),
-        generated=time.strftime("%Y-%m-%d %H:%M:%S"),
-        generation_s=time.perf_counter() - started,
-        graph_note=graphs.note(),
-    )
+    def __init__(self, context: dict[str, Any]) -> None:
+        self.context = context
+
+    @classmethod
+    def prepare(cls, captures: Sequence[Capture], options: ReportOptions = ReportOptions(), *,
+                limits: ReportLimits = ReportLimits()) -> HtmlReporter:
+        started = time.perf_counter()
+        graphs = _GraphBudget(limits.graphs)
+        ranks = [_RankView(i, capture, limits, graphs,
+                           SourceAccess.for_run(capture.run, any_source=options.any_source)).build()
+                 for i, capture in enumerate(captures)]
+        comparison = options.comparison
+        return cls({
+            "title": _title(captures),
+            "ranks": ranks,
+            "differences": rank_differences(list(captures)) if len(captures) > 1 else None,
+            # the lines of dynscope.analysis.changes against another run, shown first
+            "comparison": None if comparison is None else [comparison.before.run.path, *comparison_lines(comparison)],
+            "generated": time.strftime("%Y-%m-%d %H:%M:%S"),
+            "generation_s": time.perf_counter() - started,
+            "graph_note": graphs.note(),
+        })
+
+    def render(self, out: TextIO) -> None:
+        import jinja2
+
+        env = jinja2.Environment(
+            loader=jinja2.FileSystemLoader(_HERE / "templates"),
+            autoescape=True,
+            undefined=jinja2.StrictUndefined,
+            trim_blocks=True,
+            lstrip_blocks=True,
+        )
+        env.filters["seconds"] = lambda v: "–" if not v else f"{v:.2f}"
+        out.write(env.get_template("report.html.j2").render(
+            **self.context,
+            css=(_HERE / "assets" / "report.css").read_text(),
+            js=(_HERE / "assets" / "report.js").read_text(),
+            nonce=secrets.token_urlsafe(16),
+        ))
 
 
-def _title(captures: list[Capture]) -> str:
+def _title(captures: Sequence[Capture]) -> str:
     command = captures[0].run.command
     script = next((a for a in command if a.endswith(".py")), None) or " ".join(command[:4]) or "run"
     return f"torch.compile report: {short_path(script)}"

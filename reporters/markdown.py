@@ -7,18 +7,36 @@ report stops adding items before GitHub's 65,536-character limit (it says what i
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from typing import TextIO
 
 from dynscope.analysis.names import first_line, friendly_function, location
 from dynscope.analysis.overview import not_understood_line
 from dynscope.analysis.run_view import RunView, run_view
 from dynscope.model import Capture
+from dynscope.reporters import ReportOptions
 
 SIZE_CAP = 60_000
 _MAX_ITEMS = 50
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|~])")
 
 
-def markdown_report(captures: list[Capture], *, size_cap: int = SIZE_CAP) -> str:
+class MarkdownReporter:
+    """The Markdown is prepared whole (it has a size budget to keep), then written."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    @classmethod
+    def prepare(cls, captures: Sequence[Capture], options: ReportOptions = ReportOptions()) -> MarkdownReporter:
+        comparison = options.comparison
+        return cls(markdown_report(captures) + ("" if comparison is None else "\n" + comparison_markdown(comparison)))
+
+    def render(self, out: TextIO) -> None:
+        out.write(self.text)
+
+
+def markdown_report(captures: Sequence[Capture], *, size_cap: int = SIZE_CAP) -> str:
     out = _Budget(size_cap)
     out.add("## torch.compile report (dynscope)\n")
     for capture in captures:

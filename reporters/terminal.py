@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TextIO
+
 from rich.console import Console, Group
 from rich.markup import escape
 from rich.text import Text
@@ -11,8 +14,31 @@ from dynscope.analysis.names import condensed, first_line, friendly_function, lo
 from dynscope.analysis.overview import not_understood_line, stage_seconds
 from dynscope.analysis.run_view import RunView, run_view
 from dynscope.model import Capture, Recompile, RecompileLimitHit, SkippedFrame
+from dynscope.reporters import ReportOptions
+from dynscope.safe_text import safe_console
 
 _MAX_LISTED = 20  # per section; the rest is counted, and is in the TUI and reports
+
+
+class TerminalReporter:
+    """The summary of one capture, or several ranks' counts and where they diverge (rich)."""
+
+    def __init__(self, captures: Sequence[Capture]) -> None:
+        self.captures = list(captures)
+
+    @classmethod
+    def prepare(cls, captures: Sequence[Capture], options: ReportOptions = ReportOptions()) -> TerminalReporter:
+        for capture in captures:  # read what the summary shows now, before anything is printed
+            view = run_view(capture)
+            view.totals, view.not_understood  # noqa: B018
+        return cls(captures)
+
+    def render(self, out: TextIO) -> None:
+        console = safe_console(file=out, highlight=False)
+        if len(self.captures) == 1:
+            render_summary(self.captures[0], console)
+        else:
+            render_rank_set(self.captures, console)
 
 
 def render_summary(capture: Capture, console: Console) -> None:
