@@ -25,6 +25,7 @@ from dynscope.model.collectives import Collective, parse_collectives
 from dynscope.model.fxgraph import FxGraph
 from dynscope.model.guards import parse_guard_tree
 from dynscope.model.minify import MinifyResult, minify_results
+from dynscope.model.runtime import RuntimeProfile, read_profile
 from dynscope.model.output_code import graph_role, kernel_names, parse_stack_text, split_kernels
 from dynscope.model.records import (
     Compile,
@@ -56,7 +57,8 @@ _METRIC_FIELDS = {
     **{key: f"$.compilation_metrics.{key}" for key in (
         "co_name", "co_filename", "co_firstlineno", "fail_type", "fail_reason", "has_guarded_code", "start_time",
         "entire_frame_compile_time_s", "backend_compile_time_s", "inductor_compile_time_s", "code_gen_time_s",
-        "graph_op_count", "graph_node_count", "guard_count", "restart_reasons")},
+        "graph_op_count", "graph_node_count", "guard_count", "restart_reasons", "guard_latency_us",
+        "cudagraph_skip_reason")},
     "fail_file": "$.compilation_metrics.fail_user_frame_filename",
     "fail_line": "$.compilation_metrics.fail_user_frame_lineno",
 }
@@ -189,6 +191,8 @@ class Capture:
             guard_count=m.get("guard_count"),
             restart_reasons=tuple(restarts or ()),
             user_stack=stack,
+            guard_latency_s=m["guard_latency_us"] / 1e6 if isinstance(m.get("guard_latency_us"), (int, float)) else None,
+            cudagraph_skip_reason=m.get("cudagraph_skip_reason"),
         )
 
     def _user_stack(self, raw: list[dict[str, Any]]) -> tuple[StackFrame, ...]:
@@ -343,6 +347,11 @@ class Capture:
 
     def graph_breaks(self) -> list[GraphBreak]:
         return list(self._graph_breaks)
+
+    @cached_property
+    def runtime(self) -> RuntimeProfile | None:
+        """The run's measured runtime (``explain --profile``), or None when it was not profiled."""
+        return read_profile(self.reader)
 
     @cached_property
     def _recompiles(self) -> list[Recompile]:
