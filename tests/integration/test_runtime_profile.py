@@ -91,3 +91,52 @@ def test_vs_eager_reports_the_speedup_and_break_even_the_program_measures(tmp_pa
     assert v["break_even_calls"] == pytest.approx(own_break_even, rel=0.6)
     text = run_dynscope("summary", str(out), env={"COLUMNS": "200"})
     assert "paid back after" in text.stdout + text.stderr
+
+
+def test_the_tui_overview_ranks_problems_by_cost(profiled):
+    from textual.widgets import OptionList, Static
+
+    from tui_pilot import drive, text_of
+
+    _, doc, _, path = profiled
+    costly = _break(doc, "Attempted to call function marked as skipped")
+
+    async def script(app, pilot):
+        facts = text_of(app.query_one("#run-facts", Static))
+        assert "profiled" in facts and "at graph breaks" in facts
+        problems = app.query_one("#problems", OptionList)
+        prompts = [text_of(Static(problems.get_option_at_index(i).prompt)) for i in range(problems.option_count)]
+        assert "marked as skipped" in prompts[0]  # the 30 ms-a-call break first
+        assert f"costs {_seconds(costly['cost_s'])} over {doc['runtime']['frames'][0]['calls']} calls" in prompts[0]
+        titles = " ".join(text_of(s) for s in app.query(".section-title"))
+        assert "most costly first" in titles
+
+    drive(path, script, size=(160, 50))
+
+
+def _seconds(value: float) -> str:
+    from dynscope.analysis.names import seconds_text
+
+    return seconds_text(value)
+
+
+@pytest.mark.skipif(not __import__("browser").find_chromium() and not __import__("os").environ.get("CI"),
+                    reason="needs chromium (.ci/run installs it)")
+def test_the_html_report_ranks_problems_by_cost_in_a_browser(profiled, tmp_path):
+    from browser import Browser, find_chromium
+
+    _, doc, _, path = profiled
+    page = tmp_path / "report.html"
+    assert run_dynscope("report", str(path), "-o", str(page)).returncode == 0
+    b = Browser(find_chromium())
+    try:
+        b.open(page)
+        heads = b.evaluate("[...document.querySelectorAll('#r0-overview h3')].map(h => h.textContent)")
+        assert "Where the time went" in heads and "Top problems, most costly first" in heads
+        costs = b.evaluate("[...document.querySelectorAll('ol.problems .cost')].map(c => c.textContent)")
+        first = b.evaluate("document.querySelector('ol.problems li').textContent")
+        assert costs and costs[0] == _seconds(_break(doc, "Attempted to call function marked as skipped")["cost_s"])
+        assert "marked as skipped" in first and "ms a call" in first
+        assert b.errors() == []
+    finally:
+        b.close()
