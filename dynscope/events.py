@@ -244,9 +244,27 @@ class ImportEnd(Record):
     unknown_events: dict[str, int] = dataclasses.field(default_factory=dict)
 
 
+@dataclasses.dataclass(frozen=True)
+class RuntimeSnapshot(Record):
+    """``explain --profile``: a cumulative runtime snapshot (JSON payload: dynscope.model.runtime)."""
+
+    KIND: ClassVar[str] = "dynscope:runtime"
+    final: bool = False  # the run's last snapshot (False: a periodic one)
+
+
+@dataclasses.dataclass(frozen=True)
+class EagerTwinRun(Record):
+    """``explain --vs-eager``: the eager twin run (JSON payload: its runtime snapshot)."""
+
+    KIND: ClassVar[str] = "dynscope:runtime_eager"
+    exit_code: int = -1
+    elapsed_s: float = 0.0
+    output_tail: str = ""
+
+
 DYNSCOPE_RECORDS: tuple[type[Record], ...] = (
     RunStart, RunEnd, ProbesRemoved, ProgramRaised, ProbeError, GraphBreakSeen, GuardFailureSeen, FxGraphStructure,
-    MinifyResult, ImportStart, ImportEnd,
+    MinifyResult, ImportStart, ImportEnd, RuntimeSnapshot, EagerTwinRun,
 )
 
 
@@ -327,6 +345,8 @@ class CompilationMetrics(Record):
     graph_node_count: int | None = None
     guard_count: int | None = None
     restart_reasons: tuple[str, ...] | None = None
+    guard_latency_us: float | None = None
+    cudagraph_skip_reason: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -27,10 +27,13 @@ _MAX_RECORDED_PROBE_ERRORS = 20
 
 
 class Recorder:
-    def __init__(self, path: str, *, keep_caches: bool = False, command: list[str] | None = None) -> None:
+    def __init__(self, path: str, *, keep_caches: bool = False, command: list[str] | None = None,
+                 profile: bool = False, force_eager: bool = False) -> None:
         self.path = os.path.abspath(path)
         self.keep_caches = keep_caches
         self.command = command
+        self.profile = profile or force_eager  # an eager run exists to be timed
+        self.force_eager = force_eager
         self.probe_errors = 0
         self._writer: CaptureWriter | None = None
         self._probes: InstalledProbes | None = None
@@ -58,8 +61,10 @@ class Recorder:
             world_size=world,
             keep_caches=self.keep_caches,
         )
-        self._probes = install_probes(self, keep_caches=self.keep_caches)
-        self._writer.set_meta(probes=self._probes.available, probe_details=self._probes.details)
+        self._probes = install_probes(self, keep_caches=self.keep_caches, profile=self.profile,
+                                      force_eager=self.force_eager)
+        self._writer.set_meta(probes=self._probes.available, probe_details=self._probes.details,
+                              profiled=self.profile, forced_eager=self.force_eager)
         events.write(self, events.RunStart(argv=tuple(sys.argv), keep_caches=self.keep_caches))
         return self
 

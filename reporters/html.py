@@ -24,8 +24,9 @@ from typing import Any, TextIO
 from dynscope.analysis.changes import comparison_lines
 from dynscope.analysis.diff import diff_compiles, diff_stages, previous_recorded
 from dynscope.analysis.dot import render_svg, stage_to_dot
-from dynscope.analysis.names import friendly_function, location, short_path
+from dynscope.analysis.names import friendly_function, location, seconds_text, short_path
 from dynscope.analysis.overview import compile_seconds, not_understood_line, stage_seconds
+from dynscope.analysis import runtime
 from dynscope.analysis.problems import Problem
 from dynscope.analysis.run_view import run_view
 from dynscope.analysis.ranks import rank_differences
@@ -148,6 +149,7 @@ class _RankView:
             "run": self._run_facts(),
             "counts": view.totals,
             "problems": [self._problem(p, groups, recompiles) for p in view.problems[:10]],
+            "runtime": self._runtime(),
             "minify": view.minify_results,
             "not_understood": not_understood_line(view.not_understood),
             "stage_totals": self._stage_totals(stage_seconds(compiles)),
@@ -207,7 +209,34 @@ class _RankView:
         loc = problem.location
         return {"kind": problem.kind.replace("_", " "), "title": problem.title, "explanation": problem.explanation,
                 "hint": problem.hint, "count": problem.count, "anchor": anchor,
-                "where": location(loc.file, loc.line, self.cwd)}
+                "where": location(loc.file, loc.line, self.cwd),
+                "cost": seconds_text(problem.cost_s) if problem.cost_s is not None else None,
+                "cost_detail": problem.cost_detail}
+
+    def _runtime(self) -> dict[str, Any] | None:
+        """Where the profiled run's time went (None when it was not profiled)."""
+        profile = self.capture.runtime
+        if profile is None:
+            return None
+        split = runtime.time_split(self.capture, profile)
+        parts = [("inside compiled graphs", split.compiled_s), ("eager code at graph breaks", split.eager_between_graphs_s),
+                 ("guard checks (torch's guard latency × calls)", split.guard_s), ("compiling", split.compile_s),
+                 ("the rest of the program", split.rest_s)]
+        overall = runtime.run_vs_eager(profile)
+        vs_eager = None
+        if overall is not None:
+            vs_eager = (f"not comparable: {overall.why_not}" if not overall.comparable or overall.speedup is None
+                        else f"compiled code ran {overall.speedup:.2f}× the eager run's speed; "
+                             + (f"compiling ({seconds_text(overall.compile_s)}) paid back after "
+                                f"{overall.break_even_calls} steps" if overall.break_even_calls is not None
+                                else "compiling never pays back"))
+        return {
+            "method": "CUDA events (device time)" if profile.method == "cuda_events" else "the host clock",
+            "wall": seconds_text(split.wall_s),
+            "parts": [{"label": label, "time": seconds_text(value),
+                       "share": round(100 * value / split.wall_s) if split.wall_s > 0 else 0} for label, value in parts],
+            "vs_eager": vs_eager,
+        }
 
     def _timeline(self, compiles: list[Compile]) -> dict[str, Any]:
         """One row per frame; each compile a bar at its start time, split by stage."""

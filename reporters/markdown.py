@@ -10,7 +10,8 @@ import re
 from collections.abc import Sequence
 from typing import TextIO
 
-from dynscope.analysis.names import first_line, friendly_function, location
+from dynscope.analysis import runtime
+from dynscope.analysis.names import first_line, friendly_function, location, seconds_text
 from dynscope.analysis.overview import not_understood_line
 from dynscope.analysis.run_view import RunView, run_view
 from dynscope.model import Capture
@@ -65,13 +66,25 @@ def _capture_section(out: _Budget, capture: Capture, *, titled: bool) -> None:
             f"| {t.frames} | {t.compiles} | {t.graphs} | {t.graph_breaks} ({t.distinct_graph_breaks} distinct) "
             f"| {t.recompiles} | {t.errors} | {t.compile_time_s:.2f} s |\n")
 
+    if capture.runtime is not None:
+        _time_split(out, capture)
+
     if groups:
-        out.add("\n#### Graph breaks\n\n")
-        for i, g in enumerate(groups[:_MAX_ITEMS], 1):
+        costings = [runtime.break_costing(capture, g) for g in groups]
+        order = ""
+        if capture.runtime is not None:
+            order = ", most costly first"
+            ranked = sorted(zip(groups, costings), key=lambda gc: (gc[1].cost_s is None, -(gc[1].cost_s or 0.0)))
+            groups, costings = [g for g, _ in ranked], [c for _, c in ranked]
+        out.add(f"\n#### Graph breaks{order}\n\n")
+        for i, (g, costing) in enumerate(zip(groups[:_MAX_ITEMS], costings), 1):
             loc = g.location
             gb = f" ({text(g.gb_id)})" if g.gb_id else ""
-            item = (f"{i}. **{text(g.headline)}**{gb} ×{g.count} — {code(location(loc.file, loc.line, cwd))} "
+            cost = f"**{seconds_text(costing.cost_s)}** " if costing is not None and costing.cost_s is not None else ""
+            item = (f"{i}. {cost}**{text(g.headline)}**{gb} ×{g.count} — {code(location(loc.file, loc.line, cwd))} "
                     f"in {code(friendly_function(loc.function))}" + (f": {code(loc.code)}" if loc.code else "") + "\n")
+            if costing is not None:
+                item += f"   {text(costing.detail)}\n"
             details = []
             if g.explanation:
                 details.append(text(g.explanation))
@@ -88,12 +101,16 @@ def _capture_section(out: _Budget, capture: Capture, *, titled: bool) -> None:
         out.skip(len(groups) - _MAX_ITEMS)
 
     if recompiles:
-        out.add("\n#### Recompiles\n\n| function | compile | failed guard | expected | actual |\n|---|---|---|---|---|\n")
+        profile = capture.runtime
+        served = " calls served |" if profile is not None else ""
+        out.add(f"\n#### Recompiles\n\n| function | compile | failed guard | expected | actual |{served}\n"
+                f"|---|---|---|---|---|{'---:|' if profile is not None else ''}\n")
         for r in recompiles[:_MAX_ITEMS]:
             f = r.failures[0]
+            calls = f" {runtime.version_calls(profile, r.compile_id)} |" if profile is not None else ""
             out.add(f"| {code(friendly_function(r.function), cell=True)} ({text(location(r.file, r.line, cwd))}) "
                     f"| {code(r.compile_id, cell=True)} | {code(f.guard or f.reason, cell=True)} "
-                    f"| {code(f.expected or '?', cell=True)} | {code(f.actual or '?', cell=True)} |\n")
+                    f"| {code(f.expected or '?', cell=True)} | {code(f.actual or '?', cell=True)} |{calls}\n")
         out.skip(len(recompiles) - _MAX_ITEMS)
 
     hits = view.recompile_limit_hits
@@ -134,6 +151,25 @@ def _capture_section(out: _Budget, capture: Capture, *, titled: bool) -> None:
     unread = not_understood_line(view.not_understood)
     if unread:
         out.force(f"\n_{text(unread)}_\n")
+
+
+def _time_split(out: _Budget, capture: Capture) -> None:
+    split = runtime.time_split(capture, capture.runtime)
+    how = "CUDA events" if capture.runtime.method == "cuda_events" else "the host clock"
+    rows = (("inside compiled graphs", split.compiled_s), ("eager code at graph breaks", split.eager_between_graphs_s),
+            ("guard checks", split.guard_s), ("compiling", split.compile_s), ("the rest of the program", split.rest_s))
+    out.add(f"\n#### Where the time went ({seconds_text(split.wall_s)} profiled, measured with {how})\n\n"
+            "| | time | share |\n|---|---:|---:|\n"
+            + "".join(f"| {label} | {seconds_text(value)} | {value / split.wall_s if split.wall_s else 0:.0%} |\n"
+                      for label, value in rows))
+    overall = runtime.run_vs_eager(capture.runtime)
+    if overall is not None:
+        if overall.comparable and overall.speedup is not None:
+            paid = (f"compiling ({seconds_text(overall.compile_s)}) paid back after {overall.break_even_calls} steps"
+                    if overall.break_even_calls is not None else "compiling never pays back")
+            out.add(f"\nvs eager: compiled code ran **{overall.speedup:.2f}×**; {paid}.\n")
+        else:
+            out.add(f"\nvs eager: not comparable: {text(overall.why_not or '?')}\n")
 
 
 def _frame_times(out: _Budget, view: RunView, cwd: str | None) -> None:

@@ -9,8 +9,10 @@ from rich.console import Console, Group
 from rich.markup import escape
 from rich.text import Text
 
+from dynscope.analysis import runtime
 from dynscope.analysis.breaks import BreakGroup
-from dynscope.analysis.names import condensed, first_line, friendly_function, location, plural, short_path
+from dynscope.analysis.names import (condensed, first_line, friendly_function, location, plural, seconds_text,
+                                     short_path)
 from dynscope.analysis.overview import not_understood_line, stage_seconds
 from dynscope.analysis.run_view import RunView, run_view
 from dynscope.model import Capture, Recompile, RecompileLimitHit, SkippedFrame
@@ -56,6 +58,8 @@ def render_summary(capture: Capture, console: Console) -> None:
         console.print("[yellow]torch.compile compiled nothing in this run.[/] "
                       "Was the compiled function called? Is torch.compile applied?")
     console.print()
+    if capture.runtime is not None:
+        console.print(_runtime_section(capture))
     limit_hits = view.recompile_limit_hits
     if limit_hits:
         console.print(_limit_section(limit_hits, cwd))
@@ -63,9 +67,9 @@ def render_summary(capture: Capture, console: Console) -> None:
     if skipped:
         console.print(_skipped_section(skipped, cwd))
     if groups:
-        console.print(_breaks_section(groups, cwd))
+        console.print(_breaks_section(capture, groups, cwd))
     if recompiles:
-        console.print(_recompiles_section(recompiles, cwd))
+        console.print(_recompiles_section(capture, recompiles, cwd))
     if errors:
         console.print(Text(f"Compile errors ({len(errors)})", style="bold red"))
         for e in errors[:_MAX_LISTED]:
@@ -154,15 +158,25 @@ def _counts(view: RunView) -> Text:
     return text
 
 
-def _breaks_section(groups: list[BreakGroup], cwd: str | None) -> Group:
+def _breaks_section(capture: Capture, groups: list[BreakGroup], cwd: str | None) -> Group:
     total = sum(g.count for g in groups)
-    rows: list = [Text(f"Graph breaks ({len(groups)} distinct, {total} in all), most frequent first", style="bold yellow")]
-    for i, g in enumerate(groups[:_MAX_LISTED], 1):
+    costings = [runtime.break_costing(capture, g) for g in groups]
+    order = "most frequent first"
+    if capture.runtime is not None:
+        order = "most costly first"
+        ranked = sorted(zip(groups, costings), key=lambda gc: (gc[1].cost_s is None, -(gc[1].cost_s or 0.0)))
+        groups, costings = [g for g, _ in ranked], [c for _, c in ranked]
+    rows: list = [Text(f"Graph breaks ({len(groups)} distinct, {total} in all), {order}", style="bold yellow")]
+    for i, (g, costing) in enumerate(zip(groups[:_MAX_LISTED], costings), 1):
         title = Text(f" {i}. ×{g.count}  ", style="bold")
+        if costing is not None and costing.cost_s is not None:
+            title = Text(f" {i}. {seconds_text(costing.cost_s)}  ", style="bold magenta")
         title.append(g.headline, style="bold yellow")
         if g.gb_id:
             title.append(f"  [{g.gb_id}]", style="dim")
         rows.append(title)
+        if costing is not None:
+            rows.append(Text(f"    {costing.detail}", style="magenta" if costing.cost_s is not None else "dim"))
         loc = g.location
         where = Text(f"    {location(loc.file, loc.line, cwd)} in {friendly_function(loc.function)}", style="cyan")
         if loc.code:
@@ -188,6 +202,45 @@ def _breaks_section(groups: list[BreakGroup], cwd: str | None) -> Group:
         rows.append(Text(f"    … and {len(groups) - _MAX_LISTED} more (see the TUI or a report)", style="dim"))
     rows.append(Text(""))
     return Group(*rows)
+
+
+def _runtime_section(capture: Capture) -> Group:
+    """Where the profiled run's time went, and what compiling bought against eager."""
+    profile = capture.runtime
+    split = runtime.time_split(capture, profile)
+    how = "CUDA events (device time)" if profile.method == "cuda_events" else "the host clock"
+    cut = "" if profile.complete else ", up to the last snapshot before the run was cut short"
+    rows: list = [Text(f"Where the time went ({seconds_text(split.wall_s)} profiled, measured with {how}{cut})",
+                       style="bold magenta")]
+    parts = (("inside compiled graphs", split.compiled_s), ("eager code at graph breaks", split.eager_between_graphs_s),
+             ("guard checks (torch's guard latency × calls)", split.guard_s), ("compiling", split.compile_s),
+             ("the rest of the program", split.rest_s))
+    for label, seconds in parts:
+        share = f"{seconds / split.wall_s:4.0%}" if split.wall_s > 0 else "   –"
+        rows.append(Text(f"  {seconds_text(seconds):>9}  {share}  {label}"))
+    for entry in profile.entries:
+        rows.append(Text(f"  {entry.name}: {plural(entry.calls, 'call')}"
+                         + (f", {seconds_text(entry.per_call_s)} a call once compiled" if entry.per_call_s else "")
+                         + (f" ({entry.compiling_calls} compiling: {seconds_text(entry.compiling_seconds)})"
+                            if entry.compiling_calls else ""), style="dim"))
+    overall = runtime.run_vs_eager(profile)
+    if overall is not None:
+        rows.append(_vs_eager_line(overall))
+    rows.append(Text(""))
+    return Group(*rows)
+
+
+def _vs_eager_line(v: runtime.VsEager) -> Text:
+    if not v.comparable or v.speedup is None:
+        return Text(f"  vs eager: not comparable: {v.why_not}", style="yellow")
+    text = Text(f"  vs eager: compiled code ran {v.speedup:.2f}× "
+                f"({seconds_text(v.compiled_per_call_s)} vs {seconds_text(v.eager_per_call_s)} a step); ",
+                style="bold green" if v.speedup > 1 else "bold red")
+    if v.break_even_calls is None:
+        text.append(f"compiling ({seconds_text(v.compile_s)}) never pays back: compiled steps are not faster")
+    else:
+        text.append(f"compiling ({seconds_text(v.compile_s)}) paid back after {plural(v.break_even_calls, 'step')}")
+    return text
 
 
 def _limit_section(hits: list[RecompileLimitHit], cwd: str | None) -> Group:
@@ -221,11 +274,16 @@ def _skipped_section(skipped: list[SkippedFrame], cwd: str | None) -> Group:
     return Group(*rows)
 
 
-def _recompiles_section(recompiles: list[Recompile], cwd: str | None) -> Group:
+def _recompiles_section(capture: Capture, recompiles: list[Recompile], cwd: str | None) -> Group:
     rows: list = [Text(f"Recompiles ({len(recompiles)})", style="bold yellow")]
+    profile = capture.runtime
     for r in recompiles[:_MAX_LISTED]:
         head = Text(f"  {friendly_function(r.function)}", style="bold")
         head.append(f" ({location(r.file, r.line, cwd)}) → compile {r.compile_id}", style="cyan")
+        if profile is not None:
+            calls = runtime.version_calls(profile, r.compile_id)
+            head.append(f"  served {plural(calls, 'call')}; recompiling took "
+                        f"{seconds_text(runtime.recompile_cost(capture, [r]))}", style="magenta")
         rows.append(head)
         failure = r.failures[0]
         line = Text("    guard failed: ")

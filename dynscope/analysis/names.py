@@ -60,3 +60,14 @@ def condensed(message: str | None, lines: int = 2) -> str:
 def plural(count: int, noun: str, many: str | None = None) -> str:
     """'1 error', '2 errors', '1 recompile-limit hit'; ``many`` for irregular plurals."""
     return f"{count} {noun if count == 1 else many or noun + 's'}"
+
+
+def seconds_text(value: float) -> str:
+    """A measured time in the unit that reads best: '0.61 s', '31 ms', '45 µs'."""
+    if value >= 1.0:
+        return f"{value:.2f} s" if value < 100 else f"{value:.0f} s"
+    if value >= 0.01:
+        return f"{value:.2f} s" if value >= 0.1 else f"{value * 1e3:.0f} ms"
+    if value >= 1e-3:
+        return f"{value * 1e3:.1f} ms"
+    return f"{value * 1e6:.0f} µs"

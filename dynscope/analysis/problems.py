@@ -10,14 +10,19 @@ Ranking, most harmful first:
 5. recompiles: a one-off compile cost per new guard value, until the recompile limit makes
    the frame run eagerly; more recompiles of a frame rank higher.
 Within a kind, ties keep the order torch met the problems in, so a run always ranks the same way.
+
+When the run was profiled (``explain --profile``), problems are ranked by what they cost in
+seconds instead: compile errors stay first (they change what the program does), then every
+problem with a measured cost, most expensive first, then the others in the order above.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
+from dynscope.analysis import runtime
 from dynscope.analysis.breaks import BreakGroup
 from dynscope.analysis.names import condensed, first_line, friendly_function, plural
 from dynscope.model import Capture, CompileError, GuardFailure, Recompile, RecompileLimitHit, SkippedFrame, StackFrame
@@ -37,6 +42,9 @@ class Problem:
     compile_time_s: float  # compile time spent on the compiles involved
     # the records behind it
     subject: BreakGroup | tuple[Recompile, ...] | CompileError | RecompileLimitHit | tuple[SkippedFrame, ...]
+    cost_s: float | None = None  # measured seconds it cost over the run (profiled runs only)
+    cost_detail: str | None = None  # one line: how that cost arose
+    calls: int | None = None  # profiled: calls affected (through the break; served by the recompiled versions)
 
     @property
     def severity(self) -> int:
@@ -53,6 +61,7 @@ class RunFacts(Protocol):
     recompiles: list[Recompile]
     dynamic_sources: dict[str, tuple[str, ...]]
     compile_seconds: dict[str, float]
+    capture: Capture  # its profiled runtime, when there is one
 
 
 def top_problems(run: RunFacts) -> list[Problem]:
@@ -64,7 +73,25 @@ def top_problems(run: RunFacts) -> list[Problem]:
     problems += [_graph_break(g, seconds) for g in run.break_groups]
     dynamic = run.dynamic_sources
     problems += [_recompiles(rs, seconds, dynamic) for rs in _recompiles_by_frame(run.recompiles)]
-    return sorted(problems, key=lambda p: (p.severity, -p.count))  # stable: ties stay in order met
+    problems = sorted(problems, key=lambda p: (p.severity, -p.count))  # stable: ties stay in order met
+    capture = run.capture
+    if capture.runtime is None:
+        return problems
+    costed = [with_cost(p, capture) for p in problems]
+    return sorted(costed, key=lambda p: (p.kind != "error", p.cost_s is None, -(p.cost_s or 0.0)))
+
+
+def with_cost(p: Problem, capture: Capture) -> Problem:
+    """The problem with what it cost in the profiled run."""
+    if p.kind == "graph_break":
+        costing = runtime.break_costing(capture, p.subject)
+    elif p.kind == "recompile":
+        costing = runtime.recompile_costing(capture, p.subject)
+    else:
+        return p
+    if costing is None:
+        return p
+    return replace(p, cost_s=costing.cost_s, calls=costing.calls, cost_detail=costing.detail)
 
 
 def _error(e: CompileError, seconds: dict[str, float]) -> Problem:

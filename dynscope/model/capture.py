@@ -31,6 +31,7 @@ from dynscope.model.break_text import (
 from dynscope.model.collectives import Collective, parse_collectives
 from dynscope.model.fxgraph import FxGraph
 from dynscope.model.guards import parse_guard_tree
+from dynscope.model.runtime import RuntimeProfile, read_profile
 from dynscope.model.output_code import graph_role, kernel_names, parse_stack_text, split_kernels
 from dynscope.model.records import (
     Compile,
@@ -225,6 +226,8 @@ class Capture:
             guard_count=m.guard_count,
             restart_reasons=tuple(restarts or ()),
             user_stack=stack,
+            guard_latency_s=m.guard_latency_us / 1e6 if m.guard_latency_us is not None else None,
+            cudagraph_skip_reason=m.cudagraph_skip_reason,
         )
 
     def _user_stack(self, raw: tuple[contract.TraceFrame, ...]) -> tuple[StackFrame, ...]:
@@ -356,6 +359,11 @@ class Capture:
 
     def graph_breaks(self) -> list[GraphBreak]:
         return list(self._graph_breaks)
+
+    @cached_property
+    def runtime(self) -> RuntimeProfile | None:
+        """The run's measured runtime (``explain --profile``), or None when it was not profiled."""
+        return read_profile(self.reader)
 
     @cached_property
     def _recompiles(self) -> list[Recompile]:

@@ -31,9 +31,12 @@ class InstalledProbes:
             self._undo.pop()()
 
 
-def install_probes(sink: Sink, *, keep_caches: bool = False) -> InstalledProbes:
+def install_probes(sink: Sink, *, keep_caches: bool = False, profile: bool = False,
+                   force_eager: bool = False) -> InstalledProbes:
     probes = InstalledProbes()
     restore_environment = compat.keep_environment()
+    if force_eager:
+        probes.details["forced_eager"] = compat.force_eager()
 
     if not keep_caches:
         probes._undo.append(compat.disable_compile_caches())
@@ -67,6 +70,14 @@ def install_probes(sink: Sink, *, keep_caches: bool = False) -> InstalledProbes:
     probes.available["guard_failures"] = guards is not None
     if guards is not None:
         probes._undo.append(patch_get_guard_fail_reason(guards, sink))
+
+    if profile:
+        from dynscope.probes.runtime import install_runtime_profiler
+
+        profiler, undo_profiler = install_runtime_profiler(sink, forced_eager=force_eager)
+        probes._undo.append(undo_profiler)
+        probes.available["runtime"] = True
+        probes.available["runtime:graphs"] = profiler.times_graphs
 
     tapped, undo_taps = tap_artifact_logs(sink)
     probes._undo.append(undo_taps)
