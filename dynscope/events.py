@@ -176,7 +176,7 @@ class FxGraphStructure(Record):
 
 LOG_TAP_PREFIX = "dynscope:log:"
 # torch's artifact logs dynscope taps (dynscope.probes.log_taps); the payload is the logged text
-LOG_TAPS = ("bytecode", "ir_pre_fusion", "ir_post_fusion")
+LOG_TAPS = ("bytecode", "ir_pre_fusion", "ir_post_fusion", "cudagraphs")
 
 
 def log_tap_kind(artifact: str) -> str:
@@ -262,9 +262,18 @@ class EagerTwinRun(Record):
     output_tail: str = ""
 
 
+@dataclasses.dataclass(frozen=True)
+class AutotuneChoices(Record):
+    """``mode="max-autotune"``: one op's benchmarked choices (JSON payload: dynscope.model.compile_modes)."""
+
+    KIND: ClassVar[str] = "dynscope:autotune"
+    op: str = ""
+    choices_total: int | None = None
+
+
 DYNSCOPE_RECORDS: tuple[type[Record], ...] = (
     RunStart, RunEnd, ProbesRemoved, ProgramRaised, ProbeError, GraphBreakSeen, GuardFailureSeen, FxGraphStructure,
-    MinifyResult, ImportStart, ImportEnd, RuntimeSnapshot, EagerTwinRun,
+    MinifyResult, ImportStart, ImportEnd, RuntimeSnapshot, EagerTwinRun, AutotuneChoices,
 )
 
 

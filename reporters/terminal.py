@@ -79,6 +79,9 @@ def render_summary(capture: Capture, console: Console) -> None:
         console.print()
     for result in view.minify_results:
         console.print(Text("dynscope minify: ", style="bold red") + Text(result.headline))
+    modes = _compile_modes_section(capture)
+    if modes is not None:
+        console.print(modes)
     if compiles:
         console.print(_frames_section(view, cwd))
     _footer(view, console)
@@ -241,6 +244,30 @@ def _vs_eager_line(v: runtime.VsEager) -> Text:
     else:
         text.append(f"compiling ({seconds_text(v.compile_s)}) paid back after {plural(v.break_even_calls, 'step')}")
     return text
+
+
+def _compile_modes_section(capture: Capture) -> Group | None:
+    """reduce-overhead's CUDA-graph skips and max-autotune's choices, by compile."""
+    skips, tuned = capture.cudagraph_skips(), capture.autotuning()
+    if not skips and not tuned:
+        return None
+    rows: list = []
+    if skips:
+        rows.append(Text(f"CUDA graphs skipped ({len(skips)})", style="bold yellow"))
+        for k in skips[:_MAX_LISTED]:
+            where = f"for {k.compile_id}" if k.compile_id else "at a later call"
+            rows.append(Text(f"  {where}: {first_line(k.reason).removeprefix('skipping cudagraphs due to ')}"))
+    if tuned:
+        rows.append(Text(f"Autotuning ({plural(len(tuned), 'op')})", style="bold"))
+        for a in tuned[:_MAX_LISTED]:
+            rows.append(Text(f"  {a.compile_id or '?'} {a.op}: picked {a.picked} of {plural(a.choices_total, 'choice')}",
+                             style="bold"))
+            for c in a.choices[:4]:
+                ms = f"{c.ms:.4f} ms" if c.ms is not None else "failed"
+                rows.append(Text(f"    {ms:>12}  {c.name}" + (f"  {c.description}" if c.description else ""),
+                                 style="green" if c.name == a.picked else "dim"))
+    rows.append(Text(""))
+    return Group(*rows)
 
 
 def _limit_section(hits: list[RecompileLimitHit], cwd: str | None) -> Group:

@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from dynscope.analysis import runtime
 from dynscope.analysis.breaks import BreakGroup
 from dynscope.analysis.run_view import run_view
 from dynscope.analysis.summary import break_json, error_json, recompile_json
@@ -226,5 +227,18 @@ def comparison_document(result: Comparison) -> dict[str, Any]:
                            "by_stage": {k: {"before": sa.get(k, 0.0), "after": sb.get(k, 0.0)}
                                         for k in dict.fromkeys([*sa, *sb])}},
         "frames": result.frames,
-        "runtime": None,  # runtime per frame, once captures carry a profile
+        "runtime": _runtime_pair(result.before, result.after),
     }
+
+
+def _runtime_pair(before: Capture, after: Capture) -> dict[str, Any] | None:
+    """Where each profiled run's time went; None when neither run was profiled."""
+    def split(capture: Capture) -> dict[str, float] | None:
+        if capture.runtime is None:
+            return None
+        t = runtime.time_split(capture, capture.runtime)
+        return {"wall_s": t.wall_s, "compiled_s": t.compiled_s, "eager_between_graphs_s": t.eager_between_graphs_s,
+                "guard_s": t.guard_s, "compile_s": t.compile_s}
+
+    pair = {"before": split(before), "after": split(after)}
+    return pair if pair["before"] or pair["after"] else None

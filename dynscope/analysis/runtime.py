@@ -50,6 +50,8 @@ class FrameRuntime:
     compile: Compile
     calls: int
     compiled_s: float
+    first_call_s: float | None  # the first call alone (lazy kernel loading, benchmarking, CUDA-graph recording)
+    steady_per_call_s: float | None  # per call after the first
     guard_s: float | None  # torch's guard latency × calls (None: torch did not measure it)
     share_of_frame_calls: float | None  # of all calls served by this frame's versions
     vs_eager: VsEager | None
@@ -185,6 +187,8 @@ def frame_runtimes(capture: Capture, profile: RuntimeProfile) -> list[FrameRunti
             compile=c,
             calls=g.calls,
             compiled_s=g.seconds,
+            first_call_s=g.first_call_s,
+            steady_per_call_s=g.steady_per_call_s,
             guard_s=c.guard_latency_s * g.calls if c.guard_latency_s is not None else None,
             share_of_frame_calls=g.calls / frame_calls if frame_calls else None,
             vs_eager=_entry_comparison(c, profile.entries, comparisons),

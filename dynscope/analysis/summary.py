@@ -93,6 +93,12 @@ def summary_document(capture: Capture) -> dict[str, Any]:
         "not_understood": [{"kind": kind, "count": count, "why": why}
                            for kind, (count, why) in view.not_understood.items()],
         "runtime": runtime_json(capture),
+        "cudagraph_skips": [{"compile_id": k.compile_id, "reason": k.reason} for k in capture.cudagraph_skips()],
+        "autotune": [
+            {"compile_id": a.compile_id, "op": a.op, "picked": a.picked, "choices_total": a.choices_total,
+             "choices": [{"name": c.name, "description": c.description, "ms": c.ms} for c in a.choices]}
+            for a in capture.autotuning()
+        ],
     }
 
 
@@ -132,6 +138,8 @@ def runtime_json(capture: Capture) -> dict[str, Any]:
                 "compile_id": f.compile.compile_id,
                 "calls": f.calls,
                 "compiled_s": f.compiled_s,
+                "first_call_s": f.first_call_s,
+                "steady_per_call_s": f.steady_per_call_s,
                 "guard_s": f.guard_s,
                 "share_of_frame_calls": f.share_of_frame_calls,
                 "vs_eager": _vs_eager_json(f.vs_eager),

@@ -31,6 +31,7 @@ from dynscope.model.break_text import (
 from dynscope.model.collectives import Collective, parse_collectives
 from dynscope.model.fxgraph import FxGraph
 from dynscope.model.guards import parse_guard_tree
+from dynscope.model.compile_modes import AutotuneResult, CudagraphSkip, read_autotuning, read_cudagraph_skips
 from dynscope.model.runtime import RuntimeProfile, read_profile
 from dynscope.model.output_code import graph_role, kernel_names, parse_stack_text, split_kernels
 from dynscope.model.records import (
@@ -359,6 +360,15 @@ class Capture:
 
     def graph_breaks(self) -> list[GraphBreak]:
         return list(self._graph_breaks)
+
+    def autotuning(self) -> list[AutotuneResult]:
+        """mode="max-autotune": every autotuned op, its benchmarked choices and the one picked."""
+        return read_autotuning(self.reader)
+
+    def cudagraph_skips(self) -> list[CudagraphSkip]:
+        """mode="reduce-overhead": why CUDA graphs were not used, per compile where torch says."""
+        reasons = {c.compile_id: c.cudagraph_skip_reason for c in self.compiles() if c.cudagraph_skip_reason}
+        return read_cudagraph_skips(self.reader, reasons)
 
     @cached_property
     def runtime(self) -> RuntimeProfile | None:

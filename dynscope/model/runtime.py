@@ -28,6 +28,14 @@ class GraphTiming:
     device: str  # "cpu" | "cuda"
     calls: int
     seconds: float
+    first_call_s: float | None = None  # the first call alone: it also pays for lazy work
+
+    @property
+    def steady_per_call_s(self) -> float | None:
+        """Per call, leaving out the first (kernel loading, config benchmarking, CUDA-graph recording)."""
+        if self.calls > 1 and self.first_call_s is not None:
+            return (self.seconds - self.first_call_s) / (self.calls - 1)
+        return self.seconds / self.calls if self.calls else None
 
 
 @dataclass(frozen=True)
@@ -123,7 +131,8 @@ def read_profile(reader: CaptureReader) -> RuntimeProfile | None:
             wall_s=float(raw.get("wall_s") or 0.0),
             complete=bool(last.metadata.get("final")),
             graphs=tuple(GraphTiming(str(g["compile_id"]), g.get("file"), g.get("qualname"), str(g.get("device", "cpu")),
-                                     int(g["calls"]), float(g["seconds"])) for g in raw.get("graphs", ())),
+                                     int(g["calls"]), float(g["seconds"]), _float_or_none(g.get("first_call_seconds")))
+                         for g in raw.get("graphs", ())),
             gaps=tuple(GapTiming(str(b["resume_compile_id"]), int(b["calls"]), float(b["seconds"]),
                                  int(b.get("unmeasured_calls", 0)), int(b.get("compiling_calls", 0)))
                          for b in raw.get("breaks", ())),
@@ -132,6 +141,10 @@ def read_profile(reader: CaptureReader) -> RuntimeProfile | None:
         )
     except (KeyError, TypeError, ValueError) as e:
         raise CaptureError(f"the runtime profile in this capture is malformed ({type(e).__name__}: {e})") from None
+
+
+def _float_or_none(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) else None
 
 
 def _entries(raw: Any) -> tuple[EntryTiming, ...]:

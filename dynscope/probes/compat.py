@@ -600,3 +600,20 @@ def force_eager() -> str:
         return 'torch.compiler.set_stance("force_eager")'
     torch._dynamo.config.disable = True
     return "torch._dynamo.config.disable = True"
+
+
+def add_autotune_feedback(saver: Callable[..., None]) -> Callable[[], None] | None:
+    """Have Inductor's autotuner hand every benchmarked selection to ``saver(timings, name, ...)``."""
+    try:
+        from torch._inductor import select_algorithm
+        cache = select_algorithm.get_algorithm_selector_cache()
+        savers = cache.feedback_saver_fns
+    except Exception:
+        return None
+    savers.append(saver)
+
+    def undo() -> None:
+        if saver in savers:
+            savers.remove(saver)
+
+    return undo

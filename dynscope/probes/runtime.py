@@ -85,12 +85,27 @@ class _Timer:
 
 
 class _Graph(_Timer):
-    __slots__ = ("compile_id", "key", "frame", "device")
+    """A compiled graph. Its first call is also kept apart: it pays for lazy work (loading
+    kernels, benchmarking their configs, recording a CUDA graph) later calls don't."""
+
+    __slots__ = ("compile_id", "key", "frame", "device", "first_seconds", "first_pair")
 
     def __init__(self, compile_id: str, key: tuple[str, str] | None, device: str) -> None:
         super().__init__()
         self.compile_id, self.key, self.device = compile_id, key, device
         self.frame = original_frame(key) if key is not None else None
+        self.first_seconds: float | None = None
+        self.first_pair: tuple[Any, Any] | None = None
+
+    def resolve(self, *, wait: bool) -> None:
+        if self.first_pair is not None:
+            start, end = self.first_pair
+            if wait:
+                end.synchronize()
+            if wait or end.query():
+                self.first_seconds = start.elapsed_time(end) / 1000.0
+                self.first_pair = None
+        super().resolve(wait=wait)
 
 
 class _Entry(_Timer):
@@ -166,6 +181,8 @@ class RuntimeProfiler:
             return fn(*args, **kwargs)
         finally:
             end = time.perf_counter_ns()
+            if not graph.calls:
+                graph.first_seconds = (end - start) / 1e9
             graph.calls += 1
             graph.seconds += (end - start) / 1e9
             local.compiled_ns += end - start
@@ -193,6 +210,8 @@ class RuntimeProfiler:
             end = compat.cuda_event()
             graph.calls += 1
             graph.add_events(start, end)
+            if graph.calls == 1:
+                graph.first_pair = (start, end)
             if graph.frame is not None:
                 local.ends[graph.frame] = (0, 0, compat.compile_attempts(), end)
             if time.perf_counter_ns() >= self._next_flush:
@@ -253,7 +272,7 @@ class RuntimeProfiler:
     def snapshot(self, *, wait: bool, now_ns: int) -> dict[str, Any]:
         timers: list[_Timer] = [*self._graphs.values(), *self._breaks.values(), *self._entries.values()]
         for timer in timers:
-            if timer.pending:
+            if timer.pending or getattr(timer, "first_pair", None) is not None:
                 timer.resolve(wait=wait)
         return {
             "version": 1,
@@ -263,7 +282,8 @@ class RuntimeProfiler:
             "graphs": [
                 {"compile_id": g.compile_id, "file": g.key[0] if g.key else None,
                  "qualname": g.key[1] if g.key else None, "device": g.device,
-                 "calls": g.calls, "seconds": g.seconds, "pending": len(g.pending)}
+                 "calls": g.calls, "seconds": g.seconds, "first_call_seconds": g.first_seconds,
+                 "pending": len(g.pending)}
                 for g in self._graphs.values()
             ],
             "breaks": [

@@ -140,3 +140,24 @@ def test_the_html_report_ranks_problems_by_cost_in_a_browser(profiled, tmp_path)
         assert b.errors() == []
     finally:
         b.close()
+
+
+def test_the_python_api_profiles_too(tmp_path):
+    import torch
+
+    import dynscope
+
+    def double(x):
+        return x * 2
+
+    original = torch.compile
+    with dynscope.capture(str(tmp_path / "api.dynscope"), profile=True) as recorder:
+        assert torch.compile is not original  # timed while recording
+        compiled = torch.compile(double, backend="eager")
+        for _ in range(5):
+            compiled(torch.ones(3))
+    assert torch.compile is original  # and given back after
+    with recorder.load() as capture:
+        [entry] = capture.runtime.entries
+        assert (entry.name, entry.calls, entry.compiling_calls) == ("test_the_python_api_profiles_too.<locals>.double", 5, 1)
+        assert sum(g.calls for g in capture.runtime.graphs) == 5 and capture.runtime.complete
