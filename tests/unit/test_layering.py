@@ -52,7 +52,8 @@ RULES = (
          exempt=("dynscope.commands", "dynscope.__main__")),
     Rule("reading a capture never imports torch", ("dynscope.store", "dynscope.model", "dynscope.analysis",
                                                     "dynscope.events", "dynscope.trace_events", "dynscope.tui",
-                                                    "dynscope.reporters"), ("torch",)),
+                                                    "dynscope.reporters"),
+         ("torch", "dynscope.probes", "dynscope.recorder", "dynscope.runner")),
 )
 
 
