@@ -91,12 +91,11 @@ class Capture:
 
     def not_understood(self) -> dict[str, tuple[int, str]]:
         """Events the model could not read, per kind: (how many, why the first was not understood).
-        Kinds the contract does not name count too. Reads every whole-run record first (torch's
-        chromium events, read only by the timeline, count once it has read them)."""
+        Kinds the contract does not name count too. Reads every whole-run record first; what is
+        read per compile (FX structures, with its stages) or by one view (torch's chromium events,
+        by the timeline) counts once it has been read."""
         self.run, self.exception, self._compiles, self._graph_breaks, self._recompiles  # noqa: B018
         self.probe_errors(), self.minify_results(), self.graph_input_sizes(), self.dynamic_sources()
-        for event in self.reader.events([contract.FxGraphStructure.KIND]):
-            self._parse(contract.FxGraphStructure, event)
         found = {kind: (len(ids), next(iter(ids.values()))) for kind, ids in sorted(self._not_understood.items())}
         for kind, count in self.reader.name_counts().items():
             if not contract.is_known(kind):
