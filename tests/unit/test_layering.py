@@ -10,6 +10,7 @@ commands in a fresh interpreter and looks at ``sys.modules``.
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import os
 import shutil
@@ -98,6 +99,11 @@ def import_graph(root: Path) -> dict[str, list[tuple[str, int]]]:
     return {m: imports_of(m, p, set(files)) for m, p in files.items()}
 
 
+@functools.lru_cache(maxsize=1)
+def repository_graph() -> dict[str, list[tuple[str, int]]]:
+    return import_graph(ROOT)
+
+
 def violations(graph: dict[str, list[tuple[str, int]]]) -> list[str]:
     found = []
     for rule in RULES:
@@ -147,7 +153,7 @@ def cycles(graph: dict[str, list[tuple[str, int]]]) -> list[list[str]]:
 
 
 def test_the_layers_hold():
-    graph = import_graph(ROOT)
+    graph = repository_graph()
     assert len(graph) > 100  # the walk found the whole namespace, views included
     assert "dynscope.tui.text" in graph and "dynscope.reporters.html" in graph
     assert violations(graph) == []
@@ -174,7 +180,7 @@ def test_no_import_circles_in_the_core():
     """The model, store and analyses import each other one way only (model/capture.py and
     model/minify.py once imported each other)."""
     core = ("dynscope.model", "dynscope.store", "dynscope.analysis", "dynscope.events")
-    graph = import_graph(ROOT)
+    graph = repository_graph()
     circles = [c for c in cycles(graph) if any(_within(m, core) for m in c)]
     assert circles == []
 
