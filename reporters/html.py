@@ -135,6 +135,7 @@ class _RankView:
         groups = group_breaks(capture.graph_breaks())
         recompiles = capture.recompiles()
         detailed = self._detailed_ids(compiles, groups, recompiles)
+        self._modes = self._compile_modes()
         return {
             "id": f"r{self.index}",
             "label": f"rank {run.rank}" if run.world_size and run.world_size > 1 else "run",
@@ -203,6 +204,17 @@ class _RankView:
                 "where": location(loc.file, loc.line, self.cwd),
                 "cost": seconds_text(problem.cost_s) if problem.cost_s is not None else None,
                 "cost_detail": problem.cost_detail}
+
+    def _compile_modes(self) -> dict[str | None, list[str]]:
+        """Per compile: why CUDA graphs were skipped, and what autotuning picked (one line each)."""
+        lines: dict[str | None, list[str]] = {}
+        for k in self.capture.cudagraph_skips():
+            lines.setdefault(k.compile_id, []).append(f"CUDA graphs skipped: {k.reason}")
+        for a in self.capture.autotuning():
+            timed = ", ".join(f"{c.name} {c.ms:.4f} ms" if c.ms is not None else f"{c.name} failed" for c in a.choices[:5])
+            lines.setdefault(a.compile_id, []).append(
+                f"autotuned {a.op}: picked {a.picked} of {a.choices_total} choices ({timed})")
+        return lines
 
     def _runtime(self) -> dict[str, Any] | None:
         """Where the profiled run's time went (None when it was not profiled)."""
@@ -323,6 +335,7 @@ class _RankView:
             "stages": [{"key": s.key, "recorded": s.recorded, "missing_reason": s.missing_reason,
                         "language": s.language, "size": s.size} for s in stages],
             "payload": payload, "payload_note": note,
+            "modes": self._modes.get(c.compile_id, []),
         }
 
     def _payload(self, c: Compile, stages: list[Stage]) -> tuple[str | None, str | None]:
