@@ -7,19 +7,37 @@ report stops adding items before GitHub's 65,536-character limit (it says what i
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from typing import TextIO
 
 from dynscope.analysis import runtime
-from dynscope.analysis.breaks import group_breaks
 from dynscope.analysis.names import first_line, friendly_function, location, seconds_text
-from dynscope.analysis.overview import compile_seconds, totals
+from dynscope.analysis.overview import not_understood_line
+from dynscope.analysis.run_view import RunView, run_view
 from dynscope.model import Capture
+from dynscope.reporters import ReportOptions
 
 SIZE_CAP = 60_000
 _MAX_ITEMS = 50
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|~])")
 
 
-def markdown_report(captures: list[Capture], *, size_cap: int = SIZE_CAP) -> str:
+class MarkdownReporter:
+    """The Markdown is prepared whole (it has a size budget to keep), then written."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    @classmethod
+    def prepare(cls, captures: Sequence[Capture], options: ReportOptions = ReportOptions()) -> MarkdownReporter:
+        comparison = options.comparison
+        return cls(markdown_report(captures) + ("" if comparison is None else "\n" + comparison_markdown(comparison)))
+
+    def render(self, out: TextIO) -> None:
+        out.write(self.text)
+
+
+def markdown_report(captures: Sequence[Capture], *, size_cap: int = SIZE_CAP) -> str:
     out = _Budget(size_cap)
     out.add("## torch.compile report (dynscope)\n")
     for capture in captures:
@@ -31,11 +49,9 @@ def markdown_report(captures: list[Capture], *, size_cap: int = SIZE_CAP) -> str
 
 
 def _capture_section(out: _Budget, capture: Capture, *, titled: bool) -> None:
+    view = run_view(capture)
     run = capture.run
-    compiles = capture.compiles()
-    groups = group_breaks(capture.graph_breaks())
-    recompiles = capture.recompiles()
-    errors = capture.errors()
+    compiles, groups, recompiles, errors = view.compiles, view.break_groups, view.recompiles, view.errors
     cwd = run.cwd
     if titled:
         out.add(f"\n### Rank {run.rank if run.rank is not None else '?'}\n")
@@ -44,7 +60,7 @@ def _capture_section(out: _Budget, capture: Capture, *, titled: bool) -> None:
             + (f" · {run.duration_s:.1f} s" if run.duration_s else "") + f" · {code(command)}\n")
     if capture.exception is not None:
         out.add(f"\nThe program raised **{text(capture.exception.type)}**: {text(first_line(capture.exception.message))}\n")
-    t = totals(capture)
+    t = view.totals
     out.add("\n| frames | compiles | graphs | graph breaks | recompiles | errors | compile time |\n"
             "|---:|---:|---:|---:|---:|---:|---:|\n"
             f"| {t.frames} | {t.compiles} | {t.graphs} | {t.graph_breaks} ({t.distinct_graph_breaks} distinct) "
@@ -97,7 +113,7 @@ def _capture_section(out: _Budget, capture: Capture, *, titled: bool) -> None:
                     f"| {code(f.expected or '?', cell=True)} | {code(f.actual or '?', cell=True)} |{calls}\n")
         out.skip(len(recompiles) - _MAX_ITEMS)
 
-    hits = capture.recompile_limit_hits()
+    hits = view.recompile_limit_hits
     if hits:
         out.add("\n#### Recompile limit hit\n\n")
         for h in hits:
@@ -105,7 +121,7 @@ def _capture_section(out: _Budget, capture: Capture, *, titled: bool) -> None:
             out.add(f"- {code(friendly_function(h.function))} ({text(location(h.file, h.line, cwd))}): compile "
                     f"{code(h.compile_id)} hit {code(value)}; from then on, calls that match no cached graph run in eager\n")
 
-    skipped = capture.skipped_frames()
+    skipped = view.skipped_frames
     if skipped:
         out.add("\n#### Frames that ran in eager\n\nDynamo gave up on them; the program's results are not affected.\n\n")
         for f in skipped[:_MAX_ITEMS]:
@@ -120,7 +136,7 @@ def _capture_section(out: _Budget, capture: Capture, *, titled: bool) -> None:
                     f"{text(first_line(e.reason))}\n")
         out.skip(len(errors) - _MAX_ITEMS)
 
-    results = capture.minify_results()
+    results = view.minify_results
     if results:
         out.add("\n#### dynscope minify\n\n")
         for m in results:
@@ -131,7 +147,10 @@ def _capture_section(out: _Budget, capture: Capture, *, titled: bool) -> None:
                        if m.verified and m.repro else "; no verified repro") + "\n")
 
     if compiles:
-        _frame_times(out, capture, compiles, cwd)
+        _frame_times(out, view, cwd)
+    unread = not_understood_line(view.not_understood)
+    if unread:
+        out.force(f"\n_{text(unread)}_\n")
 
 
 def _time_split(out: _Budget, capture: Capture) -> None:
@@ -153,18 +172,19 @@ def _time_split(out: _Budget, capture: Capture) -> None:
             out.add(f"\nvs eager: not comparable: {text(overall.why_not or '?')}\n")
 
 
-def _frame_times(out: _Budget, capture: Capture, compiles: list, cwd: str | None) -> None:
+def _frame_times(out: _Budget, view: RunView, cwd: str | None) -> None:
     if not out.add("\n<details><summary>Compile time by frame</summary>\n\n"
                    "| function | where | compiles | total s | dynamo | aot | inductor | codegen | backward |\n"
                    "|---|---|---:|---:|---:|---:|---:|---:|---:|\n"):
         return
-    by_id = {c.compile_id: c for c in compiles}
-    frames = sorted(capture.frames(), key=lambda f: -sum(compile_seconds(by_id[c]) for c in f.compile_ids))
+    seconds = view.compile_seconds
+    by_id = {c.compile_id: c for c in view.compiles}
+    frames = sorted(view.frames, key=lambda f: -sum(seconds[c] for c in f.compile_ids))
     for frame in frames[:_MAX_ITEMS]:
         cs = [by_id[c] for c in frame.compile_ids]
         cols = [sum(getattr(c.times, a) or 0 for c in cs) for a in ("dynamo", "aot_autograd", "inductor", "codegen", "backward")]
         out.add(f"| {code(friendly_function(frame.function), cell=True)} | {text(location(frame.file, frame.line, cwd))} "
-                f"| {len(cs)} | {sum(compile_seconds(c) for c in cs):.2f} | " + " | ".join(f"{v:.2f}" for v in cols) + " |\n")
+                f"| {len(cs)} | {sum(seconds[c.compile_id] for c in cs):.2f} | " + " | ".join(f"{v:.2f}" for v in cols) + " |\n")
     out.skip(len(frames) - _MAX_ITEMS)
     out.force("\n</details>\n")
 

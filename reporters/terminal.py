@@ -2,30 +2,55 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TextIO
+
 from rich.console import Console, Group
 from rich.markup import escape
 from rich.text import Text
 
 from dynscope.analysis import runtime
-from dynscope.analysis.breaks import BreakGroup, group_breaks
+from dynscope.analysis.breaks import BreakGroup
 from dynscope.analysis.names import (condensed, first_line, friendly_function, location, plural, seconds_text,
                                      short_path)
-from dynscope.analysis.overview import compile_seconds, stage_seconds, totals
-from dynscope.model import Capture, Compile, Recompile, RecompileLimitHit, SkippedFrame
+from dynscope.analysis.overview import not_understood_line, stage_seconds
+from dynscope.analysis.run_view import RunView, run_view
+from dynscope.model import Capture, Recompile, RecompileLimitHit, SkippedFrame
+from dynscope.reporters import ReportOptions
+from dynscope.safe_text import safe_console
 
 _MAX_LISTED = 20  # per section; the rest is counted, and is in the TUI and reports
 
 
+class TerminalReporter:
+    """The summary of one capture, or several ranks' counts and where they diverge (rich)."""
+
+    def __init__(self, captures: Sequence[Capture]) -> None:
+        self.captures = list(captures)
+
+    @classmethod
+    def prepare(cls, captures: Sequence[Capture], options: ReportOptions = ReportOptions()) -> TerminalReporter:
+        for capture in captures:  # read what the summary shows now, before anything is printed
+            view = run_view(capture)
+            view.totals, view.not_understood  # noqa: B018
+        return cls(captures)
+
+    def render(self, out: TextIO) -> None:
+        console = safe_console(file=out, highlight=False)
+        if len(self.captures) == 1:
+            render_summary(self.captures[0], console)
+        else:
+            render_rank_set(self.captures, console)
+
+
 def render_summary(capture: Capture, console: Console) -> None:
+    view = run_view(capture)
     run = capture.run
-    compiles = capture.compiles()
-    groups = group_breaks(capture.graph_breaks())
-    recompiles = capture.recompiles()
-    errors = capture.errors()
+    compiles, groups, recompiles, errors = view.compiles, view.break_groups, view.recompiles, view.errors
     cwd = run.cwd
 
     console.print(_headline(capture))
-    console.print(_counts(capture))
+    console.print(_counts(view))
     imported = capture.run.imported
     if isinstance(imported, dict):
         console.print(_imported_line(imported))
@@ -35,10 +60,10 @@ def render_summary(capture: Capture, console: Console) -> None:
     console.print()
     if capture.runtime is not None:
         console.print(_runtime_section(capture))
-    limit_hits = capture.recompile_limit_hits()
+    limit_hits = view.recompile_limit_hits
     if limit_hits:
         console.print(_limit_section(limit_hits, cwd))
-    skipped = capture.skipped_frames()
+    skipped = view.skipped_frames
     if skipped:
         console.print(_skipped_section(skipped, cwd))
     if groups:
@@ -52,14 +77,14 @@ def render_summary(capture: Capture, console: Console) -> None:
             console.print(f"  [red]{escape(e.compile_id)}[/] {escape(friendly_function(e.function))} "
                           f"({escape(where)}): [bold]{escape(e.fail_type)}[/]: {escape(condensed(e.reason))}")
         console.print()
-    for result in capture.minify_results():
+    for result in view.minify_results:
         console.print(Text("dynscope minify: ", style="bold red") + Text(result.headline))
     modes = _compile_modes_section(capture)
     if modes is not None:
         console.print(modes)
     if compiles:
-        console.print(_frames_section(capture, compiles, cwd))
-    _footer(capture, console)
+        console.print(_frames_section(view, cwd))
+    _footer(view, console)
 
 
 def _imported_line(imported: dict) -> Text:
@@ -70,9 +95,6 @@ def _imported_line(imported: dict) -> Text:
         text.append(f" · {imported['bad_lines']} unreadable lines (first: {examples[0]})", style="yellow")
     if imported.get("payload_mismatches"):
         text.append(f" · {imported['payload_mismatches']} payloads cut short", style="yellow")
-    unknown = imported.get("unknown_events") or {}
-    if unknown:
-        text.append(" · unknown events kept: " + ", ".join(f"{k} ×{v}" for k, v in unknown.items()), style="yellow")
     text.append(" · not in a log: structural FX graphs, guard-failure details, bytecode and scheduler IR",
                 style="dim")
     return text
@@ -117,8 +139,8 @@ def _headline(capture: Capture) -> Text:
     return text
 
 
-def _counts(capture: Capture) -> Text:
-    t = totals(capture)
+def _counts(view: RunView) -> Text:
+    t = view.totals
     text = Text()
     text.append(f"{plural(t.frames, 'frame')} · {plural(t.compiles, 'compile')} · {plural(t.graphs, 'graph')} · ")
     text.append(f"{plural(t.graph_breaks, 'graph break')} ({t.distinct_graph_breaks} distinct)",
@@ -309,13 +331,14 @@ def _recompiles_section(capture: Capture, recompiles: list[Recompile], cwd: str 
     return Group(*rows)
 
 
-def _frames_section(capture: Capture, compiles: list[Compile], cwd: str | None) -> Group:
-    by_id = {c.compile_id: c for c in compiles}
-    frames = sorted(capture.frames(), key=lambda f: -sum(compile_seconds(by_id[c]) for c in f.compile_ids))
+def _frames_section(view: RunView, cwd: str | None) -> Group:
+    capture, seconds = view.capture, view.compile_seconds
+    by_id = {c.compile_id: c for c in view.compiles}
+    frames = sorted(view.frames, key=lambda f: -sum(seconds[c] for c in f.compile_ids))
     rows: list = [Text("Compiled frames, by compile time", style="bold")]
     for frame in frames[:_MAX_LISTED]:
         cs = [by_id[c] for c in frame.compile_ids]
-        line = Text(f"  {sum(compile_seconds(c) for c in cs):7.2f} s  ")
+        line = Text(f"  {sum(seconds[c.compile_id] for c in cs):7.2f} s  ")
         line.append(friendly_function(frame.function), style="bold")
         line.append(f"  {location(frame.file, frame.line, cwd)}", style="cyan")
         ops = sum(c.graph_op_count or 0 for c in cs)
@@ -333,14 +356,17 @@ def _frames_section(capture: Capture, compiles: list[Compile], cwd: str | None) 
     return Group(*rows)
 
 
-def _footer(capture: Capture, console: Console) -> None:
-    run = capture.run
+def _footer(view: RunView, console: Console) -> None:
+    run = view.run
     console.print()
     if not run.keep_caches:
         console.print("[dim]dynscope disabled the Inductor/AOTAutograd caches so every stage ran and was recorded "
                       "(--keep-caches keeps them).[/]")
     if run.probe_errors:
         console.print(f"[yellow]{plural(run.probe_errors, 'probe error')} recorded; the capture may be incomplete.[/]")
+    unread = not_understood_line(view.not_understood)
+    if unread:
+        console.print(Text(unread, style="yellow"))
     path = short_path(run.path, run.cwd)
     console.print(f"Capture: [bold]{escape(path)}[/]")
     console.print(f"[dim]Explore it: dynscope tui {escape(path)} · dynscope report {escape(path)} -o report.html · "

@@ -13,8 +13,9 @@ from textual.widgets.option_list import Option
 
 from dynscope.analysis import runtime
 from dynscope.analysis.names import friendly_function, location, plural, seconds_text
-from dynscope.analysis.overview import Totals
+from dynscope.analysis.overview import Totals, not_understood_line
 from dynscope.analysis.problems import Problem
+from dynscope.analysis.run_view import run_view
 from dynscope.model import Capture, Run
 from dynscope.tui.messages import ShowBreak, ShowGuards, ShowStage
 from dynscope.tui.text import first_line, line, lines_of, plain, seconds
@@ -114,7 +115,8 @@ def run_facts(capture: Capture, totals: Totals, *, hide_volatile: bool) -> Text:
     if exception is not None:
         raised = f"{exception.type}: {first_line(exception.message)}"
         rows.append(line(("the program raised ", "red"), (raised, "bold red")))
-    for result in capture.minify_results():
+    view = run_view(capture)
+    for result in view.minify_results:
         rows.append(line(("dynscope minify ", "bold red"), result.headline))
     missing = [name for name, ok in run.probes.items() if not ok]
     imported = capture.run.imported
@@ -127,6 +129,9 @@ def run_facts(capture: Capture, totals: Totals, *, hide_volatile: bool) -> Text:
         rows.append(line(("not recorded on this torch: ", "yellow"), ", ".join(missing)))
     if run.probe_errors:
         rows.append(plain(f"{run.probe_errors} probe errors: the capture may be incomplete", "yellow"))
+    unread = not_understood_line(view.not_understood)
+    if unread:
+        rows.append(plain(unread, "yellow"))
     return lines_of(*rows)
 
 

@@ -5,6 +5,10 @@ from __future__ import annotations
 import os
 import re
 
+from dynscope.model.break_text import first_line
+
+__all__ = ["condensed", "first_line", "friendly_function", "location", "plural", "short_location", "short_path"]
+
 _RESUME = re.compile(r"^torch_dynamo_resume_in_(?P<function>.+)_at_(?P<line>\d+)$")
 
 
@@ -51,10 +55,6 @@ def condensed(message: str | None, lines: int = 2) -> str:
     kept = [line.strip() for line in (message or "").splitlines()
             if line.strip() and not line.strip().startswith(("Set TORCHDYNAMO_VERBOSE", "You can suppress this"))]
     return " ".join(kept[:lines])
-
-
-def first_line(text: str | None) -> str:
-    return (text or "").strip().split("\n", 1)[0]
 
 
 def plural(count: int, noun: str, many: str | None = None) -> str:

@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 from dynscope.analysis import runtime
-from dynscope.analysis.breaks import BreakGroup, group_breaks
+from dynscope.analysis.breaks import BreakGroup
 from dynscope.analysis.names import condensed, first_line, friendly_function, plural
-from dynscope.analysis.overview import compile_seconds
 from dynscope.model import Capture, CompileError, GuardFailure, Recompile, RecompileLimitHit, SkippedFrame, StackFrame
 
 _SEVERITY = {"error": 0, "recompile_limit": 1, "skipped_frame": 2, "graph_break": 3, "recompile": 4}
@@ -51,15 +51,30 @@ class Problem:
         return _SEVERITY[self.kind]
 
 
-def top_problems(capture: Capture) -> list[Problem]:
-    seconds = {c.compile_id: compile_seconds(c) for c in capture.compiles()}
-    problems = [_error(e, seconds) for e in capture.errors()]
-    problems += [_limit_hit(h) for h in capture.recompile_limit_hits()]
-    problems += [_skipped(fs, seconds) for fs in _skipped_by_cause(capture.skipped_frames())]
-    problems += [_graph_break(g, seconds) for g in group_breaks(capture.graph_breaks())]
-    dynamic = capture.dynamic_sources()
-    problems += [_recompiles(rs, seconds, dynamic) for rs in _recompiles_by_frame(capture.recompiles())]
+class RunFacts(Protocol):
+    """What the ranking reads: dynscope.analysis.run_view.RunView (derived once per capture)."""
+
+    errors: list[CompileError]
+    recompile_limit_hits: list[RecompileLimitHit]
+    skipped_frames: list[SkippedFrame]
+    break_groups: list[BreakGroup]
+    recompiles: list[Recompile]
+    dynamic_sources: dict[str, tuple[str, ...]]
+    compile_seconds: dict[str, float]
+    capture: Capture  # its profiled runtime, when there is one
+
+
+def top_problems(run: RunFacts) -> list[Problem]:
+    """Views read the ranking once, from ``run_view(capture).problems``."""
+    seconds = run.compile_seconds
+    problems = [_error(e, seconds) for e in run.errors]
+    problems += [_limit_hit(h) for h in run.recompile_limit_hits]
+    problems += [_skipped(fs, seconds) for fs in _skipped_by_cause(run.skipped_frames)]
+    problems += [_graph_break(g, seconds) for g in run.break_groups]
+    dynamic = run.dynamic_sources
+    problems += [_recompiles(rs, seconds, dynamic) for rs in _recompiles_by_frame(run.recompiles)]
     problems = sorted(problems, key=lambda p: (p.severity, -p.count))  # stable: ties stay in order met
+    capture = run.capture
     if capture.runtime is None:
         return problems
     costed = [with_cost(p, capture) for p in problems]

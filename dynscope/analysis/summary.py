@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from dynscope.analysis import runtime
-from dynscope.analysis.breaks import BreakGroup, group_breaks
-from dynscope.analysis.overview import totals
+from dynscope.analysis.breaks import BreakGroup
+from dynscope.analysis.run_view import run_view
 from dynscope.model import Capture, CompileError, Recompile, RecompileLimitHit, SkippedFrame
 
 SCHEMA = "dynscope.summary/1"
@@ -35,13 +35,10 @@ def summary_set_document(captures: list[Capture]) -> dict[str, Any]:
 
 
 def summary_document(capture: Capture) -> dict[str, Any]:
+    view = run_view(capture)
     run = capture.run
-    compiles = capture.compiles()
-    groups = group_breaks(capture.graph_breaks())
-    recompiles = capture.recompiles()
-    errors = capture.errors()
     exception = capture.exception
-    t = totals(capture)
+    t = view.totals
     return {
         "schema": SCHEMA,
         "capture": run.path,
@@ -85,32 +82,16 @@ def summary_document(capture: Capture) -> dict[str, Any]:
                 "compile_time_s": c.times.total,
                 "times": c.times.by_stage(),
             }
-            for c in compiles
+            for c in view.compiles
         ],
-        "graph_breaks": [{**break_json(g), "cost_s": _break_cost(capture, g)} for g in groups],
-        "recompiles": [{**recompile_json(r), **_recompile_cost(capture, r)} for r in recompiles],
-        "minify": [
-            {
-                "compile_id": m.compile_id,
-                "kind": m.kind,
-                "signature": m.signature,
-                "culprit_stage": m.culprit_stage,
-                "culprit_backend": m.culprit_backend,
-                "culprit": m.culprit,
-                "passed_backends": list(m.passed_backends),
-                "subsystem": m.subsystem,
-                "op": m.op,
-                "repro": m.repro,
-                "verified": m.verified,
-                "checks_run": m.checks_run,
-                "nodes_before": m.nodes_before,
-                "nodes_after": m.nodes_after,
-            }
-            for m in capture.minify_results()
-        ],
-        "errors": [error_json(e) for e in errors],
-        "skipped_frames": [skipped_frame_json(f) for f in capture.skipped_frames()],
-        "recompile_limit_hits": [recompile_limit_json(h) for h in capture.recompile_limit_hits()],
+        "graph_breaks": [{**break_json(g), "cost_s": _break_cost(capture, g)} for g in view.break_groups],
+        "recompiles": [{**recompile_json(r), **_recompile_cost(capture, r)} for r in view.recompiles],
+        "minify": [m.to_json() for m in view.minify_results],
+        "errors": [error_json(e) for e in view.errors],
+        "skipped_frames": [skipped_frame_json(f) for f in view.skipped_frames],
+        "recompile_limit_hits": [recompile_limit_json(h) for h in view.recompile_limit_hits],
+        "not_understood": [{"kind": kind, "count": count, "why": why}
+                           for kind, (count, why) in view.not_understood.items()],
         "runtime": runtime_json(capture),
         "cudagraph_skips": [{"compile_id": k.compile_id, "reason": k.reason} for k in capture.cudagraph_skips()],
         "autotune": [

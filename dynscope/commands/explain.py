@@ -120,10 +120,8 @@ def explain(program, args: argparse.Namespace, *, command: list[str]) -> int:
 
 
 def _print_summary(path: str) -> None:
-    from dynscope.safe_text import safe_console
-
     from dynscope.model import Capture
-    from dynscope.reporters.terminal import render_summary
+    from dynscope.reporters import prepare_report
 
     with Capture.open(path) as capture:
-        render_summary(capture, safe_console(stderr=True, highlight=False))
+        prepare_report("terminal", [capture]).render(sys.stderr)

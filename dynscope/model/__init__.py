@@ -2,7 +2,7 @@
 
 from dynscope.model.capture import Capture
 from dynscope.model.fxgraph import FxGraph, FxNode
-from dynscope.model.minify import MinifyResult
+from dynscope.model.capture import MinifyResult
 from dynscope.model.records import (
     Compile,
     CompileError,

@@ -117,7 +117,6 @@ class CompileTimes:
     inductor: float | None = None  # lowering, passes, scheduling
     codegen: float | None = None  # Python/C++/Triton generation and compilation
     backward: float | None = None  # lazily compiled backward graph
-    phases: dict[str, float] = field(default_factory=dict)  # torch's own timed regions
 
     def by_stage(self) -> dict[str, float]:
         stages = {

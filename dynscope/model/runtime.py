@@ -11,10 +11,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from dynscope.errors import CaptureError
+from dynscope.events import EagerTwinRun, RuntimeSnapshot
 from dynscope.store.reader import CaptureReader
 
-PROFILE_EVENT = "dynscope:runtime"
-EAGER_EVENT = "dynscope:runtime_eager"
+PROFILE_EVENT = RuntimeSnapshot.KIND
+EAGER_EVENT = EagerTwinRun.KIND
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """Every torch internal dynscope touches is looked up here, and only here.
 
-Torch's debugging hooks are private and move between releases (see
-shared/docs/torch-hooks.md). Each accessor returns None when the installed torch lacks the
+Torch's debugging hooks are private and move between releases (the events they feed are
+listed in dynscope/events.py). Each accessor returns None when the installed torch lacks the
 hook; the probe that needs it then records a "probe unavailable" note in the capture
 instead of guessing. No other module imports private torch names.
 """

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 from typing import Callable
 
+from dynscope.events import log_tap_kind
 from dynscope.probes import compat
 from dynscope.probes.sink import Sink
 
@@ -37,7 +38,7 @@ class _TapHandler(logging.Handler):
         try:
             compile_id, attempt = compat.current_compile_id()
             self._sink.append(
-                f"dynscope:log:{self._artifact}", {}, record.getMessage(), compile_id=compile_id, attempt=attempt
+                log_tap_kind(self._artifact), {}, record.getMessage(), compile_id=compile_id, attempt=attempt
             )
         except Exception as e:
             self._sink.note_error(f"{self._artifact} log tap: {type(e).__name__}: {e}")

@@ -3,7 +3,7 @@
 Every expectation is taken from the model or from the example's source, then looked for on
 the screen's widgets: the UI must show what the capture holds, and take the user from a
 break to its line, from a recompile to its guard, through every stage, and from a kernel
-to its nodes and source line. Snapshots of the main screens are in test_tui_snapshots.py.
+to its nodes and source line. Snapshots of the main screens are in test_tui_screens.py.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ import pytest
 
 from dynscope.analysis import runtime
 from dynscope.analysis.breaks import group_breaks
-from dynscope.analysis.problems import top_problems
+from dynscope.analysis.run_view import run_view
 from dynscope.analysis.summary import summary_document
 from dynscope.errors import CaptureError
 from dynscope.model import Capture
@@ -100,12 +100,12 @@ def test_where_the_time_went_adds_up(tmp_path):
 
 def test_problems_rank_by_cost_when_profiled_and_by_harm_without(tmp_path):
     with Capture.open(str(profiled_capture(tmp_path / "p.dynscope", snapshot=_snapshot(gap_s=0.01)))) as capture:
-        ranked = top_problems(capture)
+        ranked = run_view(capture).problems
         assert [p.kind for p in ranked] == ["recompile", "graph_break"]  # 0.4 s of recompiling > 10 ms of breaks
         assert ranked[0].cost_s == pytest.approx(0.4) and ranked[1].cost_s == pytest.approx(0.01)
         assert "version 0/0 served 100% of 20 calls, the recompiled versions 0" in ranked[0].cost_detail
     with Capture.open(str(profiled_capture(tmp_path / "plain.dynscope"))) as capture:
-        ranked = top_problems(capture)
+        ranked = run_view(capture).problems
         assert [p.kind for p in ranked] == ["graph_break", "recompile"]
         assert all(p.cost_s is None and p.cost_detail is None for p in ranked)
 
