@@ -176,7 +176,7 @@ class FxGraphStructure(Record):
 
 LOG_TAP_PREFIX = "dynscope:log:"
 # torch's artifact logs dynscope taps (dynscope.probes.log_taps); the payload is the logged text
-LOG_TAPS = ("bytecode", "ir_pre_fusion", "ir_post_fusion")
+LOG_TAPS = ("bytecode", "ir_pre_fusion", "ir_post_fusion", "cudagraphs")
 
 
 def log_tap_kind(artifact: str) -> str:
@@ -262,9 +262,19 @@ class EagerTwinRun(Record):
     output_tail: str = ""
 
 
+@dataclasses.dataclass(frozen=True)
+class AutotuneSeen(Record):
+    """``mode="max-autotune"``: one autotuned op (JSON payload: ``{"op", "choices": [{"name",
+    "description", "ms"}], "picked"}``, choices fastest first)."""
+
+    KIND: ClassVar[str] = "dynscope:autotune"
+    op: str = ""
+    choices_total: int = 0
+
+
 DYNSCOPE_RECORDS: tuple[type[Record], ...] = (
     RunStart, RunEnd, ProbesRemoved, ProgramRaised, ProbeError, GraphBreakSeen, GuardFailureSeen, FxGraphStructure,
-    MinifyResult, ImportStart, ImportEnd, RuntimeSnapshot, EagerTwinRun,
+    MinifyResult, ImportStart, ImportEnd, RuntimeSnapshot, EagerTwinRun, AutotuneSeen,
 )
 
 
