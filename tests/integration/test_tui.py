@@ -17,7 +17,7 @@ from textual.widgets import DataTable, OptionList, Static, TabbedContent, Tree
 
 from dynscope.analysis.breaks import group_breaks
 from dynscope.analysis.diff import previous_recorded
-from dynscope.analysis.overview import totals
+from dynscope.analysis.run_view import run_view
 from dynscope.analysis.problems import top_problems
 from dynscope.analysis.search import definition_line
 from dynscope.commands.tui import html_exporter
@@ -78,7 +78,7 @@ def active_tab(app: DynscopeApp) -> str:
 
 def test_overview_shows_the_runs_facts_counts_and_problems_worst_first(breaks_path):
     with Capture.open(str(breaks_path)) as capture:
-        expected = totals(capture)
+        expected = run_view(capture).totals
         problems = top_problems(capture)
         torch_version = capture.run.torch_version
 
