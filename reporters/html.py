@@ -217,6 +217,8 @@ class _RankView:
     def _compile_modes(self) -> dict[str | None, list[str]]:
         """Per compile: why CUDA graphs were skipped, and what autotuning picked (one line each)."""
         lines: dict[str | None, list[str]] = {}
+        for c in self.capture.runtime.cudagraphs if self.capture.runtime is not None else ():
+            lines.setdefault(c.compile_id, []).append(runtime.cudagraph_line(c))
         for k in self.capture.cudagraph_skips():
             lines.setdefault(k.compile_id, []).append(f"CUDA graphs skipped: {k.reason}")
         for a in self.capture.autotuning():

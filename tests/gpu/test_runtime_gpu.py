@@ -57,3 +57,12 @@ def test_max_autotune_shows_its_choices_and_the_one_picked(tmp_path):
     assert timed == sorted(timed) and len(tuned[0]["choices"]) > 1
     assert "Autotuning" in text and f"picked {tuned[0]['picked']}" in text
     assert f"autotuned {tuned[0]['op']}: picked {tuned[0]['picked']}" in text  # with its compile in the report
+
+
+def test_reduce_overhead_counts_recordings_and_replays(tmp_path):
+    own, doc, text = explain(tmp_path, "cudagraphs", "--profile")
+    print(doc["runtime"]["cudagraphs"])
+    [counts] = doc["runtime"]["cudagraphs"]
+    assert counts["compile_id"] == "0/0" and counts["recordings"] == 1
+    assert counts["warmups"] + counts["recordings"] + counts["replays"] == own["calls"]
+    assert f"{counts['replays']} replays" in text
