@@ -263,17 +263,18 @@ class EagerTwinRun(Record):
 
 
 @dataclasses.dataclass(frozen=True)
-class AutotuneChoices(Record):
-    """``mode="max-autotune"``: one op's benchmarked choices (JSON payload: dynscope.model.compile_modes)."""
+class AutotuneSeen(Record):
+    """``mode="max-autotune"``: one autotuned op (JSON payload: ``{"op", "choices": [{"name",
+    "description", "ms"}], "picked"}``, choices fastest first)."""
 
     KIND: ClassVar[str] = "dynscope:autotune"
     op: str = ""
-    choices_total: int | None = None
+    choices_total: int = 0
 
 
 DYNSCOPE_RECORDS: tuple[type[Record], ...] = (
     RunStart, RunEnd, ProbesRemoved, ProgramRaised, ProbeError, GraphBreakSeen, GuardFailureSeen, FxGraphStructure,
-    MinifyResult, ImportStart, ImportEnd, RuntimeSnapshot, EagerTwinRun, AutotuneChoices,
+    MinifyResult, ImportStart, ImportEnd, RuntimeSnapshot, EagerTwinRun, AutotuneSeen,
 )
 
 

@@ -144,6 +144,7 @@ class _RankView:
         view = run_view(capture)
         compiles, groups, recompiles = view.compiles, view.break_groups, view.recompiles
         detailed = self._detailed_ids(compiles, groups, recompiles)
+        self._modes = self._compile_modes()
         return {
             "id": f"r{self.index}",
             "label": f"rank {run.rank}" if run.world_size and run.world_size > 1 else "run",
@@ -213,6 +214,19 @@ class _RankView:
                 "where": location(loc.file, loc.line, self.cwd),
                 "cost": seconds_text(problem.cost_s) if problem.cost_s is not None else None,
                 "cost_detail": problem.cost_detail}
+
+    def _compile_modes(self) -> dict[str | None, list[str]]:
+        """Per compile: why CUDA graphs were skipped, and what autotuning picked (one line each)."""
+        lines: dict[str | None, list[str]] = {}
+        for c in self.capture.runtime.cudagraphs if self.capture.runtime is not None else ():
+            lines.setdefault(c.compile_id, []).append(runtime.cudagraph_line(c))
+        for k in self.capture.cudagraph_skips():
+            lines.setdefault(k.compile_id, []).append(f"CUDA graphs skipped: {k.reason}")
+        for a in self.capture.autotuning():
+            timed = ", ".join(f"{c.name} {c.ms:.4f} ms" if c.ms is not None else f"{c.name} failed" for c in a.choices[:5])
+            lines.setdefault(a.compile_id, []).append(
+                f"autotuned {a.op}: picked {a.picked} of {a.choices_total} choices ({timed})")
+        return lines
 
     def _runtime(self) -> dict[str, Any] | None:
         """Where the profiled run's time went (None when it was not profiled)."""
@@ -327,6 +341,7 @@ class _RankView:
             "fail": f"{c.fail_type}: {c.fail_reason}" if c.fail_type else None,
             "pipeline": [stage_json(s) for s in stages],
             "payload": payload, "payload_note": note,
+            "modes": self._modes.get(c.compile_id, []),
         }
 
     def _payload(self, c: Compile, stages: list[Stage]) -> tuple[str | None, str | None]:

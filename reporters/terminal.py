@@ -249,9 +249,13 @@ def _vs_eager_line(v: runtime.VsEager) -> Text:
 def _compile_modes_section(capture: Capture) -> Group | None:
     """reduce-overhead's CUDA-graph skips and max-autotune's choices, by compile."""
     skips, tuned = capture.cudagraph_skips(), capture.autotuning()
-    if not skips and not tuned:
+    counts = capture.runtime.cudagraphs if capture.runtime is not None else ()
+    if not skips and not tuned and not counts:
         return None
     rows: list = []
+    if counts:
+        rows.append(Text("CUDA graphs (mode=\"reduce-overhead\")", style="bold"))
+        rows += [Text(f"  {c.compile_id}: {runtime.cudagraph_line(c).removeprefix('CUDA graphs: ')}") for c in counts]
     if skips:
         rows.append(Text(f"CUDA graphs skipped ({len(skips)})", style="bold yellow"))
         for k in skips[:_MAX_LISTED]:

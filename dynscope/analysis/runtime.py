@@ -18,7 +18,7 @@ from dynscope.analysis.breaks import BreakGroup
 from dynscope.analysis.names import plural, seconds_text
 from dynscope.analysis.overview import compile_seconds
 from dynscope.model import Capture, Compile, Recompile
-from dynscope.model.runtime import EntryTiming, GapTiming, RuntimeProfile
+from dynscope.model.runtime import CudagraphCounts, EntryTiming, GapTiming, RuntimeProfile
 
 
 @dataclass(frozen=True)
@@ -283,3 +283,9 @@ def run_vs_eager(profile: RuntimeProfile) -> VsEager | None:
         comparable=why_not is None,
         why_not=why_not,
     )
+
+
+def cudagraph_line(counts: CudagraphCounts) -> str:
+    """'CUDA graphs: 1 warm-up, 1 recording, 48 replays' (mode="reduce-overhead")."""
+    return (f"CUDA graphs: {plural(counts.warmups, 'warm-up run')}, {plural(counts.recordings, 'recording')}, "
+            f"{plural(counts.replays, 'replay')}")

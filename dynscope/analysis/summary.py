@@ -147,6 +147,8 @@ def runtime_json(capture: Capture) -> dict[str, Any]:
             for e in profile.entries
         ],
         "vs_eager": _vs_eager_json(overall),
+        "cudagraphs": [{"compile_id": c.compile_id, "warmups": c.warmups, "recordings": c.recordings,
+                        "replays": c.replays} for c in profile.cudagraphs],
     }
 
 

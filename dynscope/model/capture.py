@@ -367,7 +367,7 @@ class Capture:
     def cudagraph_skips(self) -> list[CudagraphSkip]:
         """mode="reduce-overhead": why CUDA graphs were not used, per compile where torch says."""
         reasons = {c.compile_id: c.cudagraph_skip_reason for c in self.compiles() if c.cudagraph_skip_reason}
-        return read_cudagraph_skips(self.reader, reasons)
+        return read_cudagraph_skips(self.reader, reasons, [(c.compile_id, c.function) for c in self.compiles()])
 
     @cached_property
     def runtime(self) -> RuntimeProfile | None:

@@ -3,12 +3,13 @@ skips, as typed records (torch-free)."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
-from dynscope.events import AutotuneChoices, log_tap_kind
+from dynscope.events import AutotuneSeen, log_tap_kind
 from dynscope.store.reader import CaptureReader
 
-AUTOTUNE_EVENT = AutotuneChoices.KIND
+AUTOTUNE_EVENT = AutotuneSeen.KIND
 CUDAGRAPH_LOG_EVENT = log_tap_kind("cudagraphs")
 
 
@@ -48,13 +49,25 @@ def read_autotuning(reader: CaptureReader) -> list[AutotuneResult]:
     return out
 
 
-def read_cudagraph_skips(reader: CaptureReader, compile_reasons: dict[str, str]) -> list[CudagraphSkip]:
-    """Skips torch logged, plus those only in a compile's metrics; each (compile, reason) once."""
+def read_cudagraph_skips(reader: CaptureReader, compile_reasons: dict[str, str],
+                         compiles: list[tuple[str, str]]) -> list[CudagraphSkip]:
+    """Skips torch logged, plus those only in a compile's metrics; each (compile, reason) once.
+
+    A skip torch decides at a graph's first call is logged outside any compile; its text names
+    the user function ("Found from: File ..., line 23, in mutates"): it belongs to the latest
+    compile of that function."""
     seen: dict[tuple[str | None, str], CudagraphSkip] = {}
     for cid, reason in compile_reasons.items():
         seen.setdefault((cid, reason), CudagraphSkip(cid, reason))
     for event in reader.events([CUDAGRAPH_LOG_EVENT]):
         text = (reader.payload(event.payload_hash) or "").strip()
-        if "skipping cudagraphs" in text or "skipping cudagraph" in text:
-            seen.setdefault((event.compile_id, text), CudagraphSkip(event.compile_id, text))
+        if "skipping cudagraph" not in text:
+            continue
+        cid = event.compile_id
+        if cid is None and (named := _FOUND_IN.search(text)):
+            cid = next((c for c, function in reversed(compiles) if function == named["function"]), None)
+        seen.setdefault((cid, text), CudagraphSkip(cid, text))
     return list(seen.values())
+
+
+_FOUND_IN = re.compile(r'File "[^"]*", line \d+, in (?P<function>[\w<>.]+)')

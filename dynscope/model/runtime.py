@@ -81,6 +81,16 @@ class EntryTiming:
 
 
 @dataclass(frozen=True)
+class CudagraphCounts:
+    """``mode="reduce-overhead"``: what CUDA-graph trees did with one compile's graph."""
+
+    compile_id: str
+    warmups: int  # runs in eager before recording
+    recordings: int
+    replays: int
+
+
+@dataclass(frozen=True)
 class EagerTwin:
     """``--vs-eager``: the same program run again with compilation off."""
 
@@ -99,6 +109,7 @@ class RuntimeProfile:
     gaps: tuple[GapTiming, ...]
     entries: tuple[EntryTiming, ...]
     eager: EagerTwin | None
+    cudagraphs: tuple[CudagraphCounts, ...] = ()
 
     def graph(self, compile_id: str) -> GraphTiming | None:
         return next((g for g in self.graphs if g.compile_id == compile_id), None)
@@ -138,6 +149,8 @@ def read_profile(reader: CaptureReader) -> RuntimeProfile | None:
                          for b in raw.get("breaks", ())),
             entries=_entries(raw.get("entries", ())),
             eager=_eager_twin(reader),
+            cudagraphs=tuple(CudagraphCounts(str(c["compile_id"]), int(c.get("warmups", 0)), int(c.get("recordings", 0)),
+                                             int(c.get("replays", 0))) for c in raw.get("cudagraphs", ())),
         )
     except (KeyError, TypeError, ValueError) as e:
         raise CaptureError(f"the runtime profile in this capture is malformed ({type(e).__name__}: {e})") from None

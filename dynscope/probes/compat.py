@@ -617,3 +617,52 @@ def add_autotune_feedback(saver: Callable[..., None]) -> Callable[[], None] | No
             savers.remove(saver)
 
     return undo
+
+
+def patch_cudagraph_trees(count: Callable[[str, str | None], None]) -> Callable[[], None] | None:
+    """Have ``mode="reduce-overhead"``'s CUDA-graph trees report each warm-up run, recording and
+    replay as ``count(kind, compile_id)``; None when this torch has no such manager."""
+    try:
+        from torch._inductor.cudagraph_trees import CUDAGraphTreeManager as manager
+    except ImportError:
+        return None
+    names = ("add_function", "run_eager", "record_function", "execute_node")
+    if not all(hasattr(manager, name) for name in names):
+        return None
+    originals = {name: getattr(manager, name) for name in names}
+    adding: list[str | None] = [None]  # add_function runs the graph's first call itself
+
+    def compile_id_of(self: Any, function_id: Any) -> str | None:
+        known = getattr(self, "id_to_compile_id", {}).get(function_id)
+        return str(known) if known is not None else adding[0]
+
+    def add_function(self: Any, *args: Any, **kwargs: Any) -> Any:
+        compile_id = kwargs.get("compile_id", args[-1] if args else None)
+        adding[0] = str(compile_id) if compile_id is not None else None
+        try:
+            return originals["add_function"](self, *args, **kwargs)
+        finally:
+            adding[0] = None
+
+    def run_eager(self: Any, new_inputs: Any, function_id: Any) -> Any:
+        count("warmups", compile_id_of(self, function_id))
+        return originals["run_eager"](self, new_inputs, function_id)
+
+    def record_function(self: Any, new_inputs: Any, function_id: Any) -> Any:
+        count("recordings", compile_id_of(self, function_id))
+        return originals["record_function"](self, new_inputs, function_id)
+
+    def execute_node(self: Any, node: Any, new_inputs: Any) -> Any:
+        wrapped = getattr(node, "wrapped_function", None)
+        count("replays", compile_id_of(self, getattr(wrapped, "id", None)))
+        return originals["execute_node"](self, node, new_inputs)
+
+    for name, fn in (("add_function", add_function), ("run_eager", run_eager),
+                     ("record_function", record_function), ("execute_node", execute_node)):
+        setattr(manager, name, fn)
+
+    def undo() -> None:
+        for name, fn in originals.items():
+            setattr(manager, name, fn)
+
+    return undo

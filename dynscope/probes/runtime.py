@@ -135,6 +135,11 @@ class RuntimeProfiler:
         self._interval = _FIRST_FLUSH_NS
         self._cuda_used = False
         self.times_graphs = False
+        self._cudagraphs: dict[str, dict[str, int]] = {}  # compile id -> warmups, recordings, replays
+
+    def count_cudagraph(self, kind: str, compile_id: str | None) -> None:
+        counts = self._cudagraphs.setdefault(compile_id or "?", {"warmups": 0, "recordings": 0, "replays": 0})
+        counts[kind] += 1
 
     # -- wrapping ------------------------------------------------------------------------------
 
@@ -291,6 +296,7 @@ class RuntimeProfiler:
                  "unmeasured_calls": t.unmeasured, "compiling_calls": t.compiling, "pending": len(t.pending)}
                 for cid, t in self._breaks.items()
             ],
+            "cudagraphs": [{"compile_id": cid, **counts} for cid, counts in self._cudagraphs.items()],
             "entries": [
                 {"name": e.name, "file": e.file, "line": e.line, "kind": e.kind, "device": e.device,
                  "calls": e.calls, "seconds": e.seconds, "compiling_calls": e.compiling_calls,
@@ -308,6 +314,9 @@ def install_runtime_profiler(sink: Sink, *, forced_eager: bool = False) -> tuple
     profiler.times_graphs = undo_graphs is not None  # else: entry points only, no break costs
     if undo_graphs is not None:
         undos.append(undo_graphs)
+    undo_cudagraphs = compat.patch_cudagraph_trees(profiler.count_cudagraph)
+    if undo_cudagraphs is not None:
+        undos.append(undo_cudagraphs)
 
     def undo() -> None:
         profiler.flush(final=True)

@@ -24,7 +24,9 @@ def explain(tmp_path, mode: str, *options: str):
     assert run.returncode == 0, run.stderr[-3000:]
     doc = json.loads(run_dynscope("summary", "--json", str(out)).stdout)
     text = run_dynscope("summary", str(out), env={"COLUMNS": "200"})
-    return json.loads(run.stdout.splitlines()[-1]), doc, text.stdout + text.stderr
+    html = tmp_path / f"{mode}.html"
+    assert run_dynscope("report", str(out), "-o", str(html)).returncode == 0
+    return json.loads(run.stdout.splitlines()[-1]), doc, text.stdout + text.stderr + html.read_text()
 
 
 def test_device_times_of_a_kernel_agree_with_the_profiler(tmp_path):
@@ -43,7 +45,7 @@ def test_reduce_overhead_shows_why_cuda_graphs_were_skipped(tmp_path):
     reasons = [k["reason"] for k in doc["cudagraph_skips"]]
     print(reasons)
     assert any("mutated inputs" in r for r in reasons)
-    assert "CUDA graphs skipped" in text and "mutated inputs" in text
+    assert text.count("CUDA graphs skipped") >= 2 and "mutated inputs" in text  # the summary and the report
 
 
 def test_max_autotune_shows_its_choices_and_the_one_picked(tmp_path):
@@ -54,3 +56,13 @@ def test_max_autotune_shows_its_choices_and_the_one_picked(tmp_path):
     timed = [c["ms"] for c in tuned[0]["choices"] if c["ms"] is not None]
     assert timed == sorted(timed) and len(tuned[0]["choices"]) > 1
     assert "Autotuning" in text and f"picked {tuned[0]['picked']}" in text
+    assert f"autotuned {tuned[0]['op']}: picked {tuned[0]['picked']}" in text  # with its compile in the report
+
+
+def test_reduce_overhead_counts_recordings_and_replays(tmp_path):
+    own, doc, text = explain(tmp_path, "cudagraphs", "--profile")
+    print(doc["runtime"]["cudagraphs"])
+    [counts] = doc["runtime"]["cudagraphs"]
+    assert counts["compile_id"] == "0/0" and counts["recordings"] == 1
+    assert counts["warmups"] + counts["recordings"] + counts["replays"] == own["calls"]
+    assert f"{counts['replays']} replays" in text

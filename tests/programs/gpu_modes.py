@@ -1,8 +1,9 @@
-"""GPU programs for tests/gpu/test_runtime_gpu.py: `python gpu_modes.py kernel|reduce-overhead|max-autotune`.
+"""GPU programs for tests/gpu/test_runtime_gpu.py: `python gpu_modes.py kernel|reduce-overhead|cudagraphs|max-autotune`.
 
 kernel: one fused pointwise Triton kernel over 2^27 floats, called 200 times; then torch.profiler
         measures that kernel's device time over 50 more calls and the program prints it per call.
 reduce-overhead: a function that mutates its input, which CUDA graphs cannot capture.
+cudagraphs: a pointwise function under reduce-overhead, called 20 times: warm-up, recording, replays.
 max-autotune: a matrix product Inductor autotunes.
 """
 
@@ -56,3 +57,10 @@ elif mode == "max-autotune":
         f(a, b)
     torch.cuda.synchronize()
     print(json.dumps({"done": True}))
+elif mode == "cudagraphs":
+    f = torch.compile(pointwise, mode="reduce-overhead")
+    x = torch.randn(1 << 20, device=device)
+    for _ in range(20):
+        f(x)
+    torch.cuda.synchronize()
+    print(json.dumps({"calls": 20}))
