@@ -63,6 +63,20 @@ class Record:
         return _build(cls, {k: v for k, v in values.items() if v is not None}, cls.KIND)
 
     @classmethod
+    def parse_each(cls: type[R], data: Mapping[str, Any]) -> tuple[R, dict[str, str]]:
+        """The record from whatever fields have the declared shape; the others take their default
+        and are returned as {field: why} (for data where one bad field must not cost the rest)."""
+        hints = typing.get_type_hints(cls)
+        values, bad = {}, {}
+        for f in dataclasses.fields(cls):
+            if f.name in data and data[f.name] is not None:
+                try:
+                    values[f.name] = _check(hints[f.name])(data[f.name], cls.KIND, f.name)
+                except NotUnderstood as e:
+                    bad[f.name] = e.why
+        return cls(**values), bad
+
+    @classmethod
     def json_paths(cls) -> dict[str, str]:
         """SQLite JSON paths of the declared fields (CaptureReader.event_fields reads them without
         parsing whole metadata: torch's compile metrics carry ~10 KB of config per compile)."""
@@ -270,6 +284,36 @@ class AutotuneSeen(Record):
     KIND: ClassVar[str] = "dynscope:autotune"
     op: str = ""
     choices_total: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class CaptureMeta(Record):
+    """The capture's ``meta`` table (not an event): what the recorder, ``dynscope import`` and the
+    launcher say about the run as a whole."""
+
+    KIND: ClassVar[str] = "meta"
+    dynscope_version: str | None = None
+    torch_version: str | None = None
+    python: str | None = None
+    platform: str | None = None
+    hostname: str | None = None
+    pid: int | None = None
+    cwd: str | None = None
+    command: tuple[str, ...] = ()
+    started: float | None = None
+    finished: float | None = None
+    rank: int | None = None
+    world_size: int | None = None
+    exit_code: int | None = None
+    signal: int | None = None
+    keep_caches: bool = False
+    device: dict[str, Any] = dataclasses.field(default_factory=dict)
+    probes: dict[str, bool] = dataclasses.field(default_factory=dict)
+    probe_details: dict[str, str] = dataclasses.field(default_factory=dict)
+    probe_errors: int = 0
+    imported: dict[str, Any] | None = None  # ImportEnd's fields, for a capture of TORCH_TRACE logs
+    profiled: bool | None = None
+    forced_eager: bool | None = None
 
 
 DYNSCOPE_RECORDS: tuple[type[Record], ...] = (
