@@ -8,8 +8,8 @@ Measured, not sampled:
 * graph breaks: a break's resume function is a frame of its own, compiled into its own
   graph. The break costs what runs between the end of the graph before the break and the
   start of the resume graph: the eager code at the break plus Dynamo's cache lookup of the
-  resume frame. Compiled time nested in between (a compiled function called at the break)
-  is not counted twice. A break with no graph before it in its frame cannot be timed this
+  resume frame. On the host clock, compiled time nested in between (a compiled function
+  called at the break) is not counted twice. A break with no graph before it in its frame cannot be timed this
   way: its calls are counted as unmeasured.
 * entry points: whatever ``torch.compile`` returns is timed per call, and calls during
   which Dynamo compiled are kept apart; a ``--vs-eager`` run times the same entry points
@@ -150,7 +150,7 @@ class RuntimeProfiler:
         key = code_key(code) if code is not None else None
         device = "cuda" if compat.any_cuda_tensor(example_inputs) else "cpu"
         with self._lock:
-            graph = self._graphs.get(compile_id) or self._graphs.setdefault(compile_id, _Graph(compile_id, key, device))
+            graph = self._graphs.setdefault(compile_id, _Graph(compile_id, key, device))
         resumes = key is not None and graph.frame != key
         gap = self._breaks.setdefault(compile_id, _Timer()) if resumes else None
         timed = self._timed_cuda_graph if device == "cuda" else self._timed_graph
