@@ -366,7 +366,7 @@ class Capture:
 
     def autotuning(self) -> list[AutotuneResult]:
         """mode="max-autotune": every autotuned op, its benchmarked choices and the one picked."""
-        return read_autotuning(self.reader)
+        return read_autotuning(self.reader, self._not_parsed)
 
     def cudagraph_skips(self) -> list[CudagraphSkip]:
         """mode="reduce-overhead": why CUDA graphs were not used, per compile where torch says."""
