@@ -2,6 +2,7 @@
 
 from dynscope.model.capture import Capture
 from dynscope.model.fxgraph import FxGraph, FxNode
+from dynscope.model.fix import FixResult
 from dynscope.model.minify import MinifyResult
 from dynscope.model.records import (
     Compile,
@@ -23,7 +24,7 @@ from dynscope.model.records import (
 from dynscope.model.stages import CANONICAL_STAGES
 
 __all__ = [
-    "CANONICAL_STAGES", "Capture", "Compile", "CompileError", "CompileTimes", "Frame", "FxGraph", "FxNode",
+    "CANONICAL_STAGES", "Capture", "Compile", "CompileError", "CompileTimes", "FixResult", "Frame", "FxGraph", "FxNode",
     "GraphBreak", "Guard", "GuardFailure", "Kernel", "MinifyResult", "ProgramException", "Recompile", "Run", "StackFrame", "Stage",
     "RecompileLimitHit", "SkippedFrame",
 ]

@@ -24,6 +24,7 @@ from dynscope.model.break_text import break_consequence, gb_id_from_link, parse_
 from dynscope.model.collectives import Collective, parse_collectives
 from dynscope.model.fxgraph import FxGraph
 from dynscope.model.guards import parse_guard_tree
+from dynscope.model.fix import FixResult, fix_results
 from dynscope.model.minify import MinifyResult, minify_results
 from dynscope.model.output_code import graph_role, kernel_names, parse_stack_text, split_kernels
 from dynscope.model.records import (
@@ -407,6 +408,10 @@ class Capture:
     def minify_results(self) -> list[MinifyResult]:
         """What `dynscope minify` found for this run (it records its result into the capture)."""
         return minify_results(self)
+
+    def fix_results(self) -> list[FixResult]:
+        """The remedies `dynscope fix` proved for this run's problems (it records them into the capture)."""
+        return fix_results(self)
 
     def errors(self) -> list[CompileError]:
         """Compiles that failed the program or its backend (not the frames Dynamo skipped)."""

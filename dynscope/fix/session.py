@@ -1,0 +1,238 @@
+"""One ``dynscope fix`` run: baseline, trials, verdicts, the combined run, the document.
+
+The document (schema ``dynscope.fix/1``, docs/fix-json.md) is what every view of the result
+formats: the terminal table, ``-o`` JSON, ``--md`` Markdown, and the verified fixes recorded
+into the program's capture.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from dynscope.analysis.fix_verdict import RunFacts, judge, pick_combined
+from dynscope.analysis.remedies import FixProblem, Remedy, problems_from_summary, select
+from dynscope.errors import DynscopeError
+from dynscope.fix.trials import TrialRun, run_all
+from dynscope.model.fix import RESULT_EVENT
+from dynscope.runner.program import Program
+
+SCHEMA = "dynscope.fix/1"
+
+
+@dataclass
+class Options:
+    program: Program
+    out_dir: str
+    budget_s: float
+    jobs: int
+    rtol: float
+    atol: float
+    only: str | None = None
+    from_capture: str | None = None
+    tries: list[Remedy] = field(default_factory=list)  # --try: settings the user wants tried too
+
+
+def run(options: Options, say: Callable[[str], None]) -> dict[str, Any]:
+    started = time.time()
+    deadline = started + options.budget_s
+    os.makedirs(options.out_dir, exist_ok=True)
+    before = _fingerprint(options.program)
+    program = options.program
+
+    say("baseline: running the program once as it is")
+    baseline = TrialRun("baseline", [], options.out_dir)
+    run_all(program, [baseline], jobs=1, deadline=deadline + 3600, estimate_s=0)
+    if baseline.facts is None or not baseline.facts.ran or baseline.summary is None:
+        raise DynscopeError(f"the baseline run wrote no capture (see {os.path.join(options.out_dir, 'baseline.stderr')})")
+    base = baseline.facts
+    estimate = baseline.wall_s or 1.0
+    recorded = _recorded_summary(options.from_capture) if options.from_capture else baseline.summary
+    problems = problems_from_summary(recorded)
+    # The trials are judged against the baseline run; with --from, a problem recorded in the
+    # capture but absent from this run's baseline cannot be judged, so the baseline's keys rule.
+    selection = select(problems, baseline.features, options.only)
+    wanted = [p for p in problems if not options.only or p.kind == options.only]
+    for remedy in options.tries:
+        selection.append((remedy, wanted))
+    say(f"baseline: {_plural(len(problems), 'problem')}, {_plural(len(selection), 'remedy', 'remedies')} to try "
+        f"({baseline.wall_s:.1f} s per run)")
+
+    runs: list[tuple[Remedy, list[FixProblem], TrialRun | None]] = []
+    to_run = []
+    for i, (remedy, targets) in enumerate(selection, 1):
+        trial = TrialRun(f"trial-{i}", [remedy.action], options.out_dir) if remedy.tried else None
+        runs.append((remedy, targets, trial))
+        if trial is not None:
+            to_run.append(trial)
+    titles = {trial.name: remedy.title for remedy, _, trial in runs if trial is not None}
+    done = [0]
+
+    def finished(trial: TrialRun) -> None:
+        done[0] += 1
+        ending = trial.skipped or (f"{trial.wall_s:.1f} s" if trial.wall_s is not None else "")
+        say(f"trial {done[0]}/{len(to_run)}: {titles[trial.name]} ({ending})")
+
+    run_all(program, to_run, jobs=options.jobs, deadline=deadline, estimate_s=estimate, on_done=finished)
+
+    rows = []
+    proven: list[tuple[str, str, list[str], Any]] = []
+    for remedy, targets, trial in runs:
+        verdicts = {}
+        for p in targets:
+            row, verdict = _row(p, remedy, trial, base, options)
+            rows.append(row)
+            verdicts[p.key] = verdict
+        if trial is not None and trial.facts is not None:
+            for key, verdict in verdicts.items():
+                proven.append((remedy.key, verdict, [key], trial.facts.metrics))
+
+    combined = _combined(program, runs, proven, base, baseline, options, deadline, estimate, say)
+    after = _fingerprint(options.program)
+    doc = {
+        "schema": SCHEMA,
+        "program": {"command": program_argv_text(program), "cwd": os.getcwd()},
+        "torch_version": (baseline.summary or {}).get("torch_version"),
+        "out_dir": options.out_dir,
+        "baseline": {**(base.metrics.as_json() if base.metrics else {}), "exit_code": base.exit_code,
+                     "capture": baseline.capture, "wall_s": _round(baseline.wall_s)},
+        "problems": [p.as_json() for p in problems],
+        "trials": rows,
+        "combined": combined,
+        "runs": 1 + sum(1 for t in to_run if t.skipped is None) + (1 if combined and combined.get("ran") else 0),
+        "jobs": options.jobs,
+        "budget_s": options.budget_s,
+        "wall_s": round(time.time() - started, 2),
+        "files_unchanged": before == after,
+        "rtol": options.rtol,
+        "atol": options.atol,
+    }
+    record_into_capture(options.from_capture or baseline.capture, doc)
+    return doc
+
+
+def _row(p: FixProblem, remedy: Remedy, trial: TrialRun | None, base: RunFacts, options: Options):
+    row: dict[str, Any] = {"problem": p.as_json(), "remedy": remedy.title, "remedy_key": remedy.key,
+                           "applies_as": remedy.applies_as, "patch": remedy.patch, "before": _before(p, base),
+                           "after": None, "correct": None, "max_abs_diff": None}
+    if trial is None:
+        row.update(verdict="not run", why="a code change: paste the patch (dynscope never edits your files)")
+        return row, "not run"
+    if trial.skipped or trial.facts is None:
+        row.update(verdict="not run", why=trial.skipped or "not run")
+        return row, "not run"
+    v = judge(base, trial.facts, [p.key], rtol=options.rtol, atol=options.atol)
+    facts = trial.facts
+    row.update(after=({**facts.metrics.as_json(), "count": facts.problems.get(p.key, 0)} if facts.metrics else None),
+               correct=v.correct, max_abs_diff=v.max_abs_diff, verdict=v.verdict, why=v.why,
+               capture=trial.capture, wall_s=_round(trial.wall_s))
+    return row, v.verdict
+
+
+def _before(p: FixProblem, base: RunFacts) -> dict[str, Any]:
+    return {**(base.metrics.as_json() if base.metrics else {}), "count": p.count}
+
+
+def _combined(program, runs, proven, base: RunFacts, baseline: TrialRun, options: Options, deadline: float,
+              estimate: float, say) -> dict[str, Any] | None:
+    keys = pick_combined(proven)
+    if not keys:
+        return None
+    chosen = [(r, t, trial) for r, t, trial in runs if r.key in keys]
+    remedies = [r for r, _, _ in chosen]
+    result: dict[str, Any] = {"remedies": [r.title for r in remedies], "patch": combined_patch(remedies)}
+    if len(chosen) == 1:  # the trial already is the combined run
+        trial = chosen[0][2]
+    else:
+        say(f"combined: {len(chosen)} proven remedies in one run")
+        trial = TrialRun("combined", [r.action for r in remedies], options.out_dir)
+        run_all(program, [trial], jobs=1, deadline=deadline, estimate_s=estimate)
+    result["ran"] = len(chosen) > 1 and trial.skipped is None
+    if trial.skipped or trial.facts is None:
+        result.update(verdict="not run", why=trial.skipped or "not run", after=None, correct=None, max_abs_diff=None)
+        return result
+    targeted = [p.key for _, ts, _ in chosen for p in ts]
+    v = judge(base, trial.facts, list(dict.fromkeys(targeted)), rtol=options.rtol, atol=options.atol)
+    left = [k for k in dict.fromkeys(targeted) if k in trial.facts.problems]
+    result.update(after=trial.facts.metrics.as_json() if trial.facts.metrics else None, correct=v.correct,
+                  max_abs_diff=v.max_abs_diff, verdict=v.verdict, why=v.why, capture=trial.capture,
+                  problems_left=left)
+    return result
+
+
+def combined_patch(remedies: list[Remedy]) -> str:
+    """Config lines once each (imports first), then the code changes."""
+    imports: list[str] = []
+    lines: list[str] = []
+    others: list[str] = []
+    for r in remedies:
+        if r.applies_as == "config":
+            for line in r.patch.splitlines():
+                (imports if line.startswith("import ") else lines).append(line)
+        else:
+            others.append(r.patch.rstrip("\n"))
+    head = list(dict.fromkeys(imports)) + list(dict.fromkeys(lines))
+    return "\n".join(head + ([""] if head and others else []) + others) + "\n"
+
+
+def program_argv_text(program: Program) -> list[str]:
+    from dynscope.fix.trials import program_argv
+
+    return program_argv(program)
+
+
+def _recorded_summary(path: str) -> dict[str, Any]:
+    from dynscope.analysis.summary import summary_document
+    from dynscope.model import Capture
+
+    with Capture.open(path) as capture:
+        return summary_document(capture)
+
+
+def record_into_capture(path: str, doc: dict[str, Any]) -> None:
+    """The proven fixes, one event per problem, so every view of that capture shows them."""
+    from dynscope.store.writer import CaptureWriter
+
+    proven = [row for row in doc["trials"] if row["verdict"] in ("fixed", "improved")]
+    if not proven:
+        return
+    writer = CaptureWriter.reopen(path)
+    try:
+        for row in proven:
+            writer.append(RESULT_EVENT, {
+                "problem": row["problem"], "remedy": {"title": row["remedy"], "key": row["remedy_key"]},
+                "applies_as": row["applies_as"], "patch": row["patch"], "verdict": row["verdict"],
+                "before": row["before"], "after": row["after"], "max_abs_diff": row["max_abs_diff"]})
+    finally:
+        writer.close()
+
+
+def _fingerprint(program: Program) -> dict[str, str]:
+    """Hashes of the program's Python files (its script's directory), to prove none was edited."""
+    if program.kind == "module":
+        root = os.getcwd()
+    else:
+        root = os.path.dirname(os.path.abspath(program.target))
+    found: dict[str, str] = {}
+    for directory, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if not d.startswith(".") and d != "__pycache__" and not d.endswith("-fix")]
+        for name in files:
+            if name.endswith(".py") and len(found) < 5000:
+                path = os.path.join(directory, name)
+                try:
+                    with open(path, "rb") as f:
+                        found[path] = hashlib.blake2b(f.read(), digest_size=16).hexdigest()
+                except OSError:
+                    pass
+    return found
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 2)
+
+
+def _plural(n: int, word: str, many: str | None = None) -> str:
+    return f"{n} {word if n == 1 else (many or word + 's')}"
