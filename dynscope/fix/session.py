@@ -16,7 +16,7 @@ from typing import Any, Callable
 from dynscope.analysis.fix_verdict import RunFacts, judge, pick_combined
 from dynscope.analysis.remedies import FixProblem, Remedy, problems_from_summary, select
 from dynscope.errors import DynscopeError
-from dynscope.fix.trials import TrialRun, run_all
+from dynscope.fix.trials import TrialRun, run_all, starter_for
 from dynscope.model.fix import RESULT_EVENT
 from dynscope.runner.program import Program
 
@@ -37,6 +37,15 @@ class Options:
 
 
 def run(options: Options, say: Callable[[str], None]) -> dict[str, Any]:
+    os.makedirs(options.out_dir, exist_ok=True)
+    starter = starter_for(options.out_dir)
+    try:
+        return _run(options, say, starter)
+    finally:
+        starter.close()
+
+
+def _run(options: Options, say: Callable[[str], None], starter) -> dict[str, Any]:
     started = time.time()
     deadline = started + options.budget_s
     os.makedirs(options.out_dir, exist_ok=True)
@@ -45,7 +54,7 @@ def run(options: Options, say: Callable[[str], None]) -> dict[str, Any]:
 
     say("baseline: running the program once as it is")
     baseline = TrialRun("baseline", [], options.out_dir)
-    run_all(program, [baseline], jobs=1, deadline=deadline + 3600, estimate_s=0)
+    run_all(program, [baseline], jobs=1, deadline=deadline + 3600, estimate_s=0, starter=starter)
     if baseline.facts is None or not baseline.facts.ran or baseline.summary is None:
         raise DynscopeError(f"the baseline run wrote no capture (see {os.path.join(options.out_dir, 'baseline.stderr')})")
     base = baseline.facts
@@ -69,14 +78,24 @@ def run(options: Options, say: Callable[[str], None]) -> dict[str, Any]:
         if trial is not None:
             to_run.append(trial)
     titles = {trial.name: remedy.title for remedy, _, trial in runs if trial is not None}
+    # The combined run is started with the trials, on the guess that every remedy works; it is
+    # used only if the proven set turns out to be that guess (else it runs again at the end).
+    guess = pick_combined([(r.key, "fixed", [p.key for p in ts], None) for r, ts, t in runs if t is not None])
+    speculative = None
+    if len(guess) > 1:
+        speculative = TrialRun("combined", [r.action for r, _, t in runs if r.key in guess and t is not None],
+                               options.out_dir)
+        titles["combined"] = f"combined guess: {len(guess)} remedies"
     done = [0]
+    total = len(to_run) + (1 if speculative else 0)
 
     def finished(trial: TrialRun) -> None:
         done[0] += 1
         ending = trial.skipped or (f"{trial.wall_s:.1f} s" if trial.wall_s is not None else "")
-        say(f"trial {done[0]}/{len(to_run)}: {titles[trial.name]} ({ending})")
+        say(f"run {done[0]}/{total}: {titles[trial.name]} ({ending})")
 
-    run_all(program, to_run, jobs=options.jobs, deadline=deadline, estimate_s=estimate, on_done=finished)
+    run_all(program, ([speculative] if speculative else []) + to_run, jobs=options.jobs, deadline=deadline,
+            estimate_s=estimate, on_done=finished, starter=starter)
 
     rows = []
     proven: list[tuple[str, str, list[str], Any]] = []
@@ -90,7 +109,8 @@ def run(options: Options, say: Callable[[str], None]) -> dict[str, Any]:
             for key, verdict in verdicts.items():
                 proven.append((remedy.key, verdict, [key], trial.facts.metrics))
 
-    combined = _combined(program, runs, proven, base, baseline, options, deadline, estimate, say)
+    combined = _combined(program, runs, proven, base, options, deadline, estimate, say, starter,
+                         speculative if speculative is not None and guess else None, guess)
     after = _fingerprint(options.program)
     doc = {
         "schema": SCHEMA,
@@ -102,7 +122,7 @@ def run(options: Options, say: Callable[[str], None]) -> dict[str, Any]:
         "problems": [p.as_json() for p in problems],
         "trials": rows,
         "combined": combined,
-        "runs": 1 + sum(1 for t in to_run if t.skipped is None) + (1 if combined and combined.get("ran") else 0),
+        "runs": 1 + sum(1 for t in to_run if t.skipped is None) + _combined_runs(speculative, combined),
         "jobs": options.jobs,
         "budget_s": options.budget_s,
         "wall_s": round(time.time() - started, 2),
@@ -136,8 +156,8 @@ def _before(p: FixProblem, base: RunFacts) -> dict[str, Any]:
     return {**(base.metrics.as_json() if base.metrics else {}), "count": p.count}
 
 
-def _combined(program, runs, proven, base: RunFacts, baseline: TrialRun, options: Options, deadline: float,
-              estimate: float, say) -> dict[str, Any] | None:
+def _combined(program, runs, proven, base: RunFacts, options: Options, deadline: float, estimate: float, say,
+              starter, speculative: TrialRun | None, guess: list[str]) -> dict[str, Any] | None:
     keys = pick_combined(proven)
     if not keys:
         return None
@@ -146,10 +166,12 @@ def _combined(program, runs, proven, base: RunFacts, baseline: TrialRun, options
     result: dict[str, Any] = {"remedies": [r.title for r in remedies], "patch": combined_patch(remedies)}
     if len(chosen) == 1:  # the trial already is the combined run
         trial = chosen[0][2]
+    elif speculative is not None and keys == guess and speculative.skipped is None:
+        trial = speculative  # the guess was right: it already ran
     else:
         say(f"combined: {len(chosen)} proven remedies in one run")
         trial = TrialRun("combined", [r.action for r in remedies], options.out_dir)
-        run_all(program, [trial], jobs=1, deadline=deadline, estimate_s=estimate)
+        run_all(program, [trial], jobs=1, deadline=deadline, estimate_s=estimate, starter=starter)
     result["ran"] = len(chosen) > 1 and trial.skipped is None
     if trial.skipped or trial.facts is None:
         result.update(verdict="not run", why=trial.skipped or "not run", after=None, correct=None, max_abs_diff=None)
@@ -161,6 +183,14 @@ def _combined(program, runs, proven, base: RunFacts, baseline: TrialRun, options
                   max_abs_diff=v.max_abs_diff, verdict=v.verdict, why=v.why, capture=trial.capture,
                   problems_left=left)
     return result
+
+
+def _combined_runs(speculative: TrialRun | None, combined: dict[str, Any] | None) -> int:
+    """Combined runs made: the guess (if started) and a second one when the guess was wrong."""
+    ran = 1 if speculative is not None and speculative.skipped is None else 0
+    if combined and combined.get("ran") and combined.get("capture") != (speculative.capture if speculative else None):
+        ran += 1
+    return ran
 
 
 def combined_patch(remedies: list[Remedy]) -> str:

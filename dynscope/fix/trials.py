@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from dynscope.errors import DynscopeError
 from dynscope.analysis.fix_verdict import RunFacts, metrics_from_summary
 from dynscope.analysis.remedies import problem_counts
 from dynscope.model.fix import ENV, applied_actions, trial_features, trial_outputs
@@ -43,58 +44,192 @@ def program_argv(program: Program) -> list[str]:
 
 
 def run_all(program: Program, runs: list[TrialRun], *, jobs: int, deadline: float, estimate_s: float,
-            on_done: Callable[[TrialRun], None] = lambda run: None) -> None:
+            on_done: Callable[[TrialRun], None] = lambda run: None, starter: Starter | None = None) -> None:
     """Run them ``jobs`` at a time. One that cannot finish before ``deadline`` (judged by
     ``estimate_s``, a run's expected wall time) is not started; one still running at the deadline
     is stopped and counts as timed out."""
+    starter = starter or Subprocesses()
     waiting = list(runs)
-    running: list[tuple[TrialRun, subprocess.Popen, float, list]] = []
-    while waiting or running:
-        while waiting and len(running) < max(1, jobs):
-            run = waiting.pop(0)
-            if time.time() + estimate_s * 0.5 > deadline:
-                run.skipped = "the budget ran out before it could start"
-                on_done(run)
-                continue
-            running.append(_start(program, run))
-        time.sleep(0.05)
-        for item in list(running):
-            run, proc, started, files = item
-            timed_out = False
-            if proc.poll() is None:
-                if time.time() < deadline:
+    running: list[tuple[TrialRun, Any, float]] = []
+    try:
+        while waiting or running:
+            while waiting and len(running) < max(1, jobs):
+                run = waiting.pop(0)
+                if time.time() + estimate_s * 0.5 > deadline:
+                    run.skipped = "the budget ran out before it could start"
+                    on_done(run)
                     continue
-                _stop(proc)
-                timed_out = True
-            for f in files:
-                f.close()
-            run.wall_s = time.time() - started
-            _read(run, timed_out=timed_out)
-            running.remove(item)
-            on_done(run)
+                _clear(run.capture)
+                running.append((run, starter.start(program, run), time.time()))
+            time.sleep(0.05)
+            for item in list(running):
+                run, handle, started = item
+                returncode = starter.poll(handle)
+                timed_out = False
+                if returncode is None:
+                    if time.time() < deadline:
+                        continue
+                    returncode = starter.stop(handle)
+                    timed_out = True
+                run.wall_s = time.time() - started
+                starter.finish(run, returncode, run.wall_s)
+                _read(run, timed_out=timed_out)
+                running.remove(item)
+                on_done(run)
+    finally:
+        for _run, handle, _started in running:  # interrupted: leave no run behind
+            starter.stop(handle)
 
 
-def _start(program: Program, run: TrialRun):
-    for suffix in ("", "-wal", "-shm"):
+def _clear(capture: str) -> None:
+    for suffix in ("", "-wal", "-shm", ".lock"):
         try:
-            os.remove(run.capture + suffix)
+            os.remove(capture + suffix)
         except OSError:
             pass
-    stdout = open(os.path.join(run.out_dir, f"{run.name}.stdout"), "wb")
-    stderr = open(os.path.join(run.out_dir, f"{run.name}.stderr"), "wb")
-    argv = [sys.executable, "-m", "dynscope", "explain", "-q", "-o", run.capture, *program_argv(program)]
-    env = {**os.environ, ENV: json.dumps({"remedies": run.actions})}
-    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, env=env,
-                            start_new_session=True)
-    return run, proc, time.time(), [stdout, stderr]
 
 
-def _stop(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except OSError:
-        proc.kill()
-    proc.wait()
+def _explain_argv(program: Program, run: TrialRun) -> list[str]:
+    return ["dynscope", "explain", "-q", "-o", run.capture, *program_argv(program)]
+
+
+class Starter:
+    """How a run is started: a ``dynscope explain`` process, or a fork of the zygote."""
+
+    def start(self, program: Program, run: TrialRun) -> Any: ...
+    def poll(self, handle: Any) -> int | None: ...
+    def stop(self, handle: Any) -> int: ...
+    def finish(self, run: TrialRun, returncode: int, wall_s: float) -> None: ...
+    def close(self) -> None: ...
+
+
+class Subprocesses(Starter):
+    """``python -m dynscope explain`` per run: what a user would type."""
+
+    def start(self, program: Program, run: TrialRun) -> Any:
+        stdout = open(os.path.join(run.out_dir, f"{run.name}.stdout"), "wb")
+        stderr = open(os.path.join(run.out_dir, f"{run.name}.stderr"), "wb")
+        argv = [sys.executable, "-m", *_explain_argv(program, run)]
+        env = {**os.environ, ENV: json.dumps({"remedies": run.actions})}
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, env=env,
+                                start_new_session=True)
+        stdout.close()
+        stderr.close()
+        return proc
+
+    def poll(self, proc: subprocess.Popen) -> int | None:
+        return proc.poll()
+
+    def stop(self, proc: subprocess.Popen) -> int:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            proc.kill()
+        return proc.wait()
+
+    def finish(self, run: TrialRun, returncode: int, wall_s: float) -> None:
+        pass  # explain recorded how the run ended
+
+    def close(self) -> None:
+        pass
+
+
+class Zygote(Starter):
+    """Runs forked from one process that imported torch already (dynscope/fix/zygote.py): the
+    child runs what the explain child runs; this side records how it ended, as explain does."""
+
+    def __init__(self, log_path: str) -> None:
+        import queue
+        import threading
+
+        self._log = open(log_path, "wb")
+        self.proc = subprocess.Popen([sys.executable, "-m", "dynscope.fix.zygote"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=self._log)
+        self._messages: queue.Queue = queue.Queue()
+        self.pids: dict[str, int] = {}
+        self.ended: dict[str, int] = {}
+        self.ready = False
+
+        def read() -> None:
+            for line in self.proc.stdout:
+                self._messages.put(json.loads(line))
+            self._messages.put(None)
+
+        threading.Thread(target=read, daemon=True).start()
+
+    def _drain(self, *, wait_for: str | None = None, timeout: float = 600.0) -> None:
+        import queue
+
+        end = time.time() + timeout
+        while True:
+            try:
+                message = self._messages.get(timeout=0.05 if wait_for else 0)
+            except queue.Empty:
+                if not wait_for or time.time() > end:
+                    return
+                continue
+            if message is None:
+                raise DynscopeError("the trial server stopped (see zygote.stderr in the output directory)")
+            if message.get("ready"):
+                self.ready = True
+            elif "pid" in message:
+                self.pids[message["id"]] = message["pid"]
+            elif "returncode" in message:
+                self.ended[message["id"]] = message["returncode"]
+            if wait_for == "ready" and self.ready or wait_for and wait_for in self.pids:
+                return
+
+    def start(self, program: Program, run: TrialRun) -> Any:
+        if not self.ready:
+            self._drain(wait_for="ready")
+        spec = {"program": {"kind": program.kind, "target": program.target, "args": list(program.args)},
+                "capture": run.capture, "keep_caches": False, "command": _explain_argv(program, run)}
+        request = {"id": run.name, "spec": spec, "env": {ENV: json.dumps({"remedies": run.actions})},
+                   "stdout": os.path.join(run.out_dir, f"{run.name}.stdout"),
+                   "stderr": os.path.join(run.out_dir, f"{run.name}.stderr")}
+        self.proc.stdin.write((json.dumps(request) + "\n").encode())
+        self.proc.stdin.flush()
+        self._drain(wait_for=run.name)
+        return run.name
+
+    def poll(self, name: str) -> int | None:
+        self._drain()
+        return self.ended.get(name)
+
+    def stop(self, name: str) -> int:
+        try:
+            os.killpg(self.pids[name], signal.SIGKILL)
+        except (OSError, KeyError):
+            pass
+        end = time.time() + 10
+        while name not in self.ended and time.time() < end:
+            self._drain()
+            time.sleep(0.02)
+        return self.ended.get(name, -signal.SIGKILL)
+
+    def finish(self, run: TrialRun, returncode: int, wall_s: float) -> None:
+        from dynscope.runner.launcher import finish_capture
+
+        finish_capture(run.capture, returncode, wall_s)
+
+    def close(self) -> None:
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self._log.close()
+
+
+def starter_for(out_dir: str) -> Starter:
+    """The zygote where fork exists (POSIX), else one explain process per run."""
+    if hasattr(os, "fork") and os.environ.get("DYNSCOPE_FIX_NO_FORK") != "1":
+        return Zygote(os.path.join(out_dir, "zygote.stderr"))
+    return Subprocesses()
 
 
 def _read(run: TrialRun, *, timed_out: bool) -> None:
