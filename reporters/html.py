@@ -197,7 +197,7 @@ class _RankView:
             anchor = f"r{self.index}-errors"
         loc = problem.location
         return {"kind": problem.kind.replace("_", " "), "title": problem.title, "explanation": problem.explanation,
-                "hint": problem.hint, "count": problem.count, "anchor": anchor,
+                "hint": problem.hint, "count": problem.count, "anchor": anchor, "fixes": list(problem.fixes),
                 "where": location(loc.file, loc.line, self.cwd)}
 
     def _timeline(self, compiles: list[Compile]) -> dict[str, Any]:

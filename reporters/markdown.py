@@ -113,6 +113,14 @@ def _capture_section(out: _Budget, capture: Capture, *, titled: bool) -> None:
                     + (f"; repro ({m.nodes_after} compute nodes, verified in a fresh process) at {code(m.repro)}"
                        if m.verified and m.repro else "; no verified repro") + "\n")
 
+    fixes = capture.fix_results()
+    if fixes:
+        out.add("\n#### dynscope fix: verified fixes\n\n")
+        for f in fixes[:_MAX_ITEMS]:
+            where = location(f.file, f.line, cwd) if f.file else "?"
+            out.add(f"- {text(f.detail)} at {code(where)}: {code(f.remedy)} — **{text(f.verdict)}**, outputs equal\n")
+        out.skip(len(fixes) - _MAX_ITEMS)
+
     if compiles:
         _frame_times(out, capture, compiles, cwd)
 

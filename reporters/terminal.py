@@ -37,10 +37,11 @@ def render_summary(capture: Capture, console: Console) -> None:
     skipped = capture.skipped_frames()
     if skipped:
         console.print(_skipped_section(skipped, cwd))
+    fixes = capture.fix_results()
     if groups:
-        console.print(_breaks_section(groups, cwd))
+        console.print(_breaks_section(groups, cwd, fixes))
     if recompiles:
-        console.print(_recompiles_section(recompiles, cwd))
+        console.print(_recompiles_section(recompiles, cwd, fixes))
     if errors:
         console.print(Text(f"Compile errors ({len(errors)})", style="bold red"))
         for e in errors[:_MAX_LISTED]:
@@ -132,7 +133,13 @@ def _counts(capture: Capture) -> Text:
     return text
 
 
-def _breaks_section(groups: list[BreakGroup], cwd: str | None) -> Group:
+def _fix_lines(fixes: list, kind: str, file: str | None, line: int | None, function: str | None = None) -> list[Text]:
+    """The remedies `dynscope fix` proved for this problem, beside it."""
+    return [Text(f"    verified fix (dynscope fix): {f.remedy} — {f.verdict}, outputs equal", style="bold green")
+            for f in fixes if f.matches(kind, file, line, function)]
+
+
+def _breaks_section(groups: list[BreakGroup], cwd: str | None, fixes: list = ()) -> Group:
     total = sum(g.count for g in groups)
     rows: list = [Text(f"Graph breaks ({len(groups)} distinct, {total} in all), most frequent first", style="bold yellow")]
     for i, g in enumerate(groups[:_MAX_LISTED], 1):
@@ -153,6 +160,7 @@ def _breaks_section(groups: list[BreakGroup], cwd: str | None) -> Group:
                              if g.skipped_compile_ids else f"    {consequence}", style="bold"))
         for hint in g.hints:
             rows.append(Text(f"    hint: {first_line(hint)}", style="green"))
+        rows += _fix_lines(fixes, "graph_break", loc.file, loc.line)
         extra = []
         if g.compile_ids:
             extra.append("compiles " + ", ".join(g.compile_ids[:6]) + (" …" if len(g.compile_ids) > 6 else ""))
@@ -199,7 +207,7 @@ def _skipped_section(skipped: list[SkippedFrame], cwd: str | None) -> Group:
     return Group(*rows)
 
 
-def _recompiles_section(recompiles: list[Recompile], cwd: str | None) -> Group:
+def _recompiles_section(recompiles: list[Recompile], cwd: str | None, fixes: list = ()) -> Group:
     rows: list = [Text(f"Recompiles ({len(recompiles)})", style="bold yellow")]
     for r in recompiles[:_MAX_LISTED]:
         head = Text(f"  {friendly_function(r.function)}", style="bold")
@@ -218,6 +226,7 @@ def _recompiles_section(recompiles: list[Recompile], cwd: str | None) -> Group:
         if len(r.failures) > 1:
             older = len(r.failures) - 1
             rows.append(Text(f"    (+{plural(older, 'older cached compile')} also rejected the call)", style="dim"))
+        rows += _fix_lines(fixes, "recompile", r.file, r.line, r.function)
     if len(recompiles) > _MAX_LISTED:
         rows.append(Text(f"  … and {len(recompiles) - _MAX_LISTED} more", style="dim"))
     rows.append(Text(""))

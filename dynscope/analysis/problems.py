@@ -15,7 +15,7 @@ Within a kind, ties keep the order torch met the problems in, so a run always ra
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from dynscope.analysis.breaks import BreakGroup, group_breaks
 from dynscope.analysis.names import condensed, first_line, friendly_function, plural
@@ -37,6 +37,7 @@ class Problem:
     compile_time_s: float  # compile time spent on the compiles involved
     # the records behind it
     subject: BreakGroup | tuple[Recompile, ...] | CompileError | RecompileLimitHit | tuple[SkippedFrame, ...]
+    fixes: tuple[str, ...] = ()  # remedies `dynscope fix` proved on it, one line each
 
     @property
     def severity(self) -> int:
@@ -51,6 +52,11 @@ def top_problems(capture: Capture) -> list[Problem]:
     problems += [_graph_break(g, seconds) for g in group_breaks(capture.graph_breaks())]
     dynamic = capture.dynamic_sources()
     problems += [_recompiles(rs, seconds, dynamic) for rs in _recompiles_by_frame(capture.recompiles())]
+    fixes = capture.fix_results()
+    if fixes:
+        problems = [replace(p, fixes=tuple(
+            f"{f.remedy} ({f.verdict}, outputs equal)" for f in fixes
+            if f.matches(p.kind, p.location.file, p.location.line, p.location.function))) for p in problems]
     return sorted(problems, key=lambda p: (p.severity, -p.count))  # stable: ties stay in order met
 
 

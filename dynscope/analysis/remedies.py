@@ -95,8 +95,7 @@ def problem_counts(doc: dict[str, Any]) -> dict[str, int]:
 
 
 def _break_detail(g: dict[str, Any]) -> str:
-    code = (g.get("code") or "").strip()
-    return f"{g.get('headline') or g.get('gb_type')}" + (f": `{code}`" if code else "")
+    return str(g.get("headline") or g.get("gb_type") or "graph break")
 
 
 def _friendly(function: str | None) -> str:

@@ -107,6 +107,12 @@ def summary_document(capture: Capture) -> dict[str, Any]:
             }
             for m in capture.minify_results()
         ],
+        "fixes": [
+            {"kind": f.kind, "file": f.file, "line": f.line, "function": f.function, "detail": f.detail,
+             "remedy": f.remedy, "applies_as": f.applies_as, "patch": f.patch, "verdict": f.verdict,
+             "before": f.before, "after": f.after, "max_abs_diff": f.max_abs_diff}
+            for f in capture.fix_results()
+        ],
         "errors": [error_json(e) for e in errors],
         "skipped_frames": [skipped_frame_json(f) for f in capture.skipped_frames()],
         "recompile_limit_hits": [recompile_limit_json(h) for h in capture.recompile_limit_hits()],
