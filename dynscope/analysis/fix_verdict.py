@@ -44,8 +44,8 @@ class Comparison:
     notes: tuple[str, ...] = field(default_factory=tuple)
 
 
-def compare_outputs(baseline: list[dict[str, Any]], trial: list[dict[str, Any]], *, rtol: float, atol: float
-                    ) -> Comparison:
+def compare_outputs(baseline: list[dict[str, Any]], trial: list[dict[str, Any]], *, rtol: float, atol: float,
+                    allow_extra: bool = False) -> Comparison:
     """Each compiled region's outputs, call by call: same calls, same shapes and dtypes, values
     within ``atol + rtol * |baseline|`` (NaN equals NaN)."""
     notes: list[str] = []
@@ -55,10 +55,10 @@ def compare_outputs(baseline: list[dict[str, Any]], trial: list[dict[str, Any]],
     extra = [k for k in other if k not in base]
     if missing:
         notes.append(f"{len(missing)} compiled call(s) of the baseline did not happen (first: {_call(missing[0])})")
-    if extra:
+    if extra and not allow_extra:
         notes.append(f"{len(extra)} compiled call(s) the baseline did not make (first: {_call(extra[0])})")
     worst: float | None = None
-    for key in base.keys() & other.keys():
+    for key in sorted(base.keys() & other.keys()):
         a, b = base[key].get("leaves", []), other[key].get("leaves", [])
         if len(a) != len(b):
             notes.append(f"{_call(key)}: {len(a)} outputs → {len(b)}")
@@ -132,12 +132,15 @@ def judge(baseline: RunFacts, trial: RunFacts, targets: list[str], *, rtol: floa
         return Verdict("failed", None, None, "stopped: the budget ran out before the run ended")
     if not trial.ran or trial.metrics is None:
         return Verdict("failed", None, None, f"the run ended before recording ({_ending(trial)})")
-    if (trial.exit_code, trial.signal) != (baseline.exit_code, baseline.signal):
+    # A baseline that died (of a compile error, say) and a trial that ran to the end: the trial is
+    # held to everything the baseline did before it died, and may do more.
+    rescued = _failed(baseline) and trial.exit_code == 0 and not trial.signal
+    if (trial.exit_code, trial.signal) != (baseline.exit_code, baseline.signal) and not rescued:
         return Verdict("failed", None, None, f"the program ended differently: {_ending(baseline)} → {_ending(trial)}")
-    comparison = compare_outputs(baseline.outputs, trial.outputs, rtol=rtol, atol=atol)
+    comparison = compare_outputs(baseline.outputs, trial.outputs, rtol=rtol, atol=atol, allow_extra=rescued)
     if not comparison.equal:
         return Verdict("failed", False, comparison.max_abs_diff, "outputs differ: " + "; ".join(comparison.notes))
-    if trial.stdout != baseline.stdout:
+    if trial.stdout != baseline.stdout and not (rescued and trial.stdout.startswith(baseline.stdout)):
         return Verdict("failed", False, comparison.max_abs_diff, "the program printed something else")
     gone = [k for k in targets if k not in trial.problems]
     reduced = [k for k in targets if k in trial.problems and trial.problems[k] < baseline.problems.get(k, 0)]
@@ -151,11 +154,18 @@ def judge(baseline: RunFacts, trial: RunFacts, targets: list[str], *, rtol: floa
     if (new or grew or more) and not gone:
         what = ", ".join(_short(k) for k in (new or grew)[:2]) or "more breaks/recompiles/errors"
         return Verdict("worse", True, comparison.max_abs_diff, f"new or more problems: {what}{note}")
+    if rescued and not gone:
+        return Verdict("improved", True, comparison.max_abs_diff,
+                       "the program now runs to the end; the problem is still recorded (that code runs in eager)")
     if gone or reduced:
         extra = f"; but new: {', '.join(_short(k) for k in new[:2])}" if new else ""
         return Verdict("improved", True, comparison.max_abs_diff,
                        f"{len(gone)} of {len(targets)} gone, {len(reduced)} fewer{extra}")
     return Verdict("no change", True, comparison.max_abs_diff, f"the problem is still there{note}")
+
+
+def _failed(run: RunFacts) -> bool:
+    return bool(run.signal) or run.exit_code not in (0, None)
 
 
 def _ending(run: RunFacts) -> str:

@@ -58,6 +58,9 @@ def _run(options: Options, say: Callable[[str], None], starter) -> dict[str, Any
     if baseline.facts is None or not baseline.facts.ran or baseline.summary is None:
         raise DynscopeError(f"the baseline run wrote no capture (see {os.path.join(options.out_dir, 'baseline.stderr')})")
     base = baseline.facts
+    if base.exit_code not in (0, None) and not (baseline.summary.get("compiles")):
+        say(f"warning: the program exited with status {base.exit_code} before compiling anything "
+            f"(its output: {os.path.join(options.out_dir, 'baseline.stderr')}); dynscope's options go before the script")
     estimate = baseline.wall_s or 1.0
     recorded = _recorded_summary(options.from_capture) if options.from_capture else baseline.summary
     problems = problems_from_summary(recorded)
@@ -80,7 +83,8 @@ def _run(options: Options, say: Callable[[str], None], starter) -> dict[str, Any
     titles = {trial.name: remedy.title for remedy, _, trial in runs if trial is not None}
     # The combined run is started with the trials, on the guess that every remedy works; it is
     # used only if the proven set turns out to be that guess (else it runs again at the end).
-    guess = pick_combined([(r.key, "fixed", [p.key for p in ts], None) for r, ts, t in runs if t is not None])
+    guess = pick_combined([(r.key, "fixed", [p.key for p in ts], None) for r, ts, t in runs
+                           if t is not None and r.key not in {x.key for x in options.tries}])
     speculative = None
     if len(guess) > 1:
         speculative = TrialRun("combined", [r.action for r, _, t in runs if r.key in guess and t is not None],
@@ -99,13 +103,15 @@ def _run(options: Options, say: Callable[[str], None], starter) -> dict[str, Any
 
     rows = []
     proven: list[tuple[str, str, list[str], Any]] = []
+    tried_by_user = {r.key for r in options.tries}
     for remedy, targets, trial in runs:
         verdicts = {}
-        for p in targets:
+        # A --try setting is judged once, on every problem together.
+        for p in ([_all_problems(targets)] if remedy.key in tried_by_user else targets):
             row, verdict = _row(p, remedy, trial, base, options)
             rows.append(row)
             verdicts[p.key] = verdict
-        if trial is not None and trial.facts is not None:
+        if trial is not None and trial.facts is not None and remedy.key not in tried_by_user:
             for key, verdict in verdicts.items():
                 proven.append((remedy.key, verdict, [key], trial.facts.metrics))
 
@@ -134,6 +140,11 @@ def _run(options: Options, say: Callable[[str], None], starter) -> dict[str, Any
     return doc
 
 
+def _all_problems(targets: list[FixProblem]) -> FixProblem:
+    return FixProblem("any", "|".join(p.key for p in targets), None, None, None, "every problem (--try)",
+                      sum(p.count for p in targets), {"keys": [p.key for p in targets]})
+
+
 def _row(p: FixProblem, remedy: Remedy, trial: TrialRun | None, base: RunFacts, options: Options):
     row: dict[str, Any] = {"problem": p.as_json(), "remedy": remedy.title, "remedy_key": remedy.key,
                            "applies_as": remedy.applies_as, "patch": remedy.patch, "before": _before(p, base),
@@ -144,9 +155,11 @@ def _row(p: FixProblem, remedy: Remedy, trial: TrialRun | None, base: RunFacts, 
     if trial.skipped or trial.facts is None:
         row.update(verdict="not run", why=trial.skipped or "not run")
         return row, "not run"
-    v = judge(base, trial.facts, [p.key], rtol=options.rtol, atol=options.atol)
+    keys = p.facts.get("keys", [p.key]) if p.kind == "any" else [p.key]
+    v = judge(base, trial.facts, keys, rtol=options.rtol, atol=options.atol)
     facts = trial.facts
-    row.update(after=({**facts.metrics.as_json(), "count": facts.problems.get(p.key, 0)} if facts.metrics else None),
+    count = sum(facts.problems.get(k, 0) for k in keys)
+    row.update(after=({**facts.metrics.as_json(), "count": count} if facts.metrics else None),
                correct=v.correct, max_abs_diff=v.max_abs_diff, verdict=v.verdict, why=v.why,
                capture=trial.capture, wall_s=_round(trial.wall_s))
     return row, v.verdict
@@ -226,7 +239,7 @@ def record_into_capture(path: str, doc: dict[str, Any]) -> None:
     """The proven fixes, one event per problem, so every view of that capture shows them."""
     from dynscope.store.writer import CaptureWriter
 
-    proven = [row for row in doc["trials"] if row["verdict"] in ("fixed", "improved")]
+    proven = [row for row in doc["trials"] if row["verdict"] in ("fixed", "improved") and row["problem"]["kind"] != "any"]
     if not proven:
         return
     writer = CaptureWriter.reopen(path)
