@@ -48,6 +48,8 @@ def render_summary(capture: Capture, console: Console) -> None:
             where = location(e.user_file, e.user_line, cwd) if e.user_file else location(e.file, e.line, cwd)
             console.print(f"  [red]{escape(e.compile_id)}[/] {escape(friendly_function(e.function))} "
                           f"({escape(where)}): [bold]{escape(e.fail_type)}[/]: {escape(condensed(e.reason))}")
+            for line in _fix_lines(fixes, "error", e.user_file or e.file, e.user_line or e.line):
+                console.print(line)
         console.print()
     for result in capture.minify_results():
         console.print(Text("dynscope minify: ", style="bold red") + Text(result.headline))
