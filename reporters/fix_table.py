@@ -32,7 +32,8 @@ def render_fix(doc: dict[str, Any], console: Console) -> None:
             style = _STYLE.get(cells["verdict"], "")
             table.add_row(*[escape(cells[c]) for c in FIX_COLUMNS[:-1]],
                           f"[{style}]{escape(cells['verdict'])}[/]" if style else escape(cells["verdict"]))
-        console.print(table)
+        # In a log (no terminal) rich would squeeze the table into 80 columns: give it room.
+        console.print(table, width=None if console.is_terminal else max(console.width, 160))
         for row in doc["trials"]:
             if row.get("verdict") in ("failed", "worse") and row.get("why"):
                 console.print(f"  [{_STYLE[row['verdict']]}]{escape(row['verdict'])}[/] {escape(row['remedy'])}: "
