@@ -182,27 +182,30 @@ def _short(key: str) -> str:
 def pick_combined(results: list[tuple[str, str, list[str], Metrics | None]]) -> list[str]:
     """Remedies to combine, from (remedy key, verdict, target keys, metrics) per trial and problem:
     greedily the proven remedy that covers the most problems not yet covered (fixed before
-    improved, then table order), until every problem some remedy proved on is covered."""
+    improved, then the fewest breaks and recompiles left in its run, then table order), until
+    every problem some remedy proved on is covered."""
     rank = {"fixed": 0, "improved": 1}
     covers: dict[str, dict[str, int]] = {}  # remedy -> problem -> rank
     order: list[str] = []
-    for key, verdict, targets, _metrics in results:
+    left: dict[str, int] = {}  # remedy -> breaks + recompiles its run still had
+    for key, verdict, targets, metrics in results:
         if key not in order:
             order.append(key)
+        left[key] = (metrics.graph_breaks + metrics.recompiles) if metrics else 0
         if verdict in rank:
             for t in targets:
                 covers.setdefault(key, {})[t] = min(rank[verdict], covers.get(key, {}).get(t, 9))
-    left = {t for c in covers.values() for t in c}
+    uncovered = {t for c in covers.values() for t in c}
     chosen: list[str] = []
-    while left:
-        best = min(covers, key=lambda k: (-len(left & covers[k].keys()),
-                                          min((covers[k][t] for t in left & covers[k].keys()), default=9),
-                                          order.index(k)))
-        gained = left & covers[best].keys()
+    while uncovered:
+        best = min(covers, key=lambda k: (-len(uncovered & covers[k].keys()),
+                                          min((covers[k][t] for t in uncovered & covers[k].keys()), default=9),
+                                          left[k], order.index(k)))
+        gained = uncovered & covers[best].keys()
         if not gained:
             break
         chosen.append(best)
-        left -= gained
+        uncovered -= gained
     return [k for k in order if k in chosen]
 
 

@@ -41,6 +41,7 @@ class Remedy:
     action: dict[str, Any]  # what the trial child applies (dynscope/fix/apply.py); {} for code-only remedies
     patch: str  # what to paste: config lines, a unified diff, or the code to add
     tried: bool = True  # False: a code change dynscope cannot apply without editing files (shown, not verified)
+    fallback: bool = False  # tried only when no other remedy fixed its problems (saves a run when one did)
 
     def as_json(self) -> dict[str, Any]:
         return {"key": self.key, "title": self.title, "applies_as": self.applies_as, "action": self.action,
@@ -74,19 +75,36 @@ def problems_from_summary(doc: dict[str, Any]) -> list[FixProblem]:
             {"gb_type": g.get("gb_type") or "", "gb_id": g.get("gb_id") or "", "headline": g.get("headline") or "",
              "reason": g.get("reason") or "", "hints": list(g.get("hints") or []), "code": g.get("code") or "",
              "compiled_frames": sorted(frames)}))
-    frames: dict[tuple, list[dict[str, Any]]] = {}
+    # One problem per recompiled frame and cause: a batch size that changes and an int that
+    # changes are two problems with different remedies, even in the same function.
+    causes: dict[tuple, list[dict[str, Any]]] = {}
     for r in doc.get("recompiles", []):
-        frames.setdefault((r.get("function"), r.get("file"), r.get("line")), []).append(r)
-    for (function, file, line), rs in frames.items():
+        first = (r.get("failures") or [{}])[0]
+        cause, _ = recompile_cause(first.get("guard") or r.get("reason") or "")
+        causes.setdefault((r.get("function"), r.get("file"), r.get("line"), cause), []).append(r)
+    for (function, file, line, cause), rs in causes.items():
         failures = [f for r in rs for f in r.get("failures", [])[:1]]
         first = failures[0] if failures else {}
-        guard = first.get("guard") or rs[0].get("reason") or ""
+        _, words = recompile_cause(first.get("guard") or rs[0].get("reason") or "")
+        change = f": {first.get('expected')} → {first.get('actual')}" if first.get("expected") is not None else ""
         problems.append(FixProblem(
-            "recompile", f"recompile|{function}|{file}|{line}", file, line, function,
-            f"{_friendly(function)} recompiled {_times(len(rs))}: {_first_line(guard)}", len(rs),
+            "recompile", f"recompile|{function}|{file}|{line}|{cause}", file, line, function,
+            f"{_friendly(function)} recompiled {_times(len(rs))}: {words}{change}", len(rs),
             {"guards": [f.get("guard") or f.get("reason") or "" for f in failures],
              "expected": first.get("expected"), "actual": first.get("actual")}))
     return problems
+
+
+def recompile_cause(guard: str) -> tuple[str, str]:
+    """(identity, words) of what changed: "size x 0" / "the size of x's dimension 0 changed"."""
+    size = _SIZE.search(guard)
+    if size:
+        return f"size {size['name']} {size['dim']}", f"the size of {size['name']}'s dimension {size['dim']} changed"
+    value = _VALUE_GUARD.search(guard)
+    if value:
+        return f"value {value['name']}", f"the value of {value['name']} changed (Dynamo specialized on it)"
+    line = _first_line(guard)
+    return f"guard {line}", f"guard failed: {line}"
 
 
 def problem_counts(doc: dict[str, Any]) -> dict[str, int]:
@@ -115,8 +133,10 @@ def _first_line(text: str) -> str:
 
 _DYNAMO = "torch._dynamo.config"
 _SIZE = re.compile(r"tensor '(?P<name>[^']+)' (?:size|stride) mismatch at index (?P<dim>\d+)")
-_INT_GUARD = re.compile(r"L\['(?P<name>[^']+)'\](?P<attr>(?:\.\w+)*) == (?P<value>-?\d+)\b")
-_FLOAT_GUARD = re.compile(r"L\['[^']+'\](?:\.\w+)* == -?\d+\.\d*")
+# "n == 2", "L['n'] == 2", "self.n == 2" (an int Dynamo specialized on) and "t == 2.0" (a float)
+_INT_GUARD = re.compile(r"(?P<name>(?:L\['[^']+'\]|[A-Za-z_]\w*)(?:\.\w+)*) == (?P<value>-?\d+)(?![\d.])")
+_VALUE_GUARD = re.compile(r"(?P<name>(?:L\['[^']+'\]|[A-Za-z_]\w*)(?:\.\w+)*) == ")
+_FLOAT_GUARD = re.compile(r"(?:L\['[^']+'\]|[A-Za-z_]\w*)(?:\.\w+)* == -?\d+\.\d*")
 _DATA_DEPENDENT = re.compile(r"Could not guard on data-dependent expression (?P<expr>.+?)(?: \(unhinted|\n|$)")
 _LOGGING_CALL = re.compile(r"\b(?P<fn>print|logging\.(?:debug|info|warning|error|critical|log)|warnings\.warn)\s*\(")
 _RESUME = re.compile(r"^torch_dynamo_resume_in_")
@@ -196,10 +216,11 @@ def _recompile_remedies(p: FixProblem, features: dict[str, Any]) -> list[Remedy]
                     {"op": "mark_dynamic", "function": p.function, "file": p.file, "arg": name, "dim": dim,
                      "maybe": maybe},
                     f"torch._dynamo.{fn}({name}, {dim})  # on the input `{name}` of {p.function} "
-                    f"({_base(p.file)}:{p.line}), before the compiled call"))
+                    f"({_base(p.file)}:{p.line}), before the compiled call",
+                    fallback=maybe and bool(features.get("mark_dynamic"))))
     int_guard = _INT_GUARD.search(guards)
-    if int_guard and int_guard["attr"] and int_guard["name"] == "self" and \
-            _wants(features, "allow_unspec_int_on_nn_module", True):
+    on_module = bool(int_guard) and re.match(r"(L\['self'\]|self)\.", int_guard["name"]) is not None
+    if on_module and _wants(features, "allow_unspec_int_on_nn_module", True):
         found.append(config_remedy("allow_unspec_int_on_nn_module", True))
     if _FLOAT_GUARD.search(guards) and _wants(features, "specialize_float", False):
         found.append(config_remedy("specialize_float", False))

@@ -74,32 +74,40 @@ def _run(options: Options, say: Callable[[str], None], starter) -> dict[str, Any
         f"({baseline.wall_s:.1f} s per run)")
 
     runs: list[tuple[Remedy, list[FixProblem], TrialRun | None]] = []
-    to_run = []
     for i, (remedy, targets) in enumerate(selection, 1):
         trial = TrialRun(f"trial-{i}", [remedy.action], options.out_dir) if remedy.tried else None
         runs.append((remedy, targets, trial))
-        if trial is not None:
-            to_run.append(trial)
+    first = [t for r, _, t in runs if t is not None and not r.fallback]
     titles = {trial.name: remedy.title for remedy, _, trial in runs if trial is not None}
     # The combined run is started with the trials, on the guess that every remedy works; it is
     # used only if the proven set turns out to be that guess (else it runs again at the end).
     guess = pick_combined([(r.key, "fixed", [p.key for p in ts], None) for r, ts, t in runs
-                           if t is not None and r.key not in {x.key for x in options.tries}])
+                           if t is not None and not r.fallback and r.key not in {x.key for x in options.tries}])
     speculative = None
     if len(guess) > 1:
         speculative = TrialRun("combined", [r.action for r, _, t in runs if r.key in guess and t is not None],
                                options.out_dir)
         titles["combined"] = f"combined guess: {len(guess)} remedies"
     done = [0]
-    total = len(to_run) + (1 if speculative else 0)
+    total = [len(first) + (1 if speculative else 0)]
 
     def finished(trial: TrialRun) -> None:
         done[0] += 1
         ending = trial.skipped or (f"{trial.wall_s:.1f} s" if trial.wall_s is not None else "")
-        say(f"run {done[0]}/{total}: {titles[trial.name]} ({ending})")
+        say(f"run {done[0]}/{total[0]}: {titles[trial.name]} ({ending})")
 
-    run_all(program, ([speculative] if speculative else []) + to_run, jobs=options.jobs, deadline=deadline,
+    run_all(program, ([speculative] if speculative else []) + first, jobs=options.jobs, deadline=deadline,
             estimate_s=estimate, on_done=finished, starter=starter)
+    # Fallbacks (maybe_mark_dynamic after mark_dynamic) run only for problems still not fixed.
+    fixed = {p.key for r, ts, t in runs if t in first and t.facts is not None for p in ts
+             if judge(base, t.facts, [p.key], rtol=options.rtol, atol=options.atol).verdict == "fixed"}
+    runs = [(r, ts, t) for r, ts, t in runs if not r.fallback or any(p.key not in fixed for p in ts)]
+    later = [t for r, _, t in runs if t is not None and r.fallback]
+    if later:
+        total[0] += len(later)
+        run_all(program, later, jobs=options.jobs, deadline=deadline, estimate_s=estimate, on_done=finished,
+                starter=starter)
+    to_run = first + later
 
     rows = []
     proven: list[tuple[str, str, list[str], Any]] = []

@@ -57,7 +57,7 @@ def test_problems_of_the_recorded_run(summary):
     assert "Tensor.item()" in breaks[0].detail and "builtin" in breaks[1].detail
     recompiles = _by_kind(problems, "recompile")
     assert [p.function for p in recompiles][0] == "forward"
-    assert "tensor 'x' size mismatch at index 0" in recompiles[0].detail
+    assert recompiles[0].detail == "forward recompiled once: the size of x's dimension 0 changed: 4 → 8"
     assert len({p.key for p in problems}) == len(problems)
 
 
@@ -69,6 +69,7 @@ def test_remedies_chosen_from_the_recorded_facts(summary, features):
     assert [r.action for r in remedies_for(printed, features)] == [{"op": "logging_function", "function": "print"}]
     forward_remedies = remedies_for(forward, features)
     assert [r.action["op"] for r in forward_remedies] == ["mark_dynamic", "mark_dynamic", "compile_kwargs"]
+    assert [r.fallback for r in forward_remedies] == [False, True, False]  # maybe_mark_dynamic: if mark_dynamic fails
     assert forward_remedies[0].action == {"op": "mark_dynamic", "function": "forward", "file": forward.file,
                                           "arg": "x", "dim": 0, "maybe": False}
     # the break is in the compiled frame itself: disabling it would only switch compilation off
@@ -93,6 +94,25 @@ def test_each_remedy_tried_once_and_only_filters(summary, features):
     dynamic = dict((r.key, ps) for r, ps in selection)["compile:dynamic=True"]
     assert len(dynamic) == 3  # forward and both resume functions recompiled on the batch size
     assert {p.kind for _, ps in select(problems, features, only="break") for p in ps} == {"break"}
+
+
+def test_recompiles_split_by_cause():
+    """A batch size and an int that change in one function are two problems with different remedies."""
+    doc = {"recompiles": [
+        {"function": "f", "file": "/p/m.py", "line": 3, "compile_id": "0/1",
+         "failures": [{"guard": "tensor 'x' size mismatch at index 0. expected 4, actual 6", "expected": "4",
+                       "actual": "6"}]},
+        {"function": "f", "file": "/p/m.py", "line": 3, "compile_id": "0/2",
+         "failures": [{"guard": "temperature == 2", "expected": "2", "actual": "3"}]},
+        {"function": "forward", "file": "/p/m.py", "line": 9, "compile_id": "1/1",
+         "failures": [{"guard": "self.n == 2", "expected": "2", "actual": "3"}]}]}
+    features = {"mark_dynamic": True, "maybe_mark_dynamic": False, "allow_unspec_int_on_nn_module": False}
+    shape, value, module_int = problems_from_summary(doc)
+    assert value.detail == "f recompiled once: the value of temperature changed (Dynamo specialized on it): 2 → 3"
+    assert [r.key for r in remedies_for(shape, features)] == ["mark_dynamic:/p/m.py:f:x:0", "compile:dynamic=True"]
+    assert [r.key for r in remedies_for(value, features)] == ["compile:dynamic=True"]
+    assert [r.title for r in remedies_for(module_int, features)][0] == \
+        "torch._dynamo.config.allow_unspec_int_on_nn_module = True"
 
 
 def test_disable_for_a_helper_and_data_dependent_check():
