@@ -120,3 +120,23 @@ def test_bad_input_is_one_line(tmp_path):
         result = run_dynscope("fix", *args, cwd=tmp_path)
         assert result.returncode != 0 and words in result.stderr, (args, result.stderr)
         assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_tui_overview_shows_the_verified_fixes(fixed):
+    import io
+
+    from rich.console import Console
+    from textual.widgets import OptionList
+    from tui_pilot import drive
+
+    work, doc, _, _ = fixed
+
+    async def script(app, pilot):
+        listing = app.query_one("#problems", OptionList)
+        console = Console(width=300, record=True, file=io.StringIO())
+        for i in range(listing.option_count):
+            console.print(listing.get_option_at_index(i).prompt)
+        shown = console.export_text()
+        assert "verified fix (dynscope fix): torch._dynamo.config.capture_scalar_outputs = True (fixed" in shown
+
+    drive(work / doc["baseline"]["capture"], script, size=(160, 60))
