@@ -48,6 +48,8 @@ def render_fix(doc: dict[str, Any], console: Console) -> None:
                       f"{', outputs equal' if combined.get('correct') else ''}", soft_wrap=True)
         if combined.get("verdict") in ("fixed", "improved"):
             console.print("[bold]The change to make[/] (verified together in one run):")
-            console.print(Syntax(combined.get("patch", ""), "python", theme="ansi_dark", background_color="default"))
+            patch = combined.get("patch", "")
+            console.print(Syntax(patch, "diff" if patch.startswith("--- ") else "python", theme="ansi_dark",
+                                 background_color="default"))
     if doc.get("files_unchanged") is False:
         console.print("[bold red]warning:[/] a file of the program changed during the runs (not by dynscope's remedies)")

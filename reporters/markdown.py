@@ -238,5 +238,6 @@ def render_fix_markdown(doc: dict) -> str:
         if combined.get("verdict") in ("fixed", "improved"):
             patch = str(combined.get("patch", ""))
             fence = "```" + "`" * max((len(r) for r in re.findall(r"`{3,}", patch)), default=0)
-            lines.append(f"The change to make:\n\n{fence}python\n{patch.rstrip()}\n{fence}\n")
+            language = "diff" if patch.startswith("--- ") else "python"
+            lines.append(f"The change to make:\n\n{fence}{language}\n{patch.rstrip()}\n{fence}\n")
     return "\n".join(lines) + "\n"

@@ -54,7 +54,6 @@ class Remedy:
 def problems_from_summary(doc: dict[str, Any]) -> list[FixProblem]:
     """Every graph break (by cause and line), recompiled frame, recompile-limit hit and compile
     error of one run, worst kind first as ``dynscope summary`` lists them."""
-    compiles = {c["compile_id"]: c for c in doc.get("compiles", [])}
     problems: list[FixProblem] = []
     for e in doc.get("errors", []):
         file, line = e.get("user_file") or e.get("file"), e.get("user_line") or e.get("line")
@@ -68,13 +67,11 @@ def problems_from_summary(doc: dict[str, Any]) -> list[FixProblem]:
             h.get("function"), f"{h.get('function')} hit the recompile limit ({h.get('limit_name')} = {h.get('limit')})",
             1, {"limit": h.get("limit"), "limit_name": h.get("limit_name") or "recompile_limit"}))
     for g in doc.get("graph_breaks", []):
-        frames = {compiles[c]["function"] for c in g.get("compile_ids", []) if c in compiles}
         problems.append(FixProblem(
             "break", f"break|{g.get('gb_type') or g.get('headline')}|{g.get('file')}|{g.get('line')}",
             g.get("file"), g.get("line"), g.get("function"), _break_detail(g), int(g.get("count") or 1),
             {"gb_type": g.get("gb_type") or "", "gb_id": g.get("gb_id") or "", "headline": g.get("headline") or "",
-             "reason": g.get("reason") or "", "hints": list(g.get("hints") or []), "code": g.get("code") or "",
-             "compiled_frames": sorted(frames)}))
+             "reason": g.get("reason") or "", "hints": list(g.get("hints") or []), "code": g.get("code") or ""}))
     # One problem per recompiled frame and cause: a batch size that changes and an int that
     # changes are two problems with different remedies, even in the same function.
     causes: dict[tuple, list[dict[str, Any]]] = {}
@@ -185,9 +182,10 @@ def _break_remedies(p: FixProblem, features: dict[str, Any]) -> list[Remedy]:
         line = f"{_DYNAMO}.reorderable_logging_functions.add({fn})"
         found.append(Remedy(f"logging:{fn}", line, "config", {"op": "logging_function", "function": fn},
                             f"import torch\n{'import ' + module + chr(10) if module else ''}{line}\n"))
-    # Disabling the function that breaks helps only when it is a helper called from the compiled
-    # frame: disabling the compiled frame itself would just turn compilation off.
-    if p.function and not _RESUME.match(p.function) and p.function not in f.get("compiled_frames", []) \
+    # Disabling the function that breaks helps only when it is a helper the compiled code calls:
+    # disabling the callable given to torch.compile would just turn compilation off.
+    given = {(fn, _norm(file)) for fn, file in features.get("compiled_callables", [])}
+    if p.function and not _RESUME.match(p.function) and (p.function, _norm(p.file)) not in given \
             and p.file and features.get("compiler_disable") and "graph_break()" not in f.get("code", ""):
         found.append(Remedy(
             f"disable:{p.file}:{p.function}", f"torch.compiler.disable on {p.function} ({_base(p.file)})", "wrap",
@@ -256,6 +254,10 @@ def check_expression(sympy_text: str) -> str:
         op = "==" if match[1] == "Eq" else "!="
         return f"{match[2]} {op} {match[3]}"
     return sympy_text.strip()
+
+
+def _norm(path: str | None) -> str:
+    return (path or "").replace("\\", "/")
 
 
 def _base(path: str | None) -> str:

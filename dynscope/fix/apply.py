@@ -21,7 +21,7 @@ import os
 import sys
 from typing import Any, Callable
 
-from dynscope.model.fix import APPLIED_EVENT, ENV, FEATURES_EVENT, OUTPUT_EVENT
+from dynscope.model.fix import APPLIED_EVENT, ENV, FEATURES_EVENT, OUTPUT_EVENT, REGION_EVENT
 
 VALUES_CAP = 4096  # values recorded per output tensor; larger ones keep an even sample and a hash
 LEAVES_CAP = 64  # outputs recorded per call
@@ -144,6 +144,9 @@ class Trial:
         self.regions += 1
         name = f"{self.regions}:{getattr(type(model) if isinstance(model, torch.nn.Module) else model, '__qualname__', '?')}"
         target = model.forward if isinstance(model, torch.nn.Module) else model
+        code = getattr(target, "__code__", None)
+        if code is not None:
+            self.recorder.append(REGION_EVENT, {"function": code.co_name, "file": code.co_filename})
         calls = [0]
 
         def before(args: tuple, kwargs: dict) -> None:

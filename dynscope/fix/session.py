@@ -73,6 +73,7 @@ def _run(options: Options, say: Callable[[str], None], starter) -> dict[str, Any
     say(f"baseline: {_plural(len(problems), 'problem')}, {_plural(len(selection), 'remedy', 'remedies')} to try "
         f"({baseline.wall_s:.1f} s per run)")
 
+    selection = [(_with_diff(r, program), ts) for r, ts in selection]
     runs: list[tuple[Remedy, list[FixProblem], TrialRun | None]] = []
     for i, (remedy, targets) in enumerate(selection, 1):
         trial = TrialRun(f"trial-{i}", [remedy.action], options.out_dir) if remedy.tried else None
@@ -146,6 +147,23 @@ def _run(options: Options, say: Callable[[str], None], starter) -> dict[str, Any
     }
     record_into_capture(options.from_capture or baseline.capture, doc)
     return doc
+
+
+def _with_diff(remedy: Remedy, program: Program) -> Remedy:
+    """A code change as a unified diff of the user's file, where one can be made."""
+    from dataclasses import replace
+
+    from dynscope.fix.patches import disable_diff
+
+    action = remedy.action
+    if action.get("op") != "disable":
+        return remedy
+    diff = disable_diff(action["file"], action["function"], action.get("line"), _root(program))
+    return replace(remedy, patch=diff) if diff else remedy
+
+
+def _root(program: Program) -> str:
+    return os.getcwd() if program.kind == "module" else os.path.dirname(os.path.abspath(program.target))
 
 
 def _all_problems(targets: list[FixProblem]) -> FixProblem:
@@ -263,10 +281,7 @@ def record_into_capture(path: str, doc: dict[str, Any]) -> None:
 
 def _fingerprint(program: Program) -> dict[str, str]:
     """Hashes of the program's Python files (its script's directory), to prove none was edited."""
-    if program.kind == "module":
-        root = os.getcwd()
-    else:
-        root = os.path.dirname(os.path.abspath(program.target))
+    root = _root(program)
     found: dict[str, str] = {}
     for directory, dirs, files in os.walk(root):
         dirs[:] = [d for d in dirs if not d.startswith(".") and d != "__pycache__" and not d.endswith("-fix")]

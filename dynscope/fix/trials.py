@@ -19,7 +19,7 @@ from typing import Any, Callable
 from dynscope.errors import DynscopeError
 from dynscope.analysis.fix_verdict import RunFacts, metrics_from_summary
 from dynscope.analysis.remedies import problem_counts
-from dynscope.model.fix import ENV, applied_actions, trial_features, trial_outputs
+from dynscope.model.fix import ENV, applied_actions, compiled_callables, trial_features, trial_outputs
 from dynscope.runner.program import Program
 
 
@@ -243,7 +243,7 @@ def _read(run: TrialRun, *, timed_out: bool) -> None:
         with Capture.open(run.capture) as capture:
             doc = summary_document(capture)
             outputs = trial_outputs(capture)
-            run.features = trial_features(capture)
+            run.features = {**trial_features(capture), "compiled_callables": compiled_callables(capture)}
             applied = applied_actions(capture)
     except (DynscopeError, OSError):
         run.facts = RunFacts(False, None, None, stdout, None, {}, [], timed_out=timed_out)

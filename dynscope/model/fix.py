@@ -18,6 +18,7 @@ ENV = "DYNSCOPE_FIX"  # the environment variable naming a trial's remedies (JSON
 FEATURES_EVENT = "dynscope:fix_features"
 APPLIED_EVENT = "dynscope:fix_applied"
 OUTPUT_EVENT = "dynscope:fix_output"
+REGION_EVENT = "dynscope:fix_region"  # a callable given to torch.compile: {function, file}
 RESULT_EVENT = "dynscope:fix_result"
 
 
@@ -89,6 +90,12 @@ def trial_features(capture: Capture) -> dict[str, Any]:
         if isinstance(features, dict):
             return features
     return {}
+
+
+def compiled_callables(capture: Capture) -> list[list[str]]:
+    """[function, file] of each callable the program gave torch.compile (a module: its forward)."""
+    return [[str(e.metadata.get("function")), str(e.metadata.get("file"))]
+            for e in capture.reader.events([REGION_EVENT])]
 
 
 def applied_actions(capture: Capture) -> set[int]:

@@ -72,8 +72,10 @@ def test_remedies_chosen_from_the_recorded_facts(summary, features):
     assert [r.fallback for r in forward_remedies] == [False, True, False]  # maybe_mark_dynamic: if mark_dynamic fails
     assert forward_remedies[0].action == {"op": "mark_dynamic", "function": "forward", "file": forward.file,
                                           "arg": "x", "dim": 0, "maybe": False}
-    # the break is in the compiled frame itself: disabling it would only switch compilation off
-    assert not any(r.action.get("op") == "disable" for r in remedies_for(item, features))
+    # the break is in the callable given to torch.compile: disabling it would only switch compilation off
+    assert features["compiled_callables"] == [["forward", item.file]]
+    helper = {**features, "compiled_callables": []}  # were forward a helper, disabling it is worth a trial
+    assert [r.action["op"] for r in remedies_for(item, helper)] == ["config", "disable"]
 
 
 def test_features_decide(summary, features):
@@ -124,7 +126,8 @@ def test_disable_for_a_helper_and_data_dependent_check():
                        "fail_type": "GuardOnDataDependentSymNode",
                        "reason": "Could not guard on data-dependent expression Eq(u0, 1) (unhinted: Eq(u0, 1))",
                        "user_file": "/p/model.py", "user_line": 33}]}
-    features = {"compiler_disable": True, "capture_scalar_outputs": False, "suppress_errors": False}
+    features = {"compiler_disable": True, "capture_scalar_outputs": False, "suppress_errors": False,
+                "compiled_callables": [["forward", "/p/model.py"]]}
     problems = problems_from_summary(doc)
     error, brk = problems
     assert error.kind == "error" and brk.kind == "break"
@@ -225,3 +228,16 @@ def test_table_cells():
                        "max_abs_diff": 0.0, "verdict": "fixed"})
     assert cells["problem"] == ".item() at model.py:41"
     assert (cells["breaks"], cells["compile"], cells["outputs"]) == ("5 → 4", "21.0 → 19.0 s", "equal")
+
+
+def test_disable_as_a_unified_diff(tmp_path):
+    from dynscope.fix.patches import disable_diff
+
+    source = "import torch\n\n\nclass M:\n    def helper(self, y):\n        if y.sum() > 0:\n            return y\n"
+    (tmp_path / "m.py").write_text(source)
+    diff = disable_diff(str(tmp_path / "m.py"), "helper", 6, str(tmp_path))
+    assert diff.startswith("--- a/m.py\n+++ b/m.py\n") and "+    @torch.compiler.disable\n     def helper" in diff
+    assert (tmp_path / "m.py").read_text() == source  # read, never written
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    assert disable_diff(str(tmp_path / "m.py"), "helper", 6, str(outside)) is None  # not the program's file
