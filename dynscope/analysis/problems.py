@@ -66,13 +66,25 @@ def _error(e: CompileError, seconds: dict[str, float]) -> Problem:
         kind="error",
         title=f"{e.fail_type} while compiling {friendly_function(e.function)}",
         explanation=condensed(e.reason, lines=1) or e.fail_type,
-        hint="run `dynscope minify` on the script to find the failing stage and get a small repro",
+        hint=_data_dependent_hint(e) or "run `dynscope minify` on the script to find the failing stage and get a small repro",
         location=where,
         count=1,
         compile_ids=(e.compile_id,),
         compile_time_s=seconds.get(e.compile_id, 0.0),
         subject=e,
     )
+
+
+def _data_dependent_hint(e: CompileError) -> str | None:
+    """A guard on a data-dependent value: the torch._check that tells the compiler what it satisfies."""
+    from dynscope.analysis.remedies import data_dependent_check
+
+    check = data_dependent_check(e.reason or "")
+    if check is None:
+        return None
+    where = f" before line {e.user_line}" if e.user_line else ""
+    return (f"the compiler cannot tell which way {check[0]} goes for a value computed from data: add "
+            f"torch._check({check[1]}){where} (name the value it stands for), or `dynscope fix` to try remedies")
 
 
 def _limit_hit(h: RecompileLimitHit) -> Problem:
@@ -205,9 +217,17 @@ def recompile_advice(f: GuardFailure, *, made_dynamic: bool = False) -> str | No
     """What to try, from the recorded facts of one guard failure; None when they say too little."""
     text = f"{f.guard or ''} {f.reason or ''}"
     if _SHAPE.search(text):
+        # Name the input and the dimension when torch's text does ("tensor 'x' size mismatch at index 0").
+        named = _TENSOR_NAME.search(text)
+        call = f"torch._dynamo.mark_dynamic({named['name']}, {named['index']})" if named else \
+            "torch._dynamo.mark_dynamic(x, dim)"
+        what = (f"dimension {named['index']} of {named['name']} changed"
+                f"{f' ({f.expected} → {f.actual})' if f.expected and f.actual else ''}: " if named else "")
         if made_dynamic:
-            return ("Dynamo made this dimension dynamic when it recompiled, so further sizes reuse that graph; "
-                    "torch._dynamo.mark_dynamic(x, dim) before the first call would save this one recompile")
+            return (f"Dynamo made this dimension dynamic when it recompiled, so further sizes reuse that graph; "
+                    f"{call} before the first call would save this one recompile")
+        if named:
+            return f"{what}mark the dimension dynamic ({call} before the first call) or compile with dynamic=True"
         return ("the input's shape changes between calls: mark the dimension dynamic "
                 "(torch._dynamo.mark_dynamic(x, dim)) or compile with dynamic=True")
     numbers = _numbers(f.expected, f.actual)

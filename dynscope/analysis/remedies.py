@@ -246,6 +246,14 @@ def _error_remedies(p: FixProblem, features: dict[str, Any]) -> list[Remedy]:
     return found
 
 
+def data_dependent_check(reason: str) -> tuple[str, str] | None:
+    """(torch's expression, the torch._check argument) from a data-dependent guard error's text."""
+    match = _DATA_DEPENDENT.search(reason)
+    if not match:
+        return None
+    return match["expr"].strip(), check_expression(match["expr"])
+
+
 def check_expression(sympy_text: str) -> str:
     """torch's data-dependent expression (``Eq(u0, 1)``, ``u0 < 0``) as Python for torch._check.
     The unbacked symbol (u0) stands for the value the user computed; the user names it."""

@@ -241,3 +241,15 @@ def test_disable_as_a_unified_diff(tmp_path):
     outside = tmp_path / "elsewhere"
     outside.mkdir()
     assert disable_diff(str(tmp_path / "m.py"), "helper", 6, str(outside)) is None  # not the program's file
+
+
+def test_dynamic_shapes_explained_in_the_problem_hints():
+    from dynscope.analysis.problems import _data_dependent_hint, recompile_advice
+    from dynscope.model import CompileError, GuardFailure
+
+    shape = GuardFailure("0/0", "tensor 'x' size mismatch at index 0. expected 4, actual 8", None, "4", "8", None)
+    assert recompile_advice(shape).startswith("dimension 0 of x changed (4 → 8): mark the dimension dynamic "
+                                              "(torch._dynamo.mark_dynamic(x, 0) before the first call)")
+    error = CompileError("1/0", "g", "/p/m.py", 30, "GuardOnDataDependentSymNode",
+                         "Could not guard on data-dependent expression Eq(u0, 1) (unhinted: Eq(u0, 1))", "/p/m.py", 33)
+    assert "torch._check(u0 == 1) before line 33" in _data_dependent_hint(error)
