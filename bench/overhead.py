@@ -1,6 +1,7 @@
-"""What `dynscope explain` costs: each example run plainly, under dynscope, and under TORCH_TRACE.
+"""What `dynscope explain` costs: each example run plainly, under dynscope, under
+`dynscope explain --profile` and under TORCH_TRACE.
 
-The three modes run alternating (the order rotates each round) with the same cache settings
+The modes run alternating (the order rotates each round) with the same cache settings
 (compile caches off in all of them, as dynscope runs by default), and the median wall time of
 each whole process is compared. Ratios, not absolute times: these machines are noisy.
 
@@ -20,14 +21,15 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = ("graph_breaks.py", "recompiles.py", "train_loop.py", "conv_net.py")
-MODES = ("plain", "dynscope", "torch_trace")
+MODES = ("plain", "dynscope", "profile", "torch_trace")
 
 
 def command(mode: str, script: Path, backend: str, scratch: Path) -> tuple[list[str], dict[str, str]]:
     env = {**os.environ, "TORCHINDUCTOR_FORCE_DISABLE_CACHES": "1"}
     args = [str(script), "--backend", backend]
-    if mode == "dynscope":
-        return [sys.executable, "-m", "dynscope", "explain", "-o", str(scratch / "run.dynscope"), *args], env
+    if mode in ("dynscope", "profile"):
+        profile = ["--profile"] if mode == "profile" else []
+        return [sys.executable, "-m", "dynscope", "explain", *profile, "-o", str(scratch / "run.dynscope"), *args], env
     if mode == "torch_trace":
         env["TORCH_TRACE"] = str(scratch / "trace")
     return [sys.executable, *args], env
@@ -53,7 +55,7 @@ def main() -> None:
             timed(*command("plain", REPO / "examples" / example, args.backend, scratch))
         for round_ in range(args.rounds):
             for example in examples:
-                order = MODES[round_ % 3:] + MODES[: round_ % 3]
+                order = MODES[round_ % len(MODES):] + MODES[: round_ % len(MODES)]
                 for mode in order:
                     cmd, env = command(mode, REPO / "examples" / example, args.backend, scratch)
                     times.setdefault((example, mode), []).append(timed(cmd, env))
@@ -61,17 +63,19 @@ def main() -> None:
                           file=sys.stderr)
 
     print(f"\nwall time per run, median of {args.rounds} (backend={args.backend}, compile caches off in every mode)")
-    print(f"{'example':16s} {'plain s':>8s} {'dynscope s':>11s} {'ratio':>6s} {'TORCH_TRACE s':>14s} {'ratio':>6s}")
-    ratios_ours, ratios_trace = [], []
+    print(f"{'example':16s} {'plain s':>8s} {'dynscope s':>11s} {'ratio':>6s} {'--profile s':>12s} {'ratio':>6s} "
+          f"{'TORCH_TRACE s':>14s} {'ratio':>6s}")
+    ratios: dict[str, list[float]] = {mode: [] for mode in MODES[1:]}
     for example in examples:
         plain = statistics.median(times[(example, "plain")])
-        ours = statistics.median(times[(example, "dynscope")])
-        trace = statistics.median(times[(example, "torch_trace")])
-        ratios_ours.append(ours / plain)
-        ratios_trace.append(trace / plain)
-        print(f"{example:16s} {plain:8.2f} {ours:11.2f} {ours / plain:6.3f} {trace:14.2f} {trace / plain:6.3f}")
-    print(f"{'median ratio':16s} {'':8s} {'':11s} {statistics.median(ratios_ours):6.3f} {'':14s} "
-          f"{statistics.median(ratios_trace):6.3f}")
+        row = f"{example:16s} {plain:8.2f}"
+        for mode, width in (("dynscope", 11), ("profile", 12), ("torch_trace", 14)):
+            seconds = statistics.median(times[(example, mode)])
+            ratios[mode].append(seconds / plain)
+            row += f" {seconds:{width}.2f} {seconds / plain:6.3f}"
+        print(row)
+    print(f"{'median ratio':16s} {'':8s} {'':11s} {statistics.median(ratios['dynscope']):6.3f} {'':12s} "
+          f"{statistics.median(ratios['profile']):6.3f} {'':14s} {statistics.median(ratios['torch_trace']):6.3f}")
 
 
 if __name__ == "__main__":

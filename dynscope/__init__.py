@@ -25,11 +25,14 @@ if TYPE_CHECKING:
 __all__ = ["__version__", "capture", "open_capture"]
 
 
-def capture(path: str, *, keep_caches: bool = False) -> Recorder:
-    """Record what torch.compile does inside a ``with`` block into the capture file ``path``."""
+def capture(path: str, *, keep_caches: bool = False, profile: bool = False) -> Recorder:
+    """Record what torch.compile does inside a ``with`` block into the capture file ``path``.
+
+    ``profile=True`` also times every compiled graph, graph break and torch.compile'd entry
+    point (functions and modules compiled inside the block)."""
     from dynscope.recorder import Recorder
 
-    return Recorder(path, keep_caches=keep_caches)
+    return Recorder(path, keep_caches=keep_caches, profile=profile)
 
 
 def open_capture(path: str) -> Capture:

@@ -14,6 +14,7 @@ import time
 import traceback
 from typing import TYPE_CHECKING, Any
 
+from dynscope import events
 from dynscope._version import __version__
 from dynscope.store.writer import CaptureWriter
 
@@ -26,10 +27,13 @@ _MAX_RECORDED_PROBE_ERRORS = 20
 
 
 class Recorder:
-    def __init__(self, path: str, *, keep_caches: bool = False, command: list[str] | None = None) -> None:
+    def __init__(self, path: str, *, keep_caches: bool = False, command: list[str] | None = None,
+                 profile: bool = False, force_eager: bool = False) -> None:
         self.path = os.path.abspath(path)
         self.keep_caches = keep_caches
         self.command = command
+        self.profile = profile or force_eager  # an eager run exists to be timed
+        self.force_eager = force_eager
         self.probe_errors = 0
         self._writer: CaptureWriter | None = None
         self._probes: InstalledProbes | None = None
@@ -57,17 +61,17 @@ class Recorder:
             world_size=world,
             keep_caches=self.keep_caches,
         )
-        self._probes = install_probes(self, keep_caches=self.keep_caches)
-        self._writer.set_meta(probes=self._probes.available, probe_details=self._probes.details)
-        self.append("dynscope:run_start", {"argv": list(sys.argv), "keep_caches": self.keep_caches})
+        self._probes = install_probes(self, keep_caches=self.keep_caches, profile=self.profile,
+                                      force_eager=self.force_eager)
+        self._writer.set_meta(probes=self._probes.available, probe_details=self._probes.details,
+                              profiled=self.profile, forced_eager=self.force_eager)
+        events.write(self, events.RunStart(argv=tuple(sys.argv), keep_caches=self.keep_caches))
         return self
 
     def record_exception(self, exc: BaseException) -> None:
-        self.append(
-            "dynscope:exception",
-            {"type": type(exc).__qualname__, "module": type(exc).__module__, "message": _safe_str(exc)},
-            "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
-        )
+        events.write(self, events.ProgramRaised(type=type(exc).__qualname__, module=type(exc).__module__,
+                                                message=_safe_str(exc)),
+                     "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)))
 
     def stop(self, *, exit_code: int | None = None) -> None:
         """Remove the probes and close the file. ``exit_code`` is recorded when known here."""
@@ -82,7 +86,7 @@ class Recorder:
         if rank is not None:
             self._writer.set_meta(rank=rank, world_size=world)
         self._writer.set_meta(device=compat.device_summary(), probe_errors=self.probe_errors)
-        self.append("dynscope:probes_removed", {"elapsed_s": time.time() - self._started})
+        events.write(self, events.ProbesRemoved(elapsed_s=time.time() - self._started))
         if exit_code is not None:
             record_run_end(self._writer, exit_code=exit_code, signal=None, elapsed_s=time.time() - self._started)
         self._writer.close()
@@ -135,11 +139,11 @@ class Recorder:
     def note_error(self, message: str) -> None:
         self.probe_errors += 1
         if self.probe_errors <= _MAX_RECORDED_PROBE_ERRORS:
-            self.append("dynscope:probe_error", {"message": message})
+            events.write(self, events.ProbeError(message=message))
 
 
 def record_run_end(writer: CaptureWriter, *, exit_code: int | None, signal: int | None, elapsed_s: float) -> None:
-    writer.append("dynscope:run_end", {"exit_code": exit_code, "signal": signal, "elapsed_s": elapsed_s})
+    events.write(writer, events.RunEnd(exit_code=exit_code, signal=signal, elapsed_s=elapsed_s))
     writer.set_meta(exit_code=exit_code, signal=signal, finished=time.time())
 
 

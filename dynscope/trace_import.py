@@ -26,6 +26,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+from dynscope import events
 from dynscope._version import __version__
 from dynscope.errors import DynscopeError
 from dynscope.store.writer import CaptureWriter
@@ -36,20 +37,6 @@ _RANK_IN_NAME = re.compile(r"dedicated_log_torch_trace_rank_(\d+)_")
 # glog prefix: level, MMDD HH:MM:SS.micro, pid, path:line] then the JSON (trace lines have no rank prefix,
 # but torch's plain logs do; accept it).
 _HEADER = re.compile(r"(?:\[rank\d+\]:)?[VIWEC](\d{4} \d\d:\d\d:\d\d)\.(\d{6}) +(\d+) [^\]]*\] ")
-
-# Event kinds torch's structured trace writes (torch-hooks.md); anything else is counted as unknown.
-KNOWN_EVENTS = frozenset({
-    "str", "dynamo_start", "dump_file", "describe_storage", "describe_tensor", "describe_source",
-    "dynamo_output_graph", "link", "optimize_ddp_split_graph", "optimize_ddp_split_child",
-    "compiled_autograd_graph", "dynamo_guards", "dynamo_cpp_guards_str", "guard_added_fast", "guard_added",
-    "symbolic_shape_specialization", "create_symbol", "create_unbacked_symbol", "propagate_real_tensors",
-    "propagate_real_tensors_provenance", "expression_created", "unbacked_symbol_created",
-    "aot_joint_graph", "aot_forward_graph", "aot_backward_graph", "aot_inference_graph",
-    "inductor_output_code", "chromium_event", "compilation_metrics", "bwd_compilation_metrics",
-    "compilation_metrics_runtime", "bwd_compilation_metrics_runtime", "torch_version", "graph_dump",
-    "missing_fake_kernel", "mismatched_fake_kernel", "inductor_pre_grad_graph", "inductor_post_grad_graph",
-    "dynamo_error", "exported_program", "dynamo_side_effects", "compiler_collective",
-})
 
 # What dynscope's own probes add and a TORCH_TRACE log cannot hold: marked missing, with why.
 MISSING_IN_LOG = {
@@ -82,9 +69,12 @@ class ImportStats:
             self.bad_examples.append(f"{where}: {why}")
 
     def as_meta(self) -> dict[str, Any]:
-        return {"format": "TORCH_TRACE", "files": self.files, "lines": self.lines, "events": self.events,
-                "bad_lines": self.bad_lines, "bad_examples": self.bad_examples,
-                "payload_mismatches": self.payload_mismatches, "unknown_events": self.unknown_events}
+        return self.record().to_metadata()
+
+    def record(self) -> events.ImportEnd:
+        return events.ImportEnd(files=tuple(self.files), lines=self.lines, events=self.events,
+                                bad_lines=self.bad_lines, bad_examples=tuple(self.bad_examples),
+                                payload_mismatches=self.payload_mismatches, unknown_events=dict(self.unknown_events))
 
 
 @dataclass(frozen=True)
@@ -284,7 +274,7 @@ def _import_rank(rank: int | None, files: list[str], out: str) -> Imported:
         first_ts = last_ts = None
         pids: set[int] = set()
         torch_version = None
-        writer.append("dynscope:import_start", {"files": stats.files})
+        events.write(writer, events.ImportStart(files=tuple(stats.files)))
         for path in files:
             try:
                 year = time.localtime(os.path.getmtime(path)).tm_year
@@ -295,7 +285,7 @@ def _import_rank(rank: int | None, files: list[str], out: str) -> Imported:
                 chunks = _read_chunks(stream, stats, os.path.basename(path))
                 for record in parse_trace_lines(chunks, stats, where=os.path.basename(path), year=year):
                     name = event_name(record.metadata)
-                    if not name.startswith("artifact:") and name not in KNOWN_EVENTS:
+                    if not events.is_torch_event(name):
                         stats.unknown_events[name] = stats.unknown_events.get(name, 0) + 1
                     record_trace_event(writer, record.metadata, record.payload, record.ts)
                     if torch_version is None and name == "compilation_metrics":
@@ -309,7 +299,7 @@ def _import_rank(rank: int | None, files: list[str], out: str) -> Imported:
                         pids.add(record.pid)
         writer.set_meta(imported=stats.as_meta(), started=first_ts, finished=last_ts,
                         pid=next(iter(pids)) if len(pids) == 1 else None, torch_version=torch_version)
-        writer.append("dynscope:import_end", stats.as_meta(), ts=last_ts)
+        events.write(writer, stats.record(), ts=last_ts)
     finally:
         writer.close()
     if stats.events == 0:

@@ -23,7 +23,7 @@ _FLOATING = ("float", "bfloat", "complex")
 COMPUTE_OPS = ("call_function", "call_method", "call_module")
 
 # Targets whose result is random: eager and compiled draw different numbers, so comparing
-# their values says nothing (see minifier/accuracy.py).
+# their values says nothing (minifier/checks.py skips the accuracy check of such a fragment).
 _RANDOM_OP_WORDS = ("dropout", "rand", "bernoulli", "normal", "multinomial", "uniform", "exponential", "poisson",
                     "cauchy", "geometric", "log_normal")
 

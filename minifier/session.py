@@ -46,7 +46,7 @@ from dynscope.minifier.repro import REPRO_FILE, REPRO_VALUES_FILE, ReproSpec, re
 from dynscope.minifier.shrink import minimize
 from dynscope.minifier.signature import Signature
 from dynscope.minifier.worker import STARTUP_TIMEOUT_S, Worker
-from dynscope.model.minify import MINIFY_EVENT
+from dynscope.events import MinifyResult, write
 from dynscope.runner.program import Program
 
 
@@ -77,13 +77,13 @@ class Outcome:
     signature: str | None
     culprit_stage: str | None  # dynamo | aot_autograd | inductor | backend | user
     culprit_backend: str | None
-    culprit_text: str | None
+    culprit: str | None  # in words, subsystem and op included
     passed_backends: list[str]
     subsystem: str | None
     op: str | None
     repro: str | None
     verified: bool
-    verify_text: str | None
+    verify: str | None  # what the repro did in a fresh process, in words
     checks_run: int
     checks_total: int
     nodes_before: int | None
@@ -96,8 +96,14 @@ class Outcome:
     notes: list[str]
     reproduced: bool = True
 
+    def result(self) -> MinifyResult:
+        """The result in its one recorded form (dynscope.events.MinifyResult)."""
+        fields = asdict(self)
+        return MinifyResult.parse({name: fields[name] for name in MinifyResult.json_paths()})
+
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        """result.json: the recorded result, and where this run's files and capture are."""
+        return {**self.result().to_json(), "out_dir": self.out_dir, "capture": self.capture}
 
 
 def run(options: Options, progress: Progress) -> Outcome:
@@ -266,7 +272,7 @@ def _minify(case: Case, options: Options, out_dir: str, worker: Worker, progress
     outcome.repro = repro_path
     observed: Signature | None = verification.get("signature")
     outcome.verified = checker.target is not None and checker.target.same_as(observed)
-    outcome.verify_text = (observed.describe() if observed
+    outcome.verify = (observed.describe() if observed
                            else verification.get("error", "it ran without failing"))
     return _finish(outcome, checker, case, reproduced=True, verdict=verdict, subsystem=subsystem, small=small)
 
@@ -361,8 +367,8 @@ def _outcome(case: Case, out_dir: str) -> Outcome:
     return Outcome(
         compile_id=case.compile_id, kind=case.kind or (case.target.kind if case.target else None),
         signature=case.target.describe() if case.target else None, culprit_stage=None, culprit_backend=None,
-        culprit_text=None, passed_backends=[], subsystem=None, op=None, repro=None, verified=False,
-        verify_text=None, checks_run=0, checks_total=0, nodes_before=len(case.fragment.compute_nodes),
+        culprit=None, passed_backends=[], subsystem=None, op=None, repro=None, verified=False,
+        verify=None, checks_run=0, checks_total=0, nodes_before=len(case.fragment.compute_nodes),
         nodes_after=None, wall_s=0.0, out_dir=out_dir, capture=None, backend=case.backend.get("label"),
         attribution=case.attribution.describe() if case.attribution else None, notes=case.notes,
     )
@@ -378,17 +384,17 @@ def _finish(outcome: Outcome, checker: Checker, case: Case, *, reproduced: bool,
         outcome.signature = checker.target.describe()
     if verdict is not None and verdict.culprit is not None:
         outcome.culprit_backend = verdict.culprit
-        outcome.culprit_stage, outcome.culprit_text = STAGE_OF_BACKEND.get(verdict.culprit, (verdict.culprit, verdict.culprit))
+        outcome.culprit_stage, outcome.culprit = STAGE_OF_BACKEND.get(verdict.culprit, (verdict.culprit, verdict.culprit))
         outcome.passed_backends = list(verdict.passed)
     elif case.attribution is not None:  # no replay: the traceback names the layer
         outcome.culprit_stage = case.attribution.layer
-        outcome.culprit_text = case.attribution.describe()
+        outcome.culprit = case.attribution.describe()
         outcome.op = case.attribution.op
     if verdict is not None and verdict.culprit is None:
         outcome.passed_backends = list(verdict.passed)
     if subsystem is not None:
         outcome.subsystem = subsystem.subsystem
-        outcome.culprit_text = f"{outcome.culprit_text} — {subsystem.describe()}"
+        outcome.culprit = f"{outcome.culprit} — {subsystem.describe()}"
         if subsystem.application:
             outcome.op = subsystem.application
         if subsystem.skipped:
@@ -405,7 +411,7 @@ def _finish(outcome: Outcome, checker: Checker, case: Case, *, reproduced: bool,
 
 
 def record_result(capture_path: str, outcome: Outcome) -> bool:
-    """Append the result to the capture, where the model (dynscope.model.minify) reads it."""
+    """Append the result to the capture, where the model (Capture.minify_results) reads it."""
     import sqlite3
 
     from dynscope.store.header import is_capture_file
@@ -416,38 +422,12 @@ def record_result(capture_path: str, outcome: Outcome) -> bool:
     try:
         writer = CaptureWriter.reopen(capture_path)
         try:
-            writer.append(MINIFY_EVENT, result_metadata(outcome), compile_id=outcome.compile_id)
+            write(writer, outcome.result(), compile_id=outcome.compile_id)
         finally:
             writer.close()
     except (sqlite3.Error, OSError):
         return False
     return True
-
-
-def result_metadata(outcome: Outcome) -> dict[str, Any]:
-    return {
-        "compile_id": outcome.compile_id,
-        "kind": outcome.kind,
-        "signature": outcome.signature,
-        "culprit_stage": outcome.culprit_stage,
-        "culprit_backend": outcome.culprit_backend,
-        "culprit": outcome.culprit_text,
-        "passed_backends": outcome.passed_backends,
-        "subsystem": outcome.subsystem,
-        "op": outcome.op,
-        "repro": outcome.repro,
-        "verified": outcome.verified,
-        "verify": outcome.verify_text,
-        "checks_run": outcome.checks_run,
-        "checks_total": outcome.checks_total,
-        "nodes_before": outcome.nodes_before,
-        "nodes_after": outcome.nodes_after,
-        "wall_s": outcome.wall_s,
-        "backend": outcome.backend,
-        "attribution": outcome.attribution,
-        "reproduced": outcome.reproduced,
-        "notes": outcome.notes,
-    }
 
 
 def _write_json(path: str, data: Any) -> None:

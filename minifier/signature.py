@@ -91,10 +91,6 @@ def from_exception(exc: BaseException, kind: str) -> Signature:
     return Signature(kind, type(inner).__name__, normalize_message(text), text[:_MAX_DETAIL])
 
 
-def from_text(kind: str, exc_type: str, text: str) -> Signature:
-    return Signature(kind, exc_type, normalize_message(text), text[:_MAX_DETAIL])
-
-
 def accuracy_signature(message: str) -> Signature:
     match = ACCURACY_TAG.search(message)
     key = match.group("key") if match else "forward:values"

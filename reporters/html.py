@@ -16,20 +16,24 @@ import json
 import secrets
 import shutil
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
-from dynscope.analysis.breaks import group_breaks
+from dynscope.analysis.changes import comparison_lines
 from dynscope.analysis.diff import diff_compiles, diff_stages, previous_recorded
 from dynscope.analysis.dot import render_svg, stage_to_dot
-from dynscope.analysis.names import friendly_function, location, short_path
-from dynscope.analysis.overview import compile_seconds, stage_seconds, totals
-from dynscope.analysis.problems import Problem, top_problems
+from dynscope.analysis.names import friendly_function, location, seconds_text, short_path
+from dynscope.analysis.overview import compile_seconds, not_understood_line, stage_seconds
+from dynscope.analysis import runtime
+from dynscope.analysis.problems import Problem
+from dynscope.analysis.run_view import run_view
 from dynscope.analysis.ranks import rank_differences
 from dynscope.analysis.source import SourceAccess
 from dynscope.errors import DynscopeError
 from dynscope.model import Capture, Compile, Stage
+from dynscope.reporters import ReportOptions
 
 _HERE = Path(__file__).parent
 _STAGE_COLORS = {"dynamo": "#4c6ef5", "aot_autograd": "#12b886", "inductor": "#fab005", "codegen": "#fa5252",
@@ -49,47 +53,53 @@ class ReportLimits:
     timeline_frames: int = 200
 
 
-def html_report(captures: list[Capture], *, limits: ReportLimits = ReportLimits(), any_source: bool = False,
-                comparison: list[str] | None = None) -> str:
-    """``comparison``: the lines of dynscope.analysis.changes against another run, shown first."""
-    import jinja2
+class HtmlReporter:
+    """The report's data is prepared once (every rank's run view, stages, diffs, drawings); the
+    template renders it."""
 
-    started = time.perf_counter()
-    graphs = _GraphBudget(limits.graphs)
-    ranks = [_RankView(i, capture, limits, graphs, SourceAccess.for_run(capture.run, any_source=any_source)).build()
-             for i, capture in enumerate(captures)]
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(_HERE / "templates"),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-    )
-    env.filters["seconds"] = lambda v: "–" if not v else f"{v:.2f}"
-    return env.get_template("report.html.j2").render(
-        title=_title(captures),
-        ranks=ranks,
-        differences=rank_differences(captures) if len(captures) > 1 else None,
-        comparison=comparison,
-        css=(_HERE / "assets" / "report.css").read_text(),
-        js=(_HERE / "assets" / "report.js").read_text(),
-        nonce=secrets.token_urlsafe(16),
-        generated=time.strftime("%Y-%m-%d %H:%M:%S"),
-        generation_s=time.perf_counter() - started,
-        graph_note=graphs.note(),
-    )
+    def __init__(self, context: dict[str, Any]) -> None:
+        self.context = context
+
+    @classmethod
+    def prepare(cls, captures: Sequence[Capture], options: ReportOptions = ReportOptions(), *,
+                limits: ReportLimits = ReportLimits()) -> HtmlReporter:
+        started = time.perf_counter()
+        graphs = _GraphBudget(limits.graphs)
+        ranks = [_RankView(i, capture, limits, graphs,
+                           SourceAccess.for_run(capture.run, any_source=options.any_source)).build()
+                 for i, capture in enumerate(captures)]
+        comparison = options.comparison
+        return cls({
+            "title": _title(captures),
+            "ranks": ranks,
+            "differences": rank_differences(list(captures)) if len(captures) > 1 else None,
+            # the lines of dynscope.analysis.changes against another run, shown first
+            "comparison": None if comparison is None else [comparison.before.run.path, *comparison_lines(comparison)],
+            "generated": time.strftime("%Y-%m-%d %H:%M:%S"),
+            "generation_s": time.perf_counter() - started,
+            "graph_note": graphs.note(),
+        })
+
+    def render(self, out: TextIO) -> None:
+        import jinja2
+
+        env = jinja2.Environment(
+            loader=jinja2.FileSystemLoader(_HERE / "templates"),
+            autoescape=True,
+            undefined=jinja2.StrictUndefined,
+            trim_blocks=True,
+            lstrip_blocks=True,
+        )
+        env.filters["seconds"] = lambda v: "–" if not v else f"{v:.2f}"
+        out.write(env.get_template("report.html.j2").render(
+            **self.context,
+            css=(_HERE / "assets" / "report.css").read_text(),
+            js=(_HERE / "assets" / "report.js").read_text(),
+            nonce=secrets.token_urlsafe(16),
+        ))
 
 
-def write_html(captures: list[Capture], output: str) -> None:
-    html = html_report(captures)
-    try:
-        # Undecodable bytes from file names survive as visible \udcxx escapes.
-        Path(output).write_bytes(html.encode("utf-8", "backslashreplace"))
-    except OSError as e:
-        raise DynscopeError(f"cannot write {output}: {e.strerror}") from None
-
-
-def _title(captures: list[Capture]) -> str:
+def _title(captures: Sequence[Capture]) -> str:
     command = captures[0].run.command
     script = next((a for a in command if a.endswith(".py")), None) or " ".join(command[:4]) or "run"
     return f"torch.compile report: {short_path(script)}"
@@ -130,17 +140,19 @@ class _RankView:
 
     def build(self) -> dict[str, Any]:
         capture, run = self.capture, self.capture.run
-        compiles = capture.compiles()
-        groups = group_breaks(capture.graph_breaks())
-        recompiles = capture.recompiles()
+        view = run_view(capture)
+        compiles, groups, recompiles = view.compiles, view.break_groups, view.recompiles
         detailed = self._detailed_ids(compiles, groups, recompiles)
+        self._modes = self._compile_modes()
         return {
             "id": f"r{self.index}",
             "label": f"rank {run.rank}" if run.world_size and run.world_size > 1 else "run",
             "run": self._run_facts(),
-            "counts": totals(capture),
-            "problems": [self._problem(p, groups, recompiles) for p in top_problems(capture)[:10]],
-            "minify": capture.minify_results(),
+            "counts": view.totals,
+            "problems": [self._problem(p, groups, recompiles) for p in view.problems[:10]],
+            "runtime": self._runtime(),
+            "minify": view.minify_results,
+            "not_understood": not_understood_line(view.not_understood),
             "stage_totals": self._stage_totals(stage_seconds(compiles)),
             "timeline": self._timeline(compiles),
             "breaks": [self._break(i, g) for i, g in enumerate(groups)],
@@ -148,7 +160,7 @@ class _RankView:
             "errors": [
                 {"compile_id": e.compile_id, "function": friendly_function(e.function),
                  "where": location(e.file, e.line, self.cwd), "fail_type": e.fail_type, "reason": e.reason}
-                for e in capture.errors()
+                for e in view.errors
             ],
             "compiles": [self._compile(c, c.compile_id in detailed) for c in compiles],
             "detail_note": (f"{len(compiles) - len(detailed)} of {len(compiles)} compiles are listed without their "
@@ -198,7 +210,47 @@ class _RankView:
         loc = problem.location
         return {"kind": problem.kind.replace("_", " "), "title": problem.title, "explanation": problem.explanation,
                 "hint": problem.hint, "count": problem.count, "anchor": anchor, "fixes": list(problem.fixes),
-                "where": location(loc.file, loc.line, self.cwd)}
+                "where": location(loc.file, loc.line, self.cwd),
+                "cost": seconds_text(problem.cost_s) if problem.cost_s is not None else None,
+                "cost_detail": problem.cost_detail}
+
+    def _compile_modes(self) -> dict[str | None, list[str]]:
+        """Per compile: why CUDA graphs were skipped, and what autotuning picked (one line each)."""
+        lines: dict[str | None, list[str]] = {}
+        for c in self.capture.runtime.cudagraphs if self.capture.runtime is not None else ():
+            lines.setdefault(c.compile_id, []).append(runtime.cudagraph_line(c))
+        for k in self.capture.cudagraph_skips():
+            lines.setdefault(k.compile_id, []).append(f"CUDA graphs skipped: {k.reason}")
+        for a in self.capture.autotuning():
+            timed = ", ".join(f"{c.name} {c.ms:.4f} ms" if c.ms is not None else f"{c.name} failed" for c in a.choices[:5])
+            lines.setdefault(a.compile_id, []).append(
+                f"autotuned {a.op}: picked {a.picked} of {a.choices_total} choices ({timed})")
+        return lines
+
+    def _runtime(self) -> dict[str, Any] | None:
+        """Where the profiled run's time went (None when it was not profiled)."""
+        profile = self.capture.runtime
+        if profile is None:
+            return None
+        split = runtime.time_split(self.capture, profile)
+        parts = [("inside compiled graphs", split.compiled_s), ("eager code at graph breaks", split.eager_between_graphs_s),
+                 ("guard checks (torch's guard latency × calls)", split.guard_s), ("compiling", split.compile_s),
+                 ("the rest of the program", split.rest_s)]
+        overall = runtime.run_vs_eager(profile)
+        vs_eager = None
+        if overall is not None:
+            vs_eager = (f"not comparable: {overall.why_not}" if not overall.comparable or overall.speedup is None
+                        else f"compiled code ran {overall.speedup:.2f}× the eager run's speed; "
+                             + (f"compiling ({seconds_text(overall.compile_s)}) paid back after "
+                                f"{overall.break_even_calls} steps" if overall.break_even_calls is not None
+                                else "compiling never pays back"))
+        return {
+            "method": "CUDA events (device time)" if profile.method == "cuda_events" else "the host clock",
+            "wall": seconds_text(split.wall_s),
+            "parts": [{"label": label, "time": seconds_text(value),
+                       "share": round(100 * value / split.wall_s) if split.wall_s > 0 else 0} for label, value in parts],
+            "vs_eager": vs_eager,
+        }
 
     def _timeline(self, compiles: list[Compile]) -> dict[str, Any]:
         """One row per frame; each compile a bar at its start time, split by stage."""
@@ -256,7 +308,7 @@ class _RankView:
             result = diff_compiles(self.capture, failure.failed_compile_id, recompile.compile_id)
             diff = {
                 "graph": result.graph.summary_lines()[1:] if result.graph else [],
-                "guards": [{"kind": g.kind, "source": g.source, "before": g.before, "after": g.after}
+                "guards": [{"mark": g.mark, "subject": g.subject, "before": g.before, "after": g.after}
                            for g in result.guard_changes],
                 "guard_counts": (result.guards_a, result.guards_b),
             }
@@ -294,6 +346,7 @@ class _RankView:
             "stages": [{"key": s.key, "recorded": s.recorded, "missing_reason": s.missing_reason,
                         "language": s.language, "size": s.size} for s in stages],
             "payload": payload, "payload_note": note,
+            "modes": self._modes.get(c.compile_id, []),
         }
 
     def _payload(self, c: Compile, stages: list[Stage]) -> tuple[str | None, str | None]:

@@ -6,10 +6,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from collections.abc import Sequence
+from typing import Any, TextIO
 
 from dynscope.analysis.summary import summary_document
 from dynscope.model import Capture
+from dynscope.reporters import ReportOptions
 
 SCHEMA = "dynscope.report/1"
 SET_SCHEMA = "dynscope.report-set/1"
@@ -54,3 +57,22 @@ def report_document(capture: Capture) -> dict[str, Any]:
 def report_set(captures: list[Capture]) -> dict[str, Any]:
     """Several captures (one per rank) in one document: each is a full report."""
     return {"schema": SET_SCHEMA, "reports": [report_document(c) for c in captures]}
+
+
+class JsonReporter:
+    """The document is prepared once (one capture's report, or every rank's), then written."""
+
+    def __init__(self, document: dict[str, Any]) -> None:
+        self.document = document
+
+    @classmethod
+    def prepare(cls, captures: Sequence[Capture], options: ReportOptions = ReportOptions()) -> JsonReporter:
+        document = report_document(captures[0]) if len(captures) == 1 else report_set(list(captures))
+        if options.comparison is not None:
+            from dynscope.analysis.compare import comparison_document
+
+            document["comparison"] = comparison_document(options.comparison)
+        return cls(document)
+
+    def render(self, out: TextIO) -> None:
+        out.write(json.dumps(self.document, indent=2, ensure_ascii=False) + "\n")

@@ -7,18 +7,37 @@ report stops adding items before GitHub's 65,536-character limit (it says what i
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from typing import TextIO
 
-from dynscope.analysis.breaks import group_breaks
-from dynscope.analysis.names import first_line, friendly_function, location
-from dynscope.analysis.overview import compile_seconds, totals
+from dynscope.analysis import runtime
+from dynscope.analysis.names import first_line, friendly_function, location, seconds_text
+from dynscope.analysis.overview import not_understood_line
+from dynscope.analysis.run_view import RunView, run_view
 from dynscope.model import Capture
+from dynscope.reporters import ReportOptions
 
 SIZE_CAP = 60_000
 _MAX_ITEMS = 50
 _MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|~])")
 
 
-def markdown_report(captures: list[Capture], *, size_cap: int = SIZE_CAP) -> str:
+class MarkdownReporter:
+    """The Markdown is prepared whole (it has a size budget to keep), then written."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    @classmethod
+    def prepare(cls, captures: Sequence[Capture], options: ReportOptions = ReportOptions()) -> MarkdownReporter:
+        comparison = options.comparison
+        return cls(markdown_report(captures) + ("" if comparison is None else "\n" + comparison_markdown(comparison)))
+
+    def render(self, out: TextIO) -> None:
+        out.write(self.text)
+
+
+def markdown_report(captures: Sequence[Capture], *, size_cap: int = SIZE_CAP) -> str:
     out = _Budget(size_cap)
     out.add("## torch.compile report (dynscope)\n")
     for capture in captures:
@@ -30,11 +49,9 @@ def markdown_report(captures: list[Capture], *, size_cap: int = SIZE_CAP) -> str
 
 
 def _capture_section(out: _Budget, capture: Capture, *, titled: bool) -> None:
+    view = run_view(capture)
     run = capture.run
-    compiles = capture.compiles()
-    groups = group_breaks(capture.graph_breaks())
-    recompiles = capture.recompiles()
-    errors = capture.errors()
+    compiles, groups, recompiles, errors = view.compiles, view.break_groups, view.recompiles, view.errors
     cwd = run.cwd
     if titled:
         out.add(f"\n### Rank {run.rank if run.rank is not None else '?'}\n")
@@ -43,19 +60,31 @@ def _capture_section(out: _Budget, capture: Capture, *, titled: bool) -> None:
             + (f" · {run.duration_s:.1f} s" if run.duration_s else "") + f" · {code(command)}\n")
     if capture.exception is not None:
         out.add(f"\nThe program raised **{text(capture.exception.type)}**: {text(first_line(capture.exception.message))}\n")
-    t = totals(capture)
+    t = view.totals
     out.add("\n| frames | compiles | graphs | graph breaks | recompiles | errors | compile time |\n"
             "|---:|---:|---:|---:|---:|---:|---:|\n"
             f"| {t.frames} | {t.compiles} | {t.graphs} | {t.graph_breaks} ({t.distinct_graph_breaks} distinct) "
             f"| {t.recompiles} | {t.errors} | {t.compile_time_s:.2f} s |\n")
 
+    if capture.runtime is not None:
+        _time_split(out, capture)
+
     if groups:
-        out.add("\n#### Graph breaks\n\n")
-        for i, g in enumerate(groups[:_MAX_ITEMS], 1):
+        costings = [runtime.break_costing(capture, g) for g in groups]
+        order = ""
+        if capture.runtime is not None:
+            order = ", most costly first"
+            ranked = sorted(zip(groups, costings), key=lambda gc: (gc[1].cost_s is None, -(gc[1].cost_s or 0.0)))
+            groups, costings = [g for g, _ in ranked], [c for _, c in ranked]
+        out.add(f"\n#### Graph breaks{order}\n\n")
+        for i, (g, costing) in enumerate(zip(groups[:_MAX_ITEMS], costings), 1):
             loc = g.location
             gb = f" ({text(g.gb_id)})" if g.gb_id else ""
-            item = (f"{i}. **{text(g.headline)}**{gb} ×{g.count} — {code(location(loc.file, loc.line, cwd))} "
+            cost = f"**{seconds_text(costing.cost_s)}** " if costing is not None and costing.cost_s is not None else ""
+            item = (f"{i}. {cost}**{text(g.headline)}**{gb} ×{g.count} — {code(location(loc.file, loc.line, cwd))} "
                     f"in {code(friendly_function(loc.function))}" + (f": {code(loc.code)}" if loc.code else "") + "\n")
+            if costing is not None:
+                item += f"   {text(costing.detail)}\n"
             details = []
             if g.explanation:
                 details.append(text(g.explanation))
@@ -72,15 +101,19 @@ def _capture_section(out: _Budget, capture: Capture, *, titled: bool) -> None:
         out.skip(len(groups) - _MAX_ITEMS)
 
     if recompiles:
-        out.add("\n#### Recompiles\n\n| function | compile | failed guard | expected | actual |\n|---|---|---|---|---|\n")
+        profile = capture.runtime
+        served = " calls served |" if profile is not None else ""
+        out.add(f"\n#### Recompiles\n\n| function | compile | failed guard | expected | actual |{served}\n"
+                f"|---|---|---|---|---|{'---:|' if profile is not None else ''}\n")
         for r in recompiles[:_MAX_ITEMS]:
             f = r.failures[0]
+            calls = f" {runtime.version_calls(profile, r.compile_id)} |" if profile is not None else ""
             out.add(f"| {code(friendly_function(r.function), cell=True)} ({text(location(r.file, r.line, cwd))}) "
                     f"| {code(r.compile_id, cell=True)} | {code(f.guard or f.reason, cell=True)} "
-                    f"| {code(f.expected or '?', cell=True)} | {code(f.actual or '?', cell=True)} |\n")
+                    f"| {code(f.expected or '?', cell=True)} | {code(f.actual or '?', cell=True)} |{calls}\n")
         out.skip(len(recompiles) - _MAX_ITEMS)
 
-    hits = capture.recompile_limit_hits()
+    hits = view.recompile_limit_hits
     if hits:
         out.add("\n#### Recompile limit hit\n\n")
         for h in hits:
@@ -88,7 +121,7 @@ def _capture_section(out: _Budget, capture: Capture, *, titled: bool) -> None:
             out.add(f"- {code(friendly_function(h.function))} ({text(location(h.file, h.line, cwd))}): compile "
                     f"{code(h.compile_id)} hit {code(value)}; from then on, calls that match no cached graph run in eager\n")
 
-    skipped = capture.skipped_frames()
+    skipped = view.skipped_frames
     if skipped:
         out.add("\n#### Frames that ran in eager\n\nDynamo gave up on them; the program's results are not affected.\n\n")
         for f in skipped[:_MAX_ITEMS]:
@@ -103,7 +136,7 @@ def _capture_section(out: _Budget, capture: Capture, *, titled: bool) -> None:
                     f"{text(first_line(e.reason))}\n")
         out.skip(len(errors) - _MAX_ITEMS)
 
-    results = capture.minify_results()
+    results = view.minify_results
     if results:
         out.add("\n#### dynscope minify\n\n")
         for m in results:
@@ -122,21 +155,44 @@ def _capture_section(out: _Budget, capture: Capture, *, titled: bool) -> None:
         out.skip(len(fixes) - _MAX_ITEMS)
 
     if compiles:
-        _frame_times(out, capture, compiles, cwd)
+        _frame_times(out, view, cwd)
+    unread = not_understood_line(view.not_understood)
+    if unread:
+        out.force(f"\n_{text(unread)}_\n")
 
 
-def _frame_times(out: _Budget, capture: Capture, compiles: list, cwd: str | None) -> None:
+def _time_split(out: _Budget, capture: Capture) -> None:
+    split = runtime.time_split(capture, capture.runtime)
+    how = "CUDA events" if capture.runtime.method == "cuda_events" else "the host clock"
+    rows = (("inside compiled graphs", split.compiled_s), ("eager code at graph breaks", split.eager_between_graphs_s),
+            ("guard checks", split.guard_s), ("compiling", split.compile_s), ("the rest of the program", split.rest_s))
+    out.add(f"\n#### Where the time went ({seconds_text(split.wall_s)} profiled, measured with {how})\n\n"
+            "| | time | share |\n|---|---:|---:|\n"
+            + "".join(f"| {label} | {seconds_text(value)} | {value / split.wall_s if split.wall_s else 0:.0%} |\n"
+                      for label, value in rows))
+    overall = runtime.run_vs_eager(capture.runtime)
+    if overall is not None:
+        if overall.comparable and overall.speedup is not None:
+            paid = (f"compiling ({seconds_text(overall.compile_s)}) paid back after {overall.break_even_calls} steps"
+                    if overall.break_even_calls is not None else "compiling never pays back")
+            out.add(f"\nvs eager: compiled code ran **{overall.speedup:.2f}×**; {paid}.\n")
+        else:
+            out.add(f"\nvs eager: not comparable: {text(overall.why_not or '?')}\n")
+
+
+def _frame_times(out: _Budget, view: RunView, cwd: str | None) -> None:
     if not out.add("\n<details><summary>Compile time by frame</summary>\n\n"
                    "| function | where | compiles | total s | dynamo | aot | inductor | codegen | backward |\n"
                    "|---|---|---:|---:|---:|---:|---:|---:|---:|\n"):
         return
-    by_id = {c.compile_id: c for c in compiles}
-    frames = sorted(capture.frames(), key=lambda f: -sum(compile_seconds(by_id[c]) for c in f.compile_ids))
+    seconds = view.compile_seconds
+    by_id = {c.compile_id: c for c in view.compiles}
+    frames = sorted(view.frames, key=lambda f: -sum(seconds[c] for c in f.compile_ids))
     for frame in frames[:_MAX_ITEMS]:
         cs = [by_id[c] for c in frame.compile_ids]
         cols = [sum(getattr(c.times, a) or 0 for c in cs) for a in ("dynamo", "aot_autograd", "inductor", "codegen", "backward")]
         out.add(f"| {code(friendly_function(frame.function), cell=True)} | {text(location(frame.file, frame.line, cwd))} "
-                f"| {len(cs)} | {sum(compile_seconds(c) for c in cs):.2f} | " + " | ".join(f"{v:.2f}" for v in cols) + " |\n")
+                f"| {len(cs)} | {sum(seconds[c.compile_id] for c in cs):.2f} | " + " | ".join(f"{v:.2f}" for v in cols) + " |\n")
     out.skip(len(frames) - _MAX_ITEMS)
     out.force("\n</details>\n")
 

@@ -2,28 +2,55 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TextIO
+
 from rich.console import Console, Group
 from rich.markup import escape
 from rich.text import Text
 
-from dynscope.analysis.breaks import BreakGroup, group_breaks
-from dynscope.analysis.names import condensed, first_line, friendly_function, location, plural, short_path
-from dynscope.analysis.overview import compile_seconds, stage_seconds, totals
-from dynscope.model import Capture, Compile, Recompile, RecompileLimitHit, SkippedFrame
+from dynscope.analysis import runtime
+from dynscope.analysis.breaks import BreakGroup
+from dynscope.analysis.names import (condensed, first_line, friendly_function, location, plural, seconds_text,
+                                     short_path)
+from dynscope.analysis.overview import not_understood_line, stage_seconds
+from dynscope.analysis.run_view import RunView, run_view
+from dynscope.model import Capture, Recompile, RecompileLimitHit, SkippedFrame
+from dynscope.reporters import ReportOptions
+from dynscope.safe_text import safe_console
 
 _MAX_LISTED = 20  # per section; the rest is counted, and is in the TUI and reports
 
 
+class TerminalReporter:
+    """The summary of one capture, or several ranks' counts and where they diverge (rich)."""
+
+    def __init__(self, captures: Sequence[Capture]) -> None:
+        self.captures = list(captures)
+
+    @classmethod
+    def prepare(cls, captures: Sequence[Capture], options: ReportOptions = ReportOptions()) -> TerminalReporter:
+        for capture in captures:  # read what the summary shows now, before anything is printed
+            view = run_view(capture)
+            view.totals, view.not_understood  # noqa: B018
+        return cls(captures)
+
+    def render(self, out: TextIO) -> None:
+        console = safe_console(file=out, highlight=False)
+        if len(self.captures) == 1:
+            render_summary(self.captures[0], console)
+        else:
+            render_rank_set(self.captures, console)
+
+
 def render_summary(capture: Capture, console: Console) -> None:
+    view = run_view(capture)
     run = capture.run
-    compiles = capture.compiles()
-    groups = group_breaks(capture.graph_breaks())
-    recompiles = capture.recompiles()
-    errors = capture.errors()
+    compiles, groups, recompiles, errors = view.compiles, view.break_groups, view.recompiles, view.errors
     cwd = run.cwd
 
     console.print(_headline(capture))
-    console.print(_counts(capture))
+    console.print(_counts(view))
     imported = capture.run.imported
     if isinstance(imported, dict):
         console.print(_imported_line(imported))
@@ -31,17 +58,19 @@ def render_summary(capture: Capture, console: Console) -> None:
         console.print("[yellow]torch.compile compiled nothing in this run.[/] "
                       "Was the compiled function called? Is torch.compile applied?")
     console.print()
-    limit_hits = capture.recompile_limit_hits()
+    if capture.runtime is not None:
+        console.print(_runtime_section(capture))
+    limit_hits = view.recompile_limit_hits
     if limit_hits:
         console.print(_limit_section(limit_hits, cwd))
-    skipped = capture.skipped_frames()
+    skipped = view.skipped_frames
     if skipped:
         console.print(_skipped_section(skipped, cwd))
-    fixes = capture.fix_results()
+    fixes = view.fix_results
     if groups:
-        console.print(_breaks_section(groups, cwd, fixes))
+        console.print(_breaks_section(capture, groups, cwd, fixes))
     if recompiles:
-        console.print(_recompiles_section(recompiles, cwd, fixes))
+        console.print(_recompiles_section(capture, recompiles, cwd, fixes))
     if errors:
         console.print(Text(f"Compile errors ({len(errors)})", style="bold red"))
         for e in errors[:_MAX_LISTED]:
@@ -51,11 +80,14 @@ def render_summary(capture: Capture, console: Console) -> None:
             for line in _fix_lines(fixes, "error", e.user_file or e.file, e.user_line or e.line):
                 console.print(line)
         console.print()
-    for result in capture.minify_results():
+    for result in view.minify_results:
         console.print(Text("dynscope minify: ", style="bold red") + Text(result.headline))
+    modes = _compile_modes_section(capture)
+    if modes is not None:
+        console.print(modes)
     if compiles:
-        console.print(_frames_section(capture, compiles, cwd))
-    _footer(capture, console)
+        console.print(_frames_section(view, cwd))
+    _footer(view, console)
 
 
 def _imported_line(imported: dict) -> Text:
@@ -66,9 +98,6 @@ def _imported_line(imported: dict) -> Text:
         text.append(f" · {imported['bad_lines']} unreadable lines (first: {examples[0]})", style="yellow")
     if imported.get("payload_mismatches"):
         text.append(f" · {imported['payload_mismatches']} payloads cut short", style="yellow")
-    unknown = imported.get("unknown_events") or {}
-    if unknown:
-        text.append(" · unknown events kept: " + ", ".join(f"{k} ×{v}" for k, v in unknown.items()), style="yellow")
     text.append(" · not in a log: structural FX graphs, guard-failure details, bytecode and scheduler IR",
                 style="dim")
     return text
@@ -113,8 +142,8 @@ def _headline(capture: Capture) -> Text:
     return text
 
 
-def _counts(capture: Capture) -> Text:
-    t = totals(capture)
+def _counts(view: RunView) -> Text:
+    t = view.totals
     text = Text()
     text.append(f"{plural(t.frames, 'frame')} · {plural(t.compiles, 'compile')} · {plural(t.graphs, 'graph')} · ")
     text.append(f"{plural(t.graph_breaks, 'graph break')} ({t.distinct_graph_breaks} distinct)",
@@ -141,15 +170,25 @@ def _fix_lines(fixes: list, kind: str, file: str | None, line: int | None, funct
             for f in fixes if f.matches(kind, file, line, function)]
 
 
-def _breaks_section(groups: list[BreakGroup], cwd: str | None, fixes: list = ()) -> Group:
+def _breaks_section(capture: Capture, groups: list[BreakGroup], cwd: str | None, fixes: list = ()) -> Group:
     total = sum(g.count for g in groups)
-    rows: list = [Text(f"Graph breaks ({len(groups)} distinct, {total} in all), most frequent first", style="bold yellow")]
-    for i, g in enumerate(groups[:_MAX_LISTED], 1):
+    costings = [runtime.break_costing(capture, g) for g in groups]
+    order = "most frequent first"
+    if capture.runtime is not None:
+        order = "most costly first"
+        ranked = sorted(zip(groups, costings), key=lambda gc: (gc[1].cost_s is None, -(gc[1].cost_s or 0.0)))
+        groups, costings = [g for g, _ in ranked], [c for _, c in ranked]
+    rows: list = [Text(f"Graph breaks ({len(groups)} distinct, {total} in all), {order}", style="bold yellow")]
+    for i, (g, costing) in enumerate(zip(groups[:_MAX_LISTED], costings), 1):
         title = Text(f" {i}. ×{g.count}  ", style="bold")
+        if costing is not None and costing.cost_s is not None:
+            title = Text(f" {i}. {seconds_text(costing.cost_s)}  ", style="bold magenta")
         title.append(g.headline, style="bold yellow")
         if g.gb_id:
             title.append(f"  [{g.gb_id}]", style="dim")
         rows.append(title)
+        if costing is not None:
+            rows.append(Text(f"    {costing.detail}", style="magenta" if costing.cost_s is not None else "dim"))
         loc = g.location
         where = Text(f"    {location(loc.file, loc.line, cwd)} in {friendly_function(loc.function)}", style="cyan")
         if loc.code:
@@ -174,6 +213,73 @@ def _breaks_section(groups: list[BreakGroup], cwd: str | None, fixes: list = ())
             rows.append(Text("    " + " · ".join(extra), style="dim"))
     if len(groups) > _MAX_LISTED:
         rows.append(Text(f"    … and {len(groups) - _MAX_LISTED} more (see the TUI or a report)", style="dim"))
+    rows.append(Text(""))
+    return Group(*rows)
+
+
+def _runtime_section(capture: Capture) -> Group:
+    """Where the profiled run's time went, and what compiling bought against eager."""
+    profile = capture.runtime
+    split = runtime.time_split(capture, profile)
+    how = "CUDA events (device time)" if profile.method == "cuda_events" else "the host clock"
+    cut = "" if profile.complete else ", up to the last snapshot before the run was cut short"
+    rows: list = [Text(f"Where the time went ({seconds_text(split.wall_s)} profiled, measured with {how}{cut})",
+                       style="bold magenta")]
+    parts = (("inside compiled graphs", split.compiled_s), ("eager code at graph breaks", split.eager_between_graphs_s),
+             ("guard checks (torch's guard latency × calls)", split.guard_s), ("compiling", split.compile_s),
+             ("the rest of the program", split.rest_s))
+    for label, seconds in parts:
+        share = f"{seconds / split.wall_s:4.0%}" if split.wall_s > 0 else "   –"
+        rows.append(Text(f"  {seconds_text(seconds):>9}  {share}  {label}"))
+    for entry in profile.entries:
+        rows.append(Text(f"  {entry.name}: {plural(entry.calls, 'call')}"
+                         + (f", {seconds_text(entry.per_call_s)} a call once compiled" if entry.per_call_s else "")
+                         + (f" ({entry.compiling_calls} compiling: {seconds_text(entry.compiling_seconds)})"
+                            if entry.compiling_calls else ""), style="dim"))
+    overall = runtime.run_vs_eager(profile)
+    if overall is not None:
+        rows.append(_vs_eager_line(overall))
+    rows.append(Text(""))
+    return Group(*rows)
+
+
+def _vs_eager_line(v: runtime.VsEager) -> Text:
+    if not v.comparable or v.speedup is None:
+        return Text(f"  vs eager: not comparable: {v.why_not}", style="yellow")
+    text = Text(f"  vs eager: compiled code ran {v.speedup:.2f}× "
+                f"({seconds_text(v.compiled_per_call_s)} vs {seconds_text(v.eager_per_call_s)} a step); ",
+                style="bold green" if v.speedup > 1 else "bold red")
+    if v.break_even_calls is None:
+        text.append(f"compiling ({seconds_text(v.compile_s)}) never pays back: compiled steps are not faster")
+    else:
+        text.append(f"compiling ({seconds_text(v.compile_s)}) paid back after {plural(v.break_even_calls, 'step')}")
+    return text
+
+
+def _compile_modes_section(capture: Capture) -> Group | None:
+    """reduce-overhead's CUDA-graph skips and max-autotune's choices, by compile."""
+    skips, tuned = capture.cudagraph_skips(), capture.autotuning()
+    counts = capture.runtime.cudagraphs if capture.runtime is not None else ()
+    if not skips and not tuned and not counts:
+        return None
+    rows: list = []
+    if counts:
+        rows.append(Text("CUDA graphs (mode=\"reduce-overhead\")", style="bold"))
+        rows += [Text(f"  {c.compile_id}: {runtime.cudagraph_line(c).removeprefix('CUDA graphs: ')}") for c in counts]
+    if skips:
+        rows.append(Text(f"CUDA graphs skipped ({len(skips)})", style="bold yellow"))
+        for k in skips[:_MAX_LISTED]:
+            where = f"for {k.compile_id}" if k.compile_id else "at a later call"
+            rows.append(Text(f"  {where}: {first_line(k.reason).removeprefix('skipping cudagraphs due to ')}"))
+    if tuned:
+        rows.append(Text(f"Autotuning ({plural(len(tuned), 'op')})", style="bold"))
+        for a in tuned[:_MAX_LISTED]:
+            rows.append(Text(f"  {a.compile_id or '?'} {a.op}: picked {a.picked} of {plural(a.choices_total, 'choice')}",
+                             style="bold"))
+            for c in a.choices[:4]:
+                ms = f"{c.ms:.4f} ms" if c.ms is not None else "failed"
+                rows.append(Text(f"    {ms:>12}  {c.name}" + (f"  {c.description}" if c.description else ""),
+                                 style="green" if c.name == a.picked else "dim"))
     rows.append(Text(""))
     return Group(*rows)
 
@@ -209,11 +315,16 @@ def _skipped_section(skipped: list[SkippedFrame], cwd: str | None) -> Group:
     return Group(*rows)
 
 
-def _recompiles_section(recompiles: list[Recompile], cwd: str | None, fixes: list = ()) -> Group:
+def _recompiles_section(capture: Capture, recompiles: list[Recompile], cwd: str | None, fixes: list = ()) -> Group:
     rows: list = [Text(f"Recompiles ({len(recompiles)})", style="bold yellow")]
+    profile = capture.runtime
     for r in recompiles[:_MAX_LISTED]:
         head = Text(f"  {friendly_function(r.function)}", style="bold")
         head.append(f" ({location(r.file, r.line, cwd)}) → compile {r.compile_id}", style="cyan")
+        if profile is not None:
+            calls = runtime.version_calls(profile, r.compile_id)
+            head.append(f"  served {plural(calls, 'call')}; recompiling took "
+                        f"{seconds_text(runtime.recompile_cost(capture, [r]))}", style="magenta")
         rows.append(head)
         failure = r.failures[0]
         line = Text("    guard failed: ")
@@ -235,13 +346,14 @@ def _recompiles_section(recompiles: list[Recompile], cwd: str | None, fixes: lis
     return Group(*rows)
 
 
-def _frames_section(capture: Capture, compiles: list[Compile], cwd: str | None) -> Group:
-    by_id = {c.compile_id: c for c in compiles}
-    frames = sorted(capture.frames(), key=lambda f: -sum(compile_seconds(by_id[c]) for c in f.compile_ids))
+def _frames_section(view: RunView, cwd: str | None) -> Group:
+    capture, seconds = view.capture, view.compile_seconds
+    by_id = {c.compile_id: c for c in view.compiles}
+    frames = sorted(view.frames, key=lambda f: -sum(seconds[c] for c in f.compile_ids))
     rows: list = [Text("Compiled frames, by compile time", style="bold")]
     for frame in frames[:_MAX_LISTED]:
         cs = [by_id[c] for c in frame.compile_ids]
-        line = Text(f"  {sum(compile_seconds(c) for c in cs):7.2f} s  ")
+        line = Text(f"  {sum(seconds[c.compile_id] for c in cs):7.2f} s  ")
         line.append(friendly_function(frame.function), style="bold")
         line.append(f"  {location(frame.file, frame.line, cwd)}", style="cyan")
         ops = sum(c.graph_op_count or 0 for c in cs)
@@ -259,14 +371,17 @@ def _frames_section(capture: Capture, compiles: list[Compile], cwd: str | None) 
     return Group(*rows)
 
 
-def _footer(capture: Capture, console: Console) -> None:
-    run = capture.run
+def _footer(view: RunView, console: Console) -> None:
+    run = view.run
     console.print()
     if not run.keep_caches:
         console.print("[dim]dynscope disabled the Inductor/AOTAutograd caches so every stage ran and was recorded "
                       "(--keep-caches keeps them).[/]")
     if run.probe_errors:
         console.print(f"[yellow]{plural(run.probe_errors, 'probe error')} recorded; the capture may be incomplete.[/]")
+    unread = not_understood_line(view.not_understood)
+    if unread:
+        console.print(Text(unread, style="yellow"))
     path = short_path(run.path, run.cwd)
     console.print(f"Capture: [bold]{escape(path)}[/]")
     console.print(f"[dim]Explore it: dynscope tui {escape(path)} · dynscope report {escape(path)} -o report.html · "

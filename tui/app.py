@@ -17,8 +17,7 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.widgets import Footer, TabbedContent, TabPane
 
-from dynscope.analysis.overview import totals
-from dynscope.analysis.problems import top_problems
+from dynscope.analysis.run_view import run_view
 from dynscope.analysis.search import Hit
 from dynscope.analysis.source import SourceAccess
 from dynscope.errors import DynscopeError
@@ -73,8 +72,9 @@ class DynscopeApp(App[None]):
         self.divergence = divergence
         self.comparison = comparison
         self.sources = SourceAccess.for_run(capture.run, any_source=any_source)
-        self.totals = totals(capture)
-        self.problems = top_problems(capture)
+        self.run_view = run_view(capture)
+        self.totals = self.run_view.totals
+        self.problems = self.run_view.problems
         self.sub_title = Path(capture.path).name
 
     def compose(self) -> ComposeResult:

@@ -9,7 +9,8 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from dynscope.analysis.breaks import BreakGroup, group_breaks
+from dynscope.analysis.breaks import BreakGroup
+from dynscope.analysis.run_view import run_view
 from dynscope.analysis.names import friendly_function, location
 from dynscope.model import Capture, StackFrame
 from dynscope.tui.code_view import CodeView
@@ -37,7 +38,7 @@ class BreaksPane(Horizontal):
         return self.groups[index] if index is not None and self.groups else None
 
     def on_mount(self) -> None:
-        self.groups = group_breaks(self.capture.graph_breaks())
+        self.groups = run_view(self.capture).break_groups
         listing = self.query_one("#break-list", OptionList)
         if not self.groups:
             listing.add_option(Option(plain("No graph breaks: every compiled frame was traced whole."), disabled=True))

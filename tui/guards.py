@@ -153,16 +153,14 @@ def diff_rows(d: CompileDiff) -> list[Text]:
     if d.graph is not None:
         graph = d.graph.summary_lines()[1:]
         rows += [plain(f"  graph: {row.strip()}") for row in graph] or [plain("  graph: unchanged")]
-    rows.append(plain(f"  guards: {d.guards_a} → {d.guards_b}"))
+    rows.append(plain(f"  {d.guard_count_line}"))
+    styles = {"~": "yellow", "+": "green", "-": "red"}
     for change in d.guard_changes:
-        where = f" on {change.source}" if change.source else ""
-        if change.before and change.after:
-            rows.append(line(("  ~ ", "yellow"), f"{change.kind}{where}: ", (change.before, "red"), " → ",
-                             (change.after, "green")))
-        elif change.after:
-            rows.append(line(("  + ", "green"), f"{change.kind}{where}: ", (change.after, "green")))
+        head = (f"  {change.mark} ", styles[change.mark])
+        if change.mark == "~":
+            rows.append(line(head, f"{change.subject}: ", (change.before or "", "red"), " → ", (change.after or "", "green")))
         else:
-            rows.append(line(("  - ", "red"), f"{change.kind}{where}: ", (change.before or "", "red")))
+            rows.append(line(head, f"{change.subject}: ", (change.after or change.before or "", styles[change.mark])))
     if not d.guard_changes:
         rows.append(plain("  the guards are the same", "dim"))
     return rows

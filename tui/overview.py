@@ -11,9 +11,11 @@ from textual.containers import Vertical
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from dynscope.analysis.names import friendly_function, location, plural
-from dynscope.analysis.overview import Totals
+from dynscope.analysis import runtime
+from dynscope.analysis.names import friendly_function, location, plural, seconds_text
+from dynscope.analysis.overview import Totals, not_understood_line
 from dynscope.analysis.problems import Problem
+from dynscope.analysis.run_view import run_view
 from dynscope.model import Capture, Run
 from dynscope.tui.messages import ShowBreak, ShowGuards, ShowStage
 from dynscope.tui.text import first_line, line, lines_of, plain, seconds
@@ -41,7 +43,8 @@ class OverviewPane(Vertical):
         if self.comparison:
             yield Static(plain(f"Compared with {self.comparison[0]}", "bold"), classes="section-title")
             yield Static(comparison_text(self.comparison[1:]), id="comparison")
-        title = f"Top problems ({len(self.problems)}), worst first" if self.problems else "No problems found"
+        order = "most costly first" if self.capture.runtime is not None else "worst first"
+        title = f"Top problems ({len(self.problems)}), {order}" if self.problems else "No problems found"
         yield Static(plain(title, "bold"), classes="section-title")
         if self.problems:
             options = [Option(problem_prompt(i, p, self.capture.run.cwd), id=str(i))
@@ -104,13 +107,16 @@ def run_facts(capture: Capture, totals: Totals, *, hide_volatile: bool) -> Text:
     if not hide_volatile and totals.compile_time_s:
         by_stage = " · ".join(f"{name} {value:.2f}" for name, value in totals.stage_times.items())
         rows.append(line(("compile time ", "dim"), seconds(totals.compile_time_s), (f"  ({by_stage})", "dim")))
+    if capture.runtime is not None and not hide_volatile:
+        rows.extend(time_rows(capture))
     if totals.compiles == 0:
         rows.append(plain("torch.compile compiled nothing: was the compiled function called?", "yellow"))
     exception = capture.exception
     if exception is not None:
         raised = f"{exception.type}: {first_line(exception.message)}"
         rows.append(line(("the program raised ", "red"), (raised, "bold red")))
-    for result in capture.minify_results():
+    view = run_view(capture)
+    for result in view.minify_results:
         rows.append(line(("dynscope minify ", "bold red"), result.headline))
     missing = [name for name, ok in run.probes.items() if not ok]
     imported = capture.run.imported
@@ -123,7 +129,30 @@ def run_facts(capture: Capture, totals: Totals, *, hide_volatile: bool) -> Text:
         rows.append(line(("not recorded on this torch: ", "yellow"), ", ".join(missing)))
     if run.probe_errors:
         rows.append(plain(f"{run.probe_errors} probe errors: the capture may be incomplete", "yellow"))
+    unread = not_understood_line(view.not_understood)
+    if unread:
+        rows.append(plain(unread, "yellow"))
     return lines_of(*rows)
+
+
+def time_rows(capture: Capture) -> list[Text]:
+    """Where the profiled run's time went, and the comparison with eager when there is one."""
+    split = runtime.time_split(capture, capture.runtime)
+    rows = [line(("time ", "dim"), f"{seconds_text(split.wall_s)} profiled: ",
+                 ("compiled graphs ", "dim"), seconds_text(split.compiled_s),
+                 (" · at graph breaks ", "dim"), (seconds_text(split.eager_between_graphs_s), "bold magenta"),
+                 (" · guards ", "dim"), seconds_text(split.guard_s),
+                 (" · compiling ", "dim"), seconds_text(split.compile_s),
+                 (" · rest ", "dim"), seconds_text(split.rest_s))]
+    overall = runtime.run_vs_eager(capture.runtime)
+    if overall is not None and overall.comparable and overall.speedup is not None:
+        paid = (f"compiling paid back after {plural(overall.break_even_calls, 'step')}"
+                if overall.break_even_calls is not None else "compiling never pays back")
+        rows.append(line(("vs eager ", "dim"), (f"{overall.speedup:.2f}×", "bold green" if overall.speedup > 1
+                                                else "bold red"), f"  {paid}"))
+    elif overall is not None:
+        rows.append(line(("vs eager ", "dim"), (f"not comparable: {overall.why_not}", "yellow")))
+    return rows
 
 
 def device_text(run: Run) -> str:
@@ -153,11 +182,15 @@ def problem_prompt(index: int, problem: Problem, cwd: str | None) -> Table:
     head = plain(problem.title, _KIND_STYLE[problem.kind])
     if problem.kind == "graph_break" and problem.count > 1:  # the other kinds' titles say their count
         head.append(f"  ×{problem.count}", style="bold")
+    if problem.cost_s is not None:
+        head = line((f"{seconds_text(problem.cost_s)}  ", "bold magenta"), head)
     where = problem.location
     rows = [head, line((location(where.file, where.line, cwd), "cyan"),
                        (f" in {friendly_function(where.function)}" if where.function else "", "dim"))]
     if problem.explanation:
         rows.append(plain(problem.explanation))
+    if problem.cost_detail:
+        rows.append(plain(problem.cost_detail, "magenta" if problem.cost_s is not None else "dim"))
     if problem.hint:
         rows.append(plain(f"try: {problem.hint}", "green"))
     for fix in problem.fixes:

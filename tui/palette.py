@@ -10,7 +10,7 @@ from textual.command import DiscoveryHit, Hit, Hits, Matcher, Provider
 from textual.content import Content
 from textual.markup import escape
 
-from dynscope.analysis.breaks import group_breaks
+from dynscope.analysis.run_view import run_view
 from dynscope.analysis.names import friendly_function, location
 from dynscope.safe_text import visible
 from dynscope.tui.messages import ShowBreak, ShowStage
@@ -38,10 +38,11 @@ class DynscopeCommands(Provider):
         app = self.dynscope
         capture = app.capture
         cwd = capture.run.cwd
-        for c in capture.compiles():
+        view = run_view(capture)
+        for c in view.compiles:
             name = visible(f"Compile {c.compile_id} {friendly_function(c.function)} ({c.status})")
             yield name, partial(app.post_message, ShowStage(c.compile_id)), escape(visible(location(c.file, c.line, cwd)))
-        for g in group_breaks(capture.graph_breaks()):
+        for g in view.break_groups:
             name = visible(f"Graph break: {g.headline} ×{g.count}")
             where = location(g.location.file, g.location.line, cwd)
             yield name, partial(app.post_message, ShowBreak(g.first.event_id)), escape(visible(where))

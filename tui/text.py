@@ -10,7 +10,8 @@ from __future__ import annotations
 from rich.syntax import Syntax
 from rich.text import Text
 
-from dynscope.commands._common import lexer_for
+from dynscope.model.break_text import first_line as _first_line
+from dynscope.model.stages import lexer_for
 from dynscope.safe_text import visible
 
 # Beyond this size Pygments takes longer than a key press should: show plain text.
@@ -51,7 +52,8 @@ def code_lines(code: str, language: str, *, lexer: str | None = None) -> list[Te
 
 
 def first_line(text: str | None, width: int | None = None) -> str:
-    first = (text or "").strip().split("\n", 1)[0]
+    """dynscope's one first_line (dynscope.model.break_text), clipped to ``width``."""
+    first = _first_line(text)
     return clip(first, width) if width else first
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dynscope.model import Capture, GraphBreak, StackFrame
+from dynscope.model import GraphBreak, StackFrame
 
 
 @dataclass(frozen=True)
@@ -73,6 +73,3 @@ def group_breaks(breaks: list[GraphBreak]) -> list[BreakGroup]:
     order = {id(g): i for i, g in enumerate(result)}
     return sorted(result, key=lambda g: (-g.count, order[id(g)]))
 
-
-def break_groups(capture: Capture) -> list[BreakGroup]:
-    return group_breaks(capture.graph_breaks())

@@ -6,7 +6,7 @@ from collections import Counter
 
 from dynscope.analysis.compare import Comparison, relative, stage_seconds
 from dynscope.analysis.names import first_line, friendly_function
-from dynscope.analysis.overview import totals
+from dynscope.analysis.run_view import run_view
 
 _MAX_KERNEL_NAMES = 3
 
@@ -46,7 +46,7 @@ def comparison_lines(result: Comparison) -> list[str]:
 
 
 def _compile_time_lines(result: Comparison) -> list[str]:
-    ta, tb = totals(result.before), totals(result.after)
+    ta, tb = run_view(result.before).totals, run_view(result.after).totals
     before, after = ta.compile_time_s or 0.0, tb.compile_time_s or 0.0
     change = f" ({(after - before) / before:+.0%}" if before else " ("
     sa, sb = stage_seconds(result.before), stage_seconds(result.after)

@@ -15,8 +15,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from dynscope.analysis.breaks import BreakGroup, group_breaks
-from dynscope.analysis.overview import totals
+from dynscope.analysis import runtime
+from dynscope.analysis.breaks import BreakGroup
+from dynscope.analysis.run_view import run_view
 from dynscope.analysis.summary import break_json, error_json, recompile_json
 from dynscope.model import Capture, Compile, CompileError, Recompile
 
@@ -94,8 +95,8 @@ def _match_breaks(result: Comparison) -> None:
         code = (g.location.code or "").strip()
         return (_kind(g), relative(g.location.file, cwd), g.location.function, code) if code else None
 
-    removed = group_breaks(result.before.graph_breaks())
-    added = group_breaks(result.after.graph_breaks())
+    removed = list(run_view(result.before).break_groups)  # copies: matching takes items out
+    added = list(run_view(result.after).break_groups)
     for key, pairs in ((same_place, None), (same_code, result.breaks_moved)):
         pool: dict[tuple, list[BreakGroup]] = {}
         for g in removed:
@@ -198,16 +199,13 @@ def _code_bytes(index: dict[str, tuple[int, list[str]]], compiles: list[Compile]
 
 
 def stage_seconds(capture: Capture) -> dict[str, float]:
-    spent: Counter = Counter()
-    for c in capture.compiles():
-        spent.update(c.times.by_stage())
-    return {k: round(v, 6) for k, v in spent.items()}
+    return {k: round(v, 6) for k, v in run_view(capture).totals.stage_times.items()}
 
 
 # -- the document ------------------------------------------------------------------------
 
 def comparison_document(result: Comparison) -> dict[str, Any]:
-    ta, tb = totals(result.before), totals(result.after)
+    ta, tb = run_view(result.before).totals, run_view(result.after).totals
     sa, sb = stage_seconds(result.before), stage_seconds(result.after)
     return {
         "schema": SCHEMA,
@@ -229,5 +227,18 @@ def comparison_document(result: Comparison) -> dict[str, Any]:
                            "by_stage": {k: {"before": sa.get(k, 0.0), "after": sb.get(k, 0.0)}
                                         for k in dict.fromkeys([*sa, *sb])}},
         "frames": result.frames,
-        "runtime": None,  # runtime per frame, once captures carry a profile
+        "runtime": _runtime_pair(result.before, result.after),
     }
+
+
+def _runtime_pair(before: Capture, after: Capture) -> dict[str, Any] | None:
+    """Where each profiled run's time went; None when neither run was profiled."""
+    def split(capture: Capture) -> dict[str, float] | None:
+        if capture.runtime is None:
+            return None
+        t = runtime.time_split(capture, capture.runtime)
+        return {"wall_s": t.wall_s, "compiled_s": t.compiled_s, "eager_between_graphs_s": t.eager_between_graphs_s,
+                "guard_s": t.guard_s, "compile_s": t.compile_s}
+
+    pair = {"before": split(before), "after": split(after)}
+    return pair if pair["before"] or pair["after"] else None

@@ -81,6 +81,22 @@ class GuardChange:
     before: str | None  # the check in the older compile (None: the guard is new)
     after: str | None  # the check in the newer compile (None: the guard is gone)
 
+    # The one wording of a guard change, for every view (dynscope diff, the TUI, the HTML report).
+    @property
+    def mark(self) -> str:
+        """'~' changed, '+' new, '-' gone."""
+        return "~" if self.before and self.after else "+" if self.after else "-"
+
+    @property
+    def subject(self) -> str:
+        """'TENSOR_MATCH on L['x']'."""
+        return f"{self.kind} on {self.source}" if self.source else self.kind
+
+    def describe(self) -> str:
+        """"~ TENSOR_MATCH on L['x']: <before> → <after>"."""
+        checks = f"{self.before} → {self.after}" if self.mark == "~" else self.after or self.before or ""
+        return f"{self.mark} {self.subject}: {checks}"
+
 
 @dataclass(frozen=True)
 class CompileDiff:
@@ -91,6 +107,10 @@ class CompileDiff:
     guards_a: int
     guards_b: int
     recompile_reason: str | None  # why b was compiled, when b is a recompile
+
+    @property
+    def guard_count_line(self) -> str:
+        return f"guards: {self.guards_a} → {self.guards_b}"
 
 
 def previous_recorded(stages: list[Stage], stage: Stage) -> Stage | None:

@@ -11,7 +11,7 @@ import shutil
 import subprocess
 from collections import defaultdict
 
-from dynscope.analysis.names import short_path
+from dynscope.analysis.names import first_line, short_path
 from dynscope.errors import DynscopeError
 from dynscope.model import Capture, FxGraph, FxNode, Stage
 
@@ -102,7 +102,7 @@ def render_image(dot_text: str, fmt: str, *, timeout_s: float = 60.0) -> bytes:
     except subprocess.TimeoutExpired:
         raise DynscopeError(f"graphviz took over {timeout_s:.0f} s to draw the graph; try --collapse module") from None
     if result.returncode != 0:
-        raise DynscopeError(f"graphviz failed to draw the graph: {_first_line(result.stderr.decode('utf-8', 'replace'))}")
+        raise DynscopeError(f"graphviz failed to draw the graph: {first_line(result.stderr.decode('utf-8', 'replace'))}")
     return result.stdout
 
 
@@ -200,7 +200,3 @@ def _kernels_by_node(capture: Capture, stage: Stage) -> dict[str, str]:
 
 def _esc(text: str) -> str:
     return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
-def _first_line(text: str) -> str:
-    return (text or "").strip().split("\n", 1)[0]

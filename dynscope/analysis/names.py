@@ -5,6 +5,10 @@ from __future__ import annotations
 import os
 import re
 
+from dynscope.model.break_text import first_line
+
+__all__ = ["condensed", "first_line", "friendly_function", "location", "plural", "short_location", "short_path"]
+
 _RESUME = re.compile(r"^torch_dynamo_resume_in_(?P<function>.+)_at_(?P<line>\d+)$")
 
 
@@ -53,10 +57,17 @@ def condensed(message: str | None, lines: int = 2) -> str:
     return " ".join(kept[:lines])
 
 
-def first_line(text: str | None) -> str:
-    return (text or "").strip().split("\n", 1)[0]
-
-
 def plural(count: int, noun: str, many: str | None = None) -> str:
     """'1 error', '2 errors', '1 recompile-limit hit'; ``many`` for irregular plurals."""
     return f"{count} {noun if count == 1 else many or noun + 's'}"
+
+
+def seconds_text(value: float) -> str:
+    """A measured time in the unit that reads best: '0.61 s', '31 ms', '45 µs'."""
+    if value >= 1.0:
+        return f"{value:.2f} s" if value < 100 else f"{value:.0f} s"
+    if value >= 0.01:
+        return f"{value:.2f} s" if value >= 0.1 else f"{value * 1e3:.0f} ms"
+    if value >= 1e-3:
+        return f"{value * 1e3:.1f} ms"
+    return f"{value * 1e6:.0f} µs"

@@ -1,11 +1,10 @@
-"""The headline numbers of a run, computed once for every view (summary, TUI, reports)."""
+"""The headline numbers of a run (computed once per capture by dynscope.analysis.run_view)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from dynscope.analysis.breaks import group_breaks
-from dynscope.model import Capture, Compile
+from dynscope.model import Compile
 
 
 @dataclass(frozen=True)
@@ -37,19 +36,10 @@ def stage_seconds(compiles: list[Compile]) -> dict[str, float]:
     return totals
 
 
-def totals(capture: Capture) -> Totals:
-    compiles = capture.compiles()
-    groups = group_breaks(capture.graph_breaks())
-    return Totals(
-        frames=len(capture.frames()),
-        compiles=len(compiles),
-        graphs=sum(1 for c in compiles if c.graph_op_count),
-        graph_breaks=sum(g.count for g in groups),
-        distinct_graph_breaks=len(groups),
-        recompiles=len(capture.recompiles()),
-        errors=len(capture.errors()),
-        compile_time_s=sum(compile_seconds(c) for c in compiles),
-        stage_times=stage_seconds(compiles),
-        skipped_frames=len(capture.skipped_frames()),
-        recompile_limit_hits=len(capture.recompile_limit_hits()),
-    )
+def not_understood_line(found: dict[str, tuple[int, str]]) -> str | None:
+    """'3 events not understood: dynscope:graph_break ×2 (user_stack: expected tuple, got str), ...'."""
+    if not found:
+        return None
+    count = sum(n for n, _ in found.values())
+    kinds = ", ".join(f"{kind} ×{n} ({why})" for kind, (n, why) in found.items())
+    return f"{count} event{'s' if count != 1 else ''} not understood: {kinds}"

@@ -10,17 +10,23 @@ Ranking, most harmful first:
 5. recompiles: a one-off compile cost per new guard value, until the recompile limit makes
    the frame run eagerly; more recompiles of a frame rank higher.
 Within a kind, ties keep the order torch met the problems in, so a run always ranks the same way.
+
+When the run was profiled (``explain --profile``), problems are ranked by what they cost in
+seconds instead: compile errors stay first (they change what the program does), then every
+problem with a measured cost, most expensive first, then the others in the order above.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
+from typing import Protocol
 
-from dynscope.analysis.breaks import BreakGroup, group_breaks
+from dynscope.analysis import runtime
+from dynscope.analysis.breaks import BreakGroup
 from dynscope.analysis.names import condensed, first_line, friendly_function, plural
-from dynscope.analysis.overview import compile_seconds
-from dynscope.model import Capture, CompileError, GuardFailure, Recompile, RecompileLimitHit, SkippedFrame, StackFrame
+from dynscope.model import (Capture, CompileError, FixResult, GuardFailure, Recompile, RecompileLimitHit, SkippedFrame,
+                            StackFrame)
 
 _SEVERITY = {"error": 0, "recompile_limit": 1, "skipped_frame": 2, "graph_break": 3, "recompile": 4}
 
@@ -37,6 +43,9 @@ class Problem:
     compile_time_s: float  # compile time spent on the compiles involved
     # the records behind it
     subject: BreakGroup | tuple[Recompile, ...] | CompileError | RecompileLimitHit | tuple[SkippedFrame, ...]
+    cost_s: float | None = None  # measured seconds it cost over the run (profiled runs only)
+    cost_detail: str | None = None  # one line: how that cost arose
+    calls: int | None = None  # profiled: calls affected (through the break; served by the recompiled versions)
     fixes: tuple[str, ...] = ()  # remedies `dynscope fix` proved on it, one line each
 
     @property
@@ -44,20 +53,53 @@ class Problem:
         return _SEVERITY[self.kind]
 
 
-def top_problems(capture: Capture) -> list[Problem]:
-    seconds = {c.compile_id: compile_seconds(c) for c in capture.compiles()}
-    problems = [_error(e, seconds) for e in capture.errors()]
-    problems += [_limit_hit(h) for h in capture.recompile_limit_hits()]
-    problems += [_skipped(fs, seconds) for fs in _skipped_by_cause(capture.skipped_frames())]
-    problems += [_graph_break(g, seconds) for g in group_breaks(capture.graph_breaks())]
-    dynamic = capture.dynamic_sources()
-    problems += [_recompiles(rs, seconds, dynamic) for rs in _recompiles_by_frame(capture.recompiles())]
-    fixes = capture.fix_results()
-    if fixes:
+class RunFacts(Protocol):
+    """What the ranking reads: dynscope.analysis.run_view.RunView (derived once per capture)."""
+
+    errors: list[CompileError]
+    recompile_limit_hits: list[RecompileLimitHit]
+    skipped_frames: list[SkippedFrame]
+    break_groups: list[BreakGroup]
+    recompiles: list[Recompile]
+    dynamic_sources: dict[str, tuple[str, ...]]
+    compile_seconds: dict[str, float]
+    fix_results: list[FixResult]
+    capture: Capture  # its profiled runtime, when there is one
+
+
+def top_problems(run: RunFacts) -> list[Problem]:
+    """Views read the ranking once, from ``run_view(capture).problems``."""
+    seconds = run.compile_seconds
+    problems = [_error(e, seconds) for e in run.errors]
+    problems += [_limit_hit(h) for h in run.recompile_limit_hits]
+    problems += [_skipped(fs, seconds) for fs in _skipped_by_cause(run.skipped_frames)]
+    problems += [_graph_break(g, seconds) for g in run.break_groups]
+    dynamic = run.dynamic_sources
+    problems += [_recompiles(rs, seconds, dynamic) for rs in _recompiles_by_frame(run.recompiles)]
+    fixes = run.fix_results
+    if fixes:  # what `dynscope fix` proved, beside the problem it fixes
         problems = [replace(p, fixes=tuple(
             f"{f.remedy} ({f.verdict}, outputs equal)" for f in fixes
             if f.matches(p.kind, p.location.file, p.location.line, p.location.function))) for p in problems]
-    return sorted(problems, key=lambda p: (p.severity, -p.count))  # stable: ties stay in order met
+    problems = sorted(problems, key=lambda p: (p.severity, -p.count))  # stable: ties stay in order met
+    capture = run.capture
+    if capture.runtime is None:
+        return problems
+    costed = [with_cost(p, capture) for p in problems]
+    return sorted(costed, key=lambda p: (p.kind != "error", p.cost_s is None, -(p.cost_s or 0.0)))
+
+
+def with_cost(p: Problem, capture: Capture) -> Problem:
+    """The problem with what it cost in the profiled run."""
+    if p.kind == "graph_break":
+        costing = runtime.break_costing(capture, p.subject)
+    elif p.kind == "recompile":
+        costing = runtime.recompile_costing(capture, p.subject)
+    else:
+        return p
+    if costing is None:
+        return p
+    return replace(p, cost_s=costing.cost_s, calls=costing.calls, cost_detail=costing.detail)
 
 
 def _error(e: CompileError, seconds: dict[str, float]) -> Problem:

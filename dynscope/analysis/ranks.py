@@ -14,9 +14,9 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from dynscope.analysis.breaks import group_breaks
 from dynscope.analysis.names import friendly_function, location
-from dynscope.analysis.overview import Totals, totals
+from dynscope.analysis.overview import Totals
+from dynscope.analysis.run_view import run_view
 from dynscope.model import Capture
 
 
@@ -51,16 +51,17 @@ def rank_differences(captures: list[Capture]) -> RankDifferences:
     seen: dict[tuple[str, str], set[int]] = {}
     for i, capture in enumerate(captures):
         cwd = capture.run.cwd
-        for g in group_breaks(capture.graph_breaks()):
+        view = run_view(capture)
+        for g in view.break_groups:
             seen.setdefault(("graph break", f"{g.headline} at {location(g.location.file, g.location.line, cwd)}"),
                             set()).add(i)
-        for r in capture.recompiles():
+        for r in view.recompiles:
             seen.setdefault(("recompile", f"{friendly_function(r.function)}: {r.failures[0].guard or r.reason}"),
                             set()).add(i)
     everyone = set(range(len(captures)))
     uneven = tuple(UnevenItem(what, detail, tuple(labels[i] for i in sorted(ranks)))
                    for (what, detail), ranks in seen.items() if ranks != everyone)
-    return RankDifferences(labels, tuple(totals(c) for c in captures), uneven, divergence(captures))
+    return RankDifferences(labels, tuple(run_view(c).totals for c in captures), uneven, divergence(captures))
 
 
 # -- divergence ---------------------------------------------------------------------------

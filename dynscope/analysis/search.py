@@ -14,8 +14,8 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from dynscope.analysis.breaks import group_breaks
-from dynscope.analysis.names import friendly_function, location
+from dynscope.analysis.run_view import run_view
+from dynscope.analysis.names import first_line, friendly_function, location
 from dynscope.model import Capture, StackFrame
 
 
@@ -44,18 +44,19 @@ def search_run(capture: Capture, query: str) -> list[Hit]:
         return []
     cwd = capture.run.cwd
     hits = []
-    for g in group_breaks(capture.graph_breaks()):
+    view = run_view(capture)
+    for g in view.break_groups:
         if _matches(needle, g.headline, g.gb_type, g.gb_id, g.reason, g.explanation, *g.hints, g.location.code):
             hits.append(Hit("graph_break", f"{g.headline} ({location(g.location.file, g.location.line, cwd)})",
                             g.first.compile_id, event_id=g.first.event_id, location=g.location))
-    for r in capture.recompiles():
+    for r in view.recompiles:
         texts = [text for f in r.failures for text in (f.reason, f.guard, f.user_code)]
         if _matches(needle, r.reason, *texts):
-            hits.append(Hit("recompile", f"{r.compile_id} {friendly_function(r.function)}: {_first_line(r.reason)}",
+            hits.append(Hit("recompile", f"{r.compile_id} {friendly_function(r.function)}: {first_line(r.reason)}",
                             r.compile_id, location=StackFrame(r.file, r.line, r.function)))
-    for e in capture.errors():
+    for e in view.errors:
         if _matches(needle, e.fail_type, e.reason):
-            hits.append(Hit("error", f"{e.compile_id} {e.fail_type}: {_first_line(e.reason)}", e.compile_id,
+            hits.append(Hit("error", f"{e.compile_id} {e.fail_type}: {first_line(e.reason)}", e.compile_id,
                             location=StackFrame(e.user_file or e.file, e.user_line or e.line, e.function)))
     return hits
 
@@ -99,7 +100,3 @@ def definition_line(text: str, name: str) -> int | None:
 
 def _matches(needle: str, *texts: str | None) -> bool:
     return any(text and needle in text.lower() for text in texts)
-
-
-def _first_line(text: str) -> str:
-    return text.strip().split("\n", 1)[0]

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from dynscope.analysis.breaks import BreakGroup, group_breaks
-from dynscope.analysis.overview import totals
+from dynscope.analysis import runtime
+from dynscope.analysis.breaks import BreakGroup
+from dynscope.analysis.run_view import run_view
 from dynscope.model import Capture, CompileError, Recompile, RecompileLimitHit, SkippedFrame
 
 SCHEMA = "dynscope.summary/1"
@@ -34,13 +35,10 @@ def summary_set_document(captures: list[Capture]) -> dict[str, Any]:
 
 
 def summary_document(capture: Capture) -> dict[str, Any]:
+    view = run_view(capture)
     run = capture.run
-    compiles = capture.compiles()
-    groups = group_breaks(capture.graph_breaks())
-    recompiles = capture.recompiles()
-    errors = capture.errors()
     exception = capture.exception
-    t = totals(capture)
+    t = view.totals
     return {
         "schema": SCHEMA,
         "capture": run.path,
@@ -84,38 +82,102 @@ def summary_document(capture: Capture) -> dict[str, Any]:
                 "compile_time_s": c.times.total,
                 "times": c.times.by_stage(),
             }
-            for c in compiles
+            for c in view.compiles
         ],
-        "graph_breaks": [break_json(g) for g in groups],
-        "recompiles": [recompile_json(r) for r in recompiles],
-        "minify": [
+        "graph_breaks": [{**break_json(g), "cost_s": _break_cost(capture, g)} for g in view.break_groups],
+        "recompiles": [{**recompile_json(r), **_recompile_cost(capture, r)} for r in view.recompiles],
+        "minify": [m.to_json() for m in view.minify_results],
+        "fixes": [f.to_json() for f in view.fix_results],
+        "errors": [error_json(e) for e in view.errors],
+        "skipped_frames": [skipped_frame_json(f) for f in view.skipped_frames],
+        "recompile_limit_hits": [recompile_limit_json(h) for h in view.recompile_limit_hits],
+        "not_understood": [{"kind": kind, "count": count, "why": why}
+                           for kind, (count, why) in view.not_understood.items()],
+        "runtime": runtime_json(capture),
+        "cudagraph_skips": [{"compile_id": k.compile_id, "reason": k.reason} for k in capture.cudagraph_skips()],
+        "autotune": [
+            {"compile_id": a.compile_id, "op": a.op, "picked": a.picked, "choices_total": a.choices_total,
+             "choices": [{"name": c.name, "description": c.description, "ms": c.ms} for c in a.choices]}
+            for a in capture.autotuning()
+        ],
+    }
+
+
+def _break_cost(capture: Capture, g: BreakGroup) -> float | None:
+    profile = capture.runtime
+    return None if profile is None else runtime.break_cost(profile, capture, g)
+
+
+def _recompile_cost(capture: Capture, r: Recompile) -> dict[str, Any]:
+    profile = capture.runtime
+    if profile is None:
+        return {"cost_s": None, "calls": None}
+    return {"cost_s": runtime.recompile_cost(capture, [r]), "calls": runtime.version_calls(profile, r.compile_id)}
+
+
+def runtime_json(capture: Capture) -> dict[str, Any]:
+    """The measured runtime (``explain --profile``); ``{"profiled": false}`` without one."""
+    profile = capture.runtime
+    if profile is None:
+        return {"profiled": False}
+    split = runtime.time_split(capture, profile)
+    overall = runtime.run_vs_eager(profile)
+    return {
+        "profiled": True,
+        "method": profile.method,
+        "complete": profile.complete,
+        "wall_s": split.wall_s,
+        "compiled_s": split.compiled_s,
+        "eager_between_graphs_s": split.eager_between_graphs_s,
+        "guard_s": split.guard_s,
+        "compile_s": split.compile_s,
+        "frames": [
             {
-                "compile_id": m.compile_id,
-                "kind": m.kind,
-                "signature": m.signature,
-                "culprit_stage": m.culprit_stage,
-                "culprit_backend": m.culprit_backend,
-                "culprit": m.culprit,
-                "passed_backends": list(m.passed_backends),
-                "subsystem": m.subsystem,
-                "op": m.op,
-                "repro": m.repro,
-                "verified": m.verified,
-                "checks_run": m.checks_run,
-                "nodes_before": m.nodes_before,
-                "nodes_after": m.nodes_after,
+                "function": f.compile.function,
+                "file": f.compile.file,
+                "line": f.compile.line,
+                "compile_id": f.compile.compile_id,
+                "calls": f.calls,
+                "compiled_s": f.compiled_s,
+                "first_call_s": f.first_call_s,
+                "steady_per_call_s": f.steady_per_call_s,
+                "guard_s": f.guard_s,
+                "share_of_frame_calls": f.share_of_frame_calls,
+                "vs_eager": _vs_eager_json(f.vs_eager),
             }
-            for m in capture.minify_results()
+            for f in runtime.frame_runtimes(capture, profile)
         ],
-        "fixes": [
-            {"kind": f.kind, "file": f.file, "line": f.line, "function": f.function, "detail": f.detail,
-             "remedy": f.remedy, "applies_as": f.applies_as, "patch": f.patch, "verdict": f.verdict,
-             "before": f.before, "after": f.after, "max_abs_diff": f.max_abs_diff}
-            for f in capture.fix_results()
+        "entries": [
+            {
+                "name": e.name,
+                "file": e.file,
+                "line": e.line,
+                "calls": e.calls,
+                "compiling_calls": e.compiling_calls,
+                "steady_s": e.seconds,
+                "compiling_s": e.compiling_seconds,
+                "per_call_s": e.per_call_s,
+                "vs_eager": _vs_eager_json(runtime.vs_eager(e, profile)),
+            }
+            for e in profile.entries
         ],
-        "errors": [error_json(e) for e in errors],
-        "skipped_frames": [skipped_frame_json(f) for f in capture.skipped_frames()],
-        "recompile_limit_hits": [recompile_limit_json(h) for h in capture.recompile_limit_hits()],
+        "vs_eager": _vs_eager_json(overall),
+        "cudagraphs": [{"compile_id": c.compile_id, "warmups": c.warmups, "recordings": c.recordings,
+                        "replays": c.replays} for c in profile.cudagraphs],
+    }
+
+
+def _vs_eager_json(v: runtime.VsEager | None) -> dict[str, Any] | None:
+    if v is None:
+        return None
+    return {
+        "comparable": v.comparable,
+        "why_not": v.why_not,
+        "compiled_per_call_s": v.compiled_per_call_s,
+        "eager_per_call_s": v.eager_per_call_s,
+        "speedup": v.speedup,
+        "compile_s": v.compile_s,
+        "break_even_calls": v.break_even_calls,
     }
 
 

@@ -45,7 +45,3 @@ def resolve_stage(capture, compile_id: str, name: str):
         why = " (it was compiled for training: AOTAutograd made aot_joint, aot_forward and aot_backward)"
     raise DynscopeError(f"compile {compile_id} has no stage {name!r}{why}; its stages: {', '.join(s.key for s in stages)}")
 
-
-def lexer_for(language: str) -> str:
-    return {"fx": "python", "python": "python", "triton": "python", "cpp": "cpp", "bytecode": "text",
-            "extern": "python"}.get(language, "text")

@@ -100,9 +100,9 @@ def _against_baseline(capture, base, allowances, out: _Output) -> list[CaseResul
 
 
 def _within_limits(path: str, capture, limits: dict[str, int | None], out: _Output) -> list[CaseResult]:
-    from dynscope.analysis.overview import totals
+    from dynscope.analysis.run_view import run_view
 
-    t = totals(capture)
+    t = run_view(capture).totals
     found = {"graph breaks": t.graph_breaks, "recompiles": t.recompiles, "compile errors": t.errors}
     cases = []
     for what, limit in limits.items():

@@ -22,7 +22,7 @@ class Command:
                                  "BEFORE ranks, then all AFTER ranks in the same order (main.rank*.dynscope "
                                  "branch.rank*.dynscope), compared rank by rank")
         form = parser.add_mutually_exclusive_group()
-        form.add_argument("--json", action="store_true", help="the dynscope.compare/1 document (docs/compare-json.md)")
+        form.add_argument("--json", action="store_true", help="the dynscope.compare/1 document (docs/summary-json.md)")
         form.add_argument("--md", action="store_true", help="Markdown for a pull request or an issue")
 
     def run(self, args: argparse.Namespace) -> int:

@@ -71,15 +71,8 @@ def _compile_lines(result) -> list[str]:
         lines.append(f"recompiled because: {result.recompile_reason}")
     if result.graph is not None:
         lines += ["graph: " + line for line in result.graph.summary_lines()[1:]] or ["graph: unchanged"]
-    lines.append(f"guards: {result.guards_a} → {result.guards_b}")
-    for change in result.guard_changes:
-        where = f" on {change.source}" if change.source else ""
-        if change.before and change.after:
-            lines.append(f"  ~ {change.kind}{where}: {change.before}  →  {change.after}")
-        elif change.after:
-            lines.append(f"  + {change.kind}{where}: {change.after}")
-        else:
-            lines.append(f"  - {change.kind}{where}: {change.before}")
+    lines.append(result.guard_count_line)
+    lines += [f"  {change.describe()}" for change in result.guard_changes]
     return lines
 
 

@@ -48,6 +48,12 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--all-ranks", action="store_true", help="under torchrun, every rank prints its summary")
     parser.add_argument("--html", metavar="PATH", help="also write an HTML report of the run")
     parser.add_argument("--tui", action="store_true", help="open the terminal UI on the capture after the run")
+    parser.add_argument("--profile", action="store_true",
+                        help="also time every compiled graph, graph break and torch.compile'd entry point, "
+                             "so problems are ranked by what they cost")
+    parser.add_argument("--vs-eager", action="store_true",
+                        help="with --profile: run the program a second time with compilation off and report "
+                             "the speed-up and when compiling paid for itself (implies --profile)")
 
 
 def _split(argv: list[str]):
@@ -83,11 +89,18 @@ def explain(program, args: argparse.Namespace, *, command: list[str]) -> int:
 
     rank, world = rank_from_env()
     path = capture_path_for(program, args.output, rank=rank, world_size=world)
-    result = launch(program, path, keep_caches=args.keep_caches, command=command)
+    profile = args.profile or args.vs_eager
+    result = launch(program, path, keep_caches=args.keep_caches, command=command, extra_spec={"profile": profile})
     if not result.capture_written:
         print("dynscope: no capture was written: the program ended before recording started", file=sys.stderr)
         return exit_like(result.returncode)
     speaks = rank in (None, 0) or args.all_ranks
+    if args.vs_eager:
+        from dynscope.runner.eager_twin import record_eager_twin
+
+        if speaks:
+            print("dynscope: running the program again with compilation off (--vs-eager)...", file=sys.stderr)
+        record_eager_twin(program, path, command=command)
     try:
         if speaks and not args.quiet:
             _print_summary(path)
@@ -107,10 +120,8 @@ def explain(program, args: argparse.Namespace, *, command: list[str]) -> int:
 
 
 def _print_summary(path: str) -> None:
-    from dynscope.safe_text import safe_console
-
     from dynscope.model import Capture
-    from dynscope.reporters.terminal import render_summary
+    from dynscope.reporters import prepare_report
 
     with Capture.open(path) as capture:
-        render_summary(capture, safe_console(stderr=True, highlight=False))
+        prepare_report("terminal", [capture]).render(sys.stderr)

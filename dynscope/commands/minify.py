@@ -188,9 +188,9 @@ def print_outcome(console, outcome) -> None:
         console.print(f"[bold]dynscope:[/] {where}: no verified repro ({outcome.wall_s:.1f} s, "
                       f"{outcome.checks_run} checks)", soft_wrap=True)
     rows = [("failure", outcome.signature)]
-    if outcome.culprit_text:
+    if outcome.culprit:
         passed = f" (passes with {', '.join(outcome.passed_backends)})" if outcome.passed_backends and outcome.culprit_backend else ""
-        rows.append(("culprit", f"{outcome.culprit_text}{passed}"))
+        rows.append(("culprit", f"{outcome.culprit}{passed}"))
     elif outcome.passed_backends:
         rows.append(("culprit", f"not found: {', '.join(outcome.passed_backends)} all pass"))
     if outcome.op:
@@ -201,7 +201,7 @@ def print_outcome(console, outcome) -> None:
         rows.append(("graph", f"{outcome.nodes_before} → {outcome.nodes_after} compute nodes"))
     if outcome.repro:
         status = ("verified: fails the same way in a fresh process" if outcome.verified
-                  else f"NOT verified: in a fresh process {outcome.verify_text}")
+                  else f"NOT verified: in a fresh process {outcome.verify}")
         rows.append(("repro", f"{outcome.repro} ({status})"))
         rows.append(("run", f"python {outcome.repro}"))
     for note in outcome.notes:

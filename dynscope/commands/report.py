@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import json
+import io
 import os
 import sys
 from contextlib import ExitStack
@@ -59,7 +59,12 @@ def write_report(paths: list[str], output: str | None, *, fmt: str, any_source: 
             from dynscope.analysis.compare import compare
 
             comparison = compare(stack.enter_context(Capture.open(against)), captures[0])
-        text = _render(captures, fmt, any_source, comparison)
+        from dynscope.reporters import ReportOptions, prepare_report
+
+        reporter = prepare_report(fmt, captures, ReportOptions(any_source=any_source, comparison=comparison))
+        text = io.StringIO()
+        reporter.render(text)
+        text = text.getvalue()
     if output is None:
         sys.stdout.write(text)
         return
@@ -69,27 +74,3 @@ def write_report(paths: list[str], output: str | None, *, fmt: str, any_source: 
             f.write(text)
     except OSError as e:
         raise DynscopeError(f"cannot write {output}: {e.strerror}") from None
-
-
-def _render(captures, fmt: str, any_source: bool = False, comparison=None) -> str:
-    if fmt == "html":
-        from dynscope.reporters.html import html_report
-
-        from dynscope.analysis.changes import comparison_lines
-
-        lines = None if comparison is None else [comparison.before.run.path, *comparison_lines(comparison)]
-        return html_report(captures, any_source=any_source, comparison=lines)
-    if fmt == "md":
-        from dynscope.reporters.markdown import markdown_report
-
-        from dynscope.reporters.markdown import comparison_markdown
-
-        return markdown_report(captures) + ("" if comparison is None else "\n" + comparison_markdown(comparison))
-    from dynscope.reporters.json_report import report_document, report_set
-
-    document = report_document(captures[0]) if len(captures) == 1 else report_set(captures)
-    if comparison is not None:
-        from dynscope.analysis.compare import comparison_document
-
-        document["comparison"] = comparison_document(comparison)
-    return json.dumps(document, indent=2, ensure_ascii=False) + "\n"

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from dynscope.commands._common import add_capture_argument, add_compile_argument, lexer_for, resolve_stage
+from dynscope.commands._common import add_capture_argument, add_compile_argument, resolve_stage
+from dynscope.model.stages import lexer_for
 from dynscope.errors import DynscopeError
 
 

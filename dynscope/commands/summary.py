@@ -28,11 +28,9 @@ class Command:
                 json.dump(summary_document(capture), sys.stdout, indent=2)
                 sys.stdout.write("\n")
             else:
-                from dynscope.safe_text import safe_console
+                from dynscope.reporters import prepare_report
 
-                from dynscope.reporters.terminal import render_summary
-
-                render_summary(capture, safe_console(highlight=False))
+                prepare_report("terminal", [capture]).render(sys.stdout)
         return 0
 
 
@@ -47,10 +45,9 @@ def _several(args: argparse.Namespace) -> int:
             json.dump(summary_set_document(captures), sys.stdout, indent=2)
             sys.stdout.write("\n")
         else:
-            from dynscope.reporters.terminal import render_rank_set
-            from dynscope.safe_text import safe_console
+            from dynscope.reporters import prepare_report
 
-            render_rank_set(captures, safe_console(highlight=False))
+            prepare_report("terminal", captures).render(sys.stdout)
     finally:
         for capture in captures:
             capture.close()

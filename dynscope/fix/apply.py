@@ -21,7 +21,8 @@ import os
 import sys
 from typing import Any, Callable
 
-from dynscope.model.fix import APPLIED_EVENT, ENV, FEATURES_EVENT, OUTPUT_EVENT, REGION_EVENT
+from dynscope import events as contract
+from dynscope.model.fix import ENV
 
 VALUES_CAP = 4096  # values recorded per output tensor; larger ones keep an even sample and a hash
 LEAVES_CAP = 64  # outputs recorded per call
@@ -49,7 +50,7 @@ class Trial:
 
         from dynscope.probes import compat
 
-        self.recorder.append_json(FEATURES_EVENT, {}, compat.remedy_features())
+        contract.write(self.recorder, contract.FixFeatures(), json.dumps(compat.remedy_features(), default=str))
         for i, action in enumerate(self.actions):
             op = action.get("op")
             if op == "compile_kwargs":
@@ -76,7 +77,7 @@ class Trial:
 
     def _applied(self, i: int, how: str) -> None:
         self.pending.discard(i)
-        self.recorder.append(APPLIED_EVENT, {"index": i, "op": self.actions[i].get("op"), "ok": True, "how": how})
+        contract.write(self.recorder, contract.FixApplied(index=i, op=self.actions[i].get("op"), ok=True, how=how))
 
     def not_applied_notes(self) -> list[str]:
         return [f"{self.actions[i].get('op')} not applied" for i in sorted(self.pending)]
@@ -146,7 +147,7 @@ class Trial:
         target = model.forward if isinstance(model, torch.nn.Module) else model
         code = getattr(target, "__code__", None)
         if code is not None:
-            self.recorder.append(REGION_EVENT, {"function": code.co_name, "file": code.co_filename})
+            contract.write(self.recorder, contract.FixRegion(function=code.co_name, file=code.co_filename))
         calls = [0]
 
         def before(args: tuple, kwargs: dict) -> None:
@@ -163,7 +164,7 @@ class Trial:
                 leaves = describe_outputs(output)
             except Exception as e:  # never let recording break the program
                 leaves = [{"kind": "unrecorded", "value": type(e).__name__}]
-            self.recorder.append_json(OUTPUT_EVENT, {"region": name, "call": calls[0]}, leaves)
+            contract.write(self.recorder, contract.FixOutput(region=name, call=calls[0]), json.dumps(leaves))
 
         if isinstance(compiled, torch.nn.Module):
             compiled.register_forward_pre_hook(lambda _m, args, kwargs: before(args, kwargs), with_kwargs=True)

@@ -17,7 +17,7 @@ from dynscope.analysis.fix_verdict import RunFacts, judge, pick_combined
 from dynscope.analysis.remedies import FixProblem, Remedy, problems_from_summary, select
 from dynscope.errors import DynscopeError
 from dynscope.fix.trials import TrialRun, run_all, starter_for
-from dynscope.model.fix import RESULT_EVENT
+from dynscope import events as contract
 from dynscope.runner.program import Program
 
 SCHEMA = "dynscope.fix/1"
@@ -271,10 +271,13 @@ def record_into_capture(path: str, doc: dict[str, Any]) -> None:
     writer = CaptureWriter.reopen(path)
     try:
         for row in proven:
-            writer.append(RESULT_EVENT, {
-                "problem": row["problem"], "remedy": {"title": row["remedy"], "key": row["remedy_key"]},
-                "applies_as": row["applies_as"], "patch": row["patch"], "verdict": row["verdict"],
-                "before": row["before"], "after": row["after"], "max_abs_diff": row["max_abs_diff"]})
+            p = row["problem"]
+            contract.write(writer, contract.FixResult(
+                problem=contract.FixProblemRef(kind=p["kind"], file=p["file"], line=p["line"], function=p["function"],
+                                               detail=p["detail"], count=p["count"]),
+                remedy=row["remedy"], remedy_key=row["remedy_key"], applies_as=row["applies_as"], patch=row["patch"],
+                verdict=row["verdict"], before=row["before"], after=row["after"] or {},
+                max_abs_diff=row["max_abs_diff"]))
     finally:
         writer.close()
 

@@ -2,8 +2,7 @@
 
 from dynscope.model.capture import Capture
 from dynscope.model.fxgraph import FxGraph, FxNode
-from dynscope.model.fix import FixResult
-from dynscope.model.minify import MinifyResult
+from dynscope.model.capture import FixResult, MinifyResult
 from dynscope.model.records import (
     Compile,
     CompileError,

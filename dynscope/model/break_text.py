@@ -25,6 +25,15 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+def first_line(text: str | None) -> str:
+    """The first line of a message that is not blank, stripped ("" when there is none): the one
+    definition every view and analysis uses for a one-line form of torch's texts."""
+    for line in (text or "").splitlines():
+        if line.strip():
+            return line.strip()
+    return ""
+
+
 _CHAINED = "*** While handling this graph break, another graph break occurred: ***"
 _LINK = re.compile(r"For more details about this graph break, please visit:\s*(\S+)")
 _FIELD = re.compile(r"^  (Explanation|Hint|Developer debug context|Higher Order Operator): ?", re.MULTILINE)

@@ -8,7 +8,6 @@ capture of a thousand compiles costs only what the first view actually shows.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import re
 import runpy
@@ -17,15 +16,23 @@ from collections import OrderedDict
 from functools import cached_property
 from typing import Any
 
+from dynscope import events as contract
+from dynscope.events import NotUnderstood, Record
 from dynscope.store.reader import CaptureReader, Event
 from dynscope.errors import DynscopeError
 from dynscope.model import stages as pipeline
-from dynscope.model.break_text import break_consequence, gb_id_from_link, parse_break_artifact, parse_break_message
+from dynscope.model.break_text import (
+    break_consequence,
+    first_line,
+    gb_id_from_link,
+    parse_break_artifact,
+    parse_break_message,
+)
 from dynscope.model.collectives import Collective, parse_collectives
 from dynscope.model.fxgraph import FxGraph
 from dynscope.model.guards import parse_guard_tree
-from dynscope.model.fix import FixResult, fix_results
-from dynscope.model.minify import MinifyResult, minify_results
+from dynscope.model.compile_modes import AutotuneResult, CudagraphSkip, read_autotuning, read_cudagraph_skips
+from dynscope.model.runtime import RuntimeProfile, read_profile
 from dynscope.model.output_code import graph_role, kernel_names, parse_stack_text, split_kernels
 from dynscope.model.records import (
     Compile,
@@ -45,28 +52,14 @@ from dynscope.model.records import (
     Stage,
 )
 
+MinifyResult = contract.MinifyResult  # the record as `dynscope minify` writes it
+FixResult = contract.FixResult  # the record as `dynscope fix` writes it
+
 RESUME_PREFIX = "torch_dynamo_resume_in_"
 _DYNSCOPE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _EXPECTED_ACTUAL = re.compile(r"expected (?P<expected>.+?), actual (?P<actual>.+?)\.?$")
 _CACHE_LIMIT = 64  # compiles whose stages and kernels stay parsed in memory
 _MAIN_VARIANTS = ("graph", "after", "code", "original")
-
-# The compilation_metrics fields the model uses, extracted in SQL (see CaptureReader.event_fields).
-_METRIC_FIELDS = {
-    "cid": "$.compilation_metrics.compile_id",
-    **{key: f"$.compilation_metrics.{key}" for key in (
-        "co_name", "co_filename", "co_firstlineno", "fail_type", "fail_reason", "has_guarded_code", "start_time",
-        "entire_frame_compile_time_s", "backend_compile_time_s", "inductor_compile_time_s", "code_gen_time_s",
-        "graph_op_count", "graph_node_count", "guard_count", "restart_reasons")},
-    "fail_file": "$.compilation_metrics.fail_user_frame_filename",
-    "fail_line": "$.compilation_metrics.fail_user_frame_lineno",
-}
-_BACKWARD_FIELDS = {
-    "cid": "$.bwd_compilation_metrics.compile_id",
-    "backward_cumulative_compile_time_us": "$.bwd_compilation_metrics.backward_cumulative_compile_time_us",
-    "duration_us": "$.bwd_compilation_metrics.duration_us",
-}
-
 
 class Capture:
     def __init__(self, reader: CaptureReader) -> None:
@@ -74,6 +67,42 @@ class Capture:
         self.path = reader.path
         self._lock = threading.RLock()
         self._per_compile: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._not_understood: dict[str, dict[int, str]] = {}  # kind -> {event id: why}
+
+    # -- reading events through the contract (dynscope.events) -----------------------------
+
+    def _parse(self, record: type[Record], event: Event) -> Any:
+        """The event's record, or None when its data is not the declared shape (counted)."""
+        try:
+            return record.parse(event.metadata)
+        except NotUnderstood as e:
+            self._not_parsed(e, event.id)
+            return None
+
+    def _from_fields(self, record: type[Record], row: dict[str, Any]) -> Any:
+        try:
+            return record.from_fields({name: row["field:" + name] for name in record.json_paths()})
+        except NotUnderstood as e:
+            self._not_parsed(e, row["id"])
+            return None
+
+    def _not_parsed(self, error: NotUnderstood, event_id: int) -> None:
+        with self._lock:
+            self._not_understood.setdefault(error.kind, {}).setdefault(event_id, error.why)
+
+    def not_understood(self) -> dict[str, tuple[int, str]]:
+        """Events the model could not read, per kind: (how many, why the first was not understood).
+        Kinds the contract does not name count too. Reads every whole-run record first (torch's
+        chromium events, read only by the timeline, count once it has read them)."""
+        self.run, self.exception, self._compiles, self._graph_breaks, self._recompiles  # noqa: B018
+        self.probe_errors(), self.minify_results(), self.graph_input_sizes(), self.dynamic_sources()
+        for event in self.reader.events([contract.FxGraphStructure.KIND]):
+            self._parse(contract.FxGraphStructure, event)
+        found = {kind: (len(ids), next(iter(ids.values()))) for kind, ids in sorted(self._not_understood.items())}
+        for kind, count in self.reader.name_counts().items():
+            if not contract.is_known(kind):
+                found[kind] = (count, "an event kind dynscope does not know")
+        return found
 
     @classmethod
     def open(cls, path: str) -> Capture:
@@ -118,53 +147,62 @@ class Capture:
 
     @cached_property
     def exception(self) -> ProgramException | None:
-        events = self.reader.events(["dynscope:exception"])
+        events = self.reader.events([contract.ProgramRaised.KIND])
         if not events:
             return None
-        e = events[-1]
-        md = e.metadata
-        return ProgramException(md.get("type", "?"), md.get("module", ""), md.get("message", ""),
-                                self.reader.payload(e.payload_hash) or "")
+        raised = self._parse(contract.ProgramRaised, events[-1])
+        if raised is None:
+            return None
+        return ProgramException(raised.type, raised.module, raised.message,
+                                self.reader.payload(events[-1].payload_hash) or "")
 
     def probe_errors(self) -> list[str]:
-        return [e.metadata.get("message", "") for e in self.reader.events(["dynscope:probe_error"])]
+        errors = (self._parse(contract.ProbeError, e) for e in self.reader.events([contract.ProbeError.KIND]))
+        return [e.message for e in errors if e is not None]
 
     # -- compiles and frames -----------------------------------------------------------------
 
     @cached_property
     def _interned_files(self) -> dict[int, str]:
         table: dict[int, str] = {}
-        for event in self.reader.events(["str"]):
-            entry = event.metadata.get("str")
-            if isinstance(entry, list) and len(entry) == 2:
-                table[entry[1]] = entry[0]
+        for event in self.reader.events([contract.InternedString.KIND]):
+            entry = self._parse(contract.InternedString, event)
+            if entry is not None:
+                table[entry.index] = entry.path
         return table
 
     @cached_property
     def _compiles(self) -> dict[str, Compile]:
-        starts: dict[str, list[dict[str, Any]]] = {}
-        for row in self.reader.event_fields(["dynamo_start"], {"stack": "$.dynamo_start.stack"}):
+        starts: dict[str, list[tuple[dict[str, Any], contract.DynamoStart]]] = {}
+        for row, start in self._rows(contract.DynamoStart):
             if row["compile_id"] is not None:
-                starts.setdefault(row["compile_id"], []).append(row)
-        metrics = {row["cid"] or row["compile_id"]: row
-                   for row in self.reader.event_fields(["compilation_metrics"], _METRIC_FIELDS)}
-        backward = {row["cid"] or row["compile_id"]: row
-                    for row in self.reader.event_fields(["bwd_compilation_metrics"], _BACKWARD_FIELDS)}
-        order = sorted(set(starts) | set(metrics), key=lambda c: (starts.get(c) or [metrics[c]])[0]["id"])
-        compiles = {cid: self._build_compile(cid, starts.get(cid, []), metrics.get(cid), backward.get(cid, {}))
+                starts.setdefault(row["compile_id"], []).append((row, start))
+        metrics: dict[str, tuple[dict[str, Any], contract.CompilationMetrics]] = {
+            m.compile_id or row["compile_id"]: (row, m) for row, m in self._rows(contract.CompilationMetrics)}
+        backward = {m.compile_id or row["compile_id"]: m for row, m in self._rows(contract.BackwardMetrics)}
+        order = sorted(set(starts) | set(metrics), key=lambda c: (starts.get(c) or [metrics[c]])[0][0]["id"])
+        compiles = {cid: self._build_compile(cid, starts.get(cid, []), metrics[cid][1] if cid in metrics else None,
+                                             backward.get(cid))
                     for cid in order}
         return _named_by_frame(compiles)
 
-    def _build_compile(self, cid: str, starts: list[dict[str, Any]], m: dict[str, Any] | None,
-                       bwd: dict[str, Any]) -> Compile:
-        stack = self._user_stack(json.loads(starts[0]["stack"] or "[]")) if starts else ()
-        restarts = json.loads(m["restart_reasons"]) if m and m["restart_reasons"] else None
+    def _rows(self, record: type[Record]) -> list[tuple[dict[str, Any], Any]]:
+        """(row, record) for each event of the kind whose fields have the declared shape; the fields
+        are extracted by SQLite (CaptureReader.event_fields), not by parsing whole metadata."""
+        # "field:" keeps a field named like a column (compile_id) apart from the column
+        rows = self.reader.event_fields([record.KIND], {"field:" + k: p for k, p in record.json_paths().items()})
+        return [(row, parsed) for row in rows if (parsed := self._from_fields(record, row)) is not None]
+
+    def _build_compile(self, cid: str, starts: list[tuple[dict[str, Any], contract.DynamoStart]],
+                       m: contract.CompilationMetrics | None, bwd: contract.BackwardMetrics | None) -> Compile:
+        stack = self._user_stack(starts[0][1].stack) if starts else ()
+        restarts = m.restart_reasons if m else None
         frame_id, frame_compile_id = _split_compile_id(cid)
         if m is None:
-            status, m = "incomplete", {}
-        elif m["fail_type"]:
+            status, m = "incomplete", contract.CompilationMetrics()
+        elif m.fail_type:
             status = "failed"
-        elif m["has_guarded_code"] == 0:
+        elif m.has_guarded_code is False:
             status = "skipped"
         else:
             status = "ok"
@@ -174,30 +212,29 @@ class Capture:
             frame_compile_id=frame_compile_id,
             # Each graph break restarts the analysis; torch lists why in restart_reasons.
             attempts=len(restarts) + 1 if restarts is not None
-            else max((row["attempt"] or 0) for row in starts) + 1 if starts else 1,
-            function=m.get("co_name") or (stack[-1].function if stack else None) or "?",
-            file=m.get("co_filename") or (stack[-1].file if stack else None),
-            line=m.get("co_firstlineno") or (stack[-1].line if stack else None),
+            else max((row["attempt"] or 0) for row, _ in starts) + 1 if starts else 1,
+            function=m.co_name or (stack[-1].function if stack else None) or "?",
+            file=m.co_filename or (stack[-1].file if stack else None),
+            line=m.co_firstlineno or (stack[-1].line if stack else None),
             status=status,
-            fail_type=m.get("fail_type"),
-            fail_reason=m.get("fail_reason"),
-            fail_file=m.get("fail_file"),
-            fail_line=m.get("fail_line"),
-            started=m.get("start_time") or (starts[0]["ts"] if starts else None),
+            fail_type=m.fail_type,
+            fail_reason=m.fail_reason,
+            fail_file=m.fail_user_frame_filename,
+            fail_line=m.fail_user_frame_lineno,
+            started=m.start_time or (starts[0][0]["ts"] if starts else None),
             times=_compile_times(m, bwd),
-            graph_op_count=m.get("graph_op_count"),
-            graph_node_count=m.get("graph_node_count"),
-            guard_count=m.get("guard_count"),
+            graph_op_count=m.graph_op_count,
+            graph_node_count=m.graph_node_count,
+            guard_count=m.guard_count,
             restart_reasons=tuple(restarts or ()),
             user_stack=stack,
+            guard_latency_s=m.guard_latency_us / 1e6 if m.guard_latency_us is not None else None,
+            cudagraph_skip_reason=m.cudagraph_skip_reason,
         )
 
-    def _user_stack(self, raw: list[dict[str, Any]]) -> tuple[StackFrame, ...]:
+    def _user_stack(self, raw: tuple[contract.TraceFrame, ...]) -> tuple[StackFrame, ...]:
         files = self._interned_files
-        frames = [
-            StackFrame(files.get(f.get("filename"), str(f.get("filename"))), f.get("line"), f.get("name"), f.get("loc"))
-            for f in raw
-        ]
+        frames = [StackFrame(files.get(f.filename, str(f.filename)), f.line, f.name, f.loc) for f in raw]
         # The stack starts in dynscope's runner (runpy, our child process): not the user's code.
         while frames and _is_runner_frame(frames[0].file):
             frames.pop(0)
@@ -227,30 +264,10 @@ class Capture:
         out = []
         for event in self.reader.events(["chromium_event"]):
             try:
-                data = json.loads(self.reader.payload(event.payload_hash) or "{}")
-            except ValueError:
-                continue
-            if isinstance(data, dict):
-                out.append(data)
+                out.append(contract.chrome_event(self.reader.payload(event.payload_hash)))
+            except NotUnderstood as e:
+                self._not_parsed(e, event.id)
         return out
-
-    def compile_phases(self, compile_id: str) -> dict[str, float]:
-        """Seconds spent in each of torch's timed regions (chromium events) of one compile."""
-        totals: dict[str, float] = {}
-        open_at: dict[str, float] = {}
-        for event in self.reader.events(["chromium_event"], compile_id=compile_id):
-            try:
-                data = json.loads(self.reader.payload(event.payload_hash) or "{}")
-            except ValueError:
-                continue
-            name, phase, ts = data.get("name"), data.get("ph"), data.get("ts")
-            if not isinstance(name, str) or not isinstance(ts, (int, float)):
-                continue
-            if phase == "B":
-                open_at[name] = ts
-            elif phase == "E" and name in open_at:
-                totals[name] = totals.get(name, 0.0) + (ts - open_at.pop(name)) / 1e6
-        return totals
 
     # -- graph breaks, recompiles, errors ---------------------------------------------------
 
@@ -258,23 +275,24 @@ class Capture:
     def _graph_breaks(self) -> list[GraphBreak]:
         resume_functions = [c for c in self._compiles.values() if c.function.startswith(RESUME_PREFIX)]
         breaks = []
-        for event in self.reader.events(["dynscope:graph_break"]):
-            md = event.metadata
-            message = md.get("message") or ""
+        for event in self.reader.events([contract.GraphBreakSeen.KIND]):
+            seen = self._parse(contract.GraphBreakSeen, event)
+            if seen is None:
+                continue
+            message = seen.message or ""
             text = parse_break_message(message)
-            stack = tuple(StackFrame(f.get("file"), f.get("line"), f.get("function"), f.get("code"))
-                          for f in md.get("user_stack") or ())
-            reason = md.get("reason") or message
-            consequence, skipped = break_consequence(reason, text.chained, bool(md.get("skip_frame")))
+            stack = tuple(StackFrame(f.file, f.line, f.function, f.code) for f in seen.user_stack)
+            reason = seen.reason or message
+            consequence, skipped = break_consequence(reason, text.chained, seen.skip_frame)
             # A chained break ("graph break in loop") is named by its root cause: the first break.
-            gb_type = text.headline if text.chained else md.get("gb_type")
+            gb_type = text.headline if text.chained else seen.gb_type
             breaks.append(GraphBreak(
                 event_id=event.id,
                 compile_id=event.compile_id,
                 attempt=event.attempt,
                 gb_type=gb_type,
-                gb_id=gb_id_from_link(text.doc_link) if text.chained else md.get("gb_id"),
-                doc_link=text.doc_link if text.chained else md.get("doc_link") or text.doc_link,
+                gb_id=gb_id_from_link(text.doc_link) if text.chained else seen.gb_id,
+                doc_link=text.doc_link if text.chained else seen.doc_link or text.doc_link,
                 message=message,
                 reason=reason,
                 headline=gb_type or text.headline,
@@ -282,9 +300,9 @@ class Capture:
                 hints=text.hints,
                 developer_context=text.developer_context,
                 user_stack=stack,
-                traced_function=md.get("traced_function"),
-                traced_line=md.get("traced_line"),
-                resumed_into=self._resume_target(event, md, resume_functions),
+                traced_function=seen.traced_function,
+                traced_line=seen.traced_line,
+                resumed_into=self._resume_target(event, seen.traced_line, resume_functions),
                 consequence=consequence,
                 frame_skipped=skipped,
             ))
@@ -306,7 +324,6 @@ class Capture:
             if compiled is not None and last[2] is not None and \
                     re.sub(r"_at_\d+$", "", compiled.function.removeprefix(RESUME_PREFIX)) == last[2]:
                 last = (last[0], last[1], compiled.function, last[3])
-            md = {"traced_line": art.line}
             consequence, skipped = break_consequence(art.reason, text.chained, False)
             breaks.append(GraphBreak(
                 event_id=event.id,
@@ -324,19 +341,19 @@ class Capture:
                 user_stack=(StackFrame(*last),),
                 traced_function=last[2],
                 traced_line=art.line,
-                resumed_into=self._resume_target(event, md, resume_functions),
+                resumed_into=self._resume_target(event, art.line, resume_functions),
                 consequence=consequence,
                 frame_skipped=skipped,
             ))
         return breaks
 
-    def _resume_target(self, event: Event, md: dict[str, Any], resumes: list[Compile]) -> str | None:
+    def _resume_target(self, event: Event, traced_line: int | None, resumes: list[Compile]) -> str | None:
         """The resume function Dynamo continued in: torch names it after the frame and line."""
         if event.compile_id is None or event.compile_id not in self._compiles:
             return None
         root = self._compiles[event.compile_id].function.removeprefix(RESUME_PREFIX)
         root = re.sub(r"_at_\d+$", "", root)
-        exact = f"{RESUME_PREFIX}{root}_at_{md.get('traced_line')}"
+        exact = f"{RESUME_PREFIX}{root}_at_{traced_line}"
         candidates = [c.function for c in resumes if c.function.startswith(f"{RESUME_PREFIX}{root}_at_")]
         if exact in candidates:
             return exact
@@ -345,18 +362,32 @@ class Capture:
     def graph_breaks(self) -> list[GraphBreak]:
         return list(self._graph_breaks)
 
+    def autotuning(self) -> list[AutotuneResult]:
+        """mode="max-autotune": every autotuned op, its benchmarked choices and the one picked."""
+        return read_autotuning(self.reader)
+
+    def cudagraph_skips(self) -> list[CudagraphSkip]:
+        """mode="reduce-overhead": why CUDA graphs were not used, per compile where torch says."""
+        reasons = {c.compile_id: c.cudagraph_skip_reason for c in self.compiles() if c.cudagraph_skip_reason}
+        return read_cudagraph_skips(self.reader, reasons, [(c.compile_id, c.function) for c in self.compiles()])
+
+    @cached_property
+    def runtime(self) -> RuntimeProfile | None:
+        """The run's measured runtime (``explain --profile``), or None when it was not profiled."""
+        return read_profile(self.reader)
+
     @cached_property
     def _recompiles(self) -> list[Recompile]:
-        probes = self.reader.events(["dynscope:guard_failure"])
+        probes = [(e.id, seen) for e in self.reader.events([contract.GuardFailureSeen.KIND])
+                  if (seen := self._parse(contract.GuardFailureSeen, e)) is not None]
         out = []
         for event in self.reader.events(["artifact:recompile_reasons"]):
-            raw = self.reader.payload(event.payload_hash) or ""
-            reasons = _recompile_reason_list(raw)
+            reasons = contract.recompile_reasons(self.reader.payload(event.payload_hash))
             if not reasons or event.compile_id is None:
                 continue
             # The same guard can fail on many calls: the probe that explains this recompile
             # is the latest one with the same text before it.
-            latest = {p.metadata.get("reason"): p.metadata for p in probes if p.id < event.id}
+            latest = {seen.reason: seen for id_, seen in probes if id_ < event.id}
             failures = tuple(_guard_failure(text, latest.get(text)) for text in reasons)
             compile_ = self._compiles.get(event.compile_id)
             out.append(Recompile(
@@ -373,9 +404,9 @@ class Capture:
         """Per compile, the values Dynamo made symbolic (torch's create_symbol events), e.g.
         "L['x'].size()[0]": how a recompile after a shape change made that dimension dynamic."""
         found: dict[str, list[str]] = {}
-        for row in self.reader.event_fields(["create_symbol"], {"source": "$.create_symbol.source"}):
-            if row["compile_id"] is not None and isinstance(row["source"], str):
-                found.setdefault(row["compile_id"], []).append(row["source"])
+        for row, symbol in self._rows(contract.SymbolCreated):
+            if row["compile_id"] is not None and symbol.source is not None:
+                found.setdefault(row["compile_id"], []).append(symbol.source)
         return {cid: tuple(dict.fromkeys(sources)) for cid, sources in found.items()}
 
     def recompiles(self) -> list[Recompile]:
@@ -393,10 +424,10 @@ class Capture:
     def graph_input_sizes(self) -> dict[str, dict[str, Any]]:
         """Per compile, the sizes of its Dynamo graph's inputs (torch logs them with the graph)."""
         found: dict[str, dict[str, Any]] = {}
-        for event in self.reader.events(["dynamo_output_graph"]):
-            sizes = event.metadata.get("dynamo_output_graph", {}).get("sizes")
-            if event.compile_id is not None and isinstance(sizes, dict):
-                found[event.compile_id] = {k: v for k, v in sizes.items() if k.startswith(("l_", "L_"))}
+        for event in self.reader.events([contract.DynamoOutputGraph.KIND]):
+            graph = self._parse(contract.DynamoOutputGraph, event)
+            if event.compile_id is not None and graph is not None and graph.sizes is not None:
+                found[event.compile_id] = {k: v for k, v in graph.sizes.items() if k.startswith(("l_", "L_"))}
         return found
 
     def cache_events(self) -> list[tuple[str | None, str]]:
@@ -407,11 +438,13 @@ class Capture:
 
     def minify_results(self) -> list[MinifyResult]:
         """What `dynscope minify` found for this run (it records its result into the capture)."""
-        return minify_results(self)
+        results = (self._parse(MinifyResult, e) for e in self.reader.events([MinifyResult.KIND]))
+        return [r for r in results if r is not None]
 
     def fix_results(self) -> list[FixResult]:
         """The remedies `dynscope fix` proved for this run's problems (it records them into the capture)."""
-        return fix_results(self)
+        results = (self._parse(FixResult, e) for e in self.reader.events([FixResult.KIND]))
+        return [r for r in results if r is not None]
 
     def errors(self) -> list[CompileError]:
         """Compiles that failed the program or its backend (not the frames Dynamo skipped)."""
@@ -426,7 +459,7 @@ class Capture:
         are listed apart: ``recompile_limit_hits``)."""
         return [
             SkippedFrame(c.compile_id, c.function, c.file, c.line, c.fail_type or "", c.fail_reason or "",
-                         _first_line(c.fail_reason) or c.fail_type or "", c.fail_file, c.fail_line)
+                         first_line(c.fail_reason) or c.fail_type or "", c.fail_file, c.fail_line)
             for c in self._compiles.values() if self.failure_kind(c) == "skipped"
         ]
 
@@ -480,7 +513,7 @@ class Capture:
         event_stage = {e: s for e, (s, _) in {**pipeline.SINGLE_STAGE_EVENTS, **pipeline.PER_GRAPH_EVENTS}.items()}
         found: dict[str, set[str]] = {}
         for cid, name in self.reader.compile_event_names(
-            [*event_stage, "dynscope:log:bytecode"], name_like="artifact:%_BYTECODE"
+            [*event_stage, contract.log_tap_kind("bytecode")], name_like="artifact:%_BYTECODE"
         ):
             stage = event_stage.get(name, "bytecode")
             found.setdefault(cid, set()).add(stage)
@@ -553,7 +586,9 @@ class _StageBuilder:
         self.reader = capture.reader
         self.compile = compile_
         self.events = events
-        self.structure = {e.metadata.get("event_id"): e.payload_hash for e in events if e.name == "dynscope:fx_graph"}
+        graphs = [(capture._parse(contract.FxGraphStructure, e), e) for e in events
+                  if e.name == contract.FxGraphStructure.KIND]
+        self.structure = {g.event_id: e.payload_hash for g, e in graphs if g is not None}
         self.names = {e.name for e in events}
 
     def build(self) -> dict[str, Any]:
@@ -593,7 +628,7 @@ class _StageBuilder:
         (or the trace's resume-function artifacts)."""
         seen: dict[str, Event] = {}
         for event in self.events:
-            if event.name == "dynscope:log:bytecode":
+            if event.name == contract.log_tap_kind("bytecode"):
                 head = (self.reader.payload(event.payload_hash) or "")[:40]
                 variant = "original" if head.startswith("ORIGINAL") else "modified" if head.startswith("MODIFIED") else None
             elif event.name.endswith("_ORIGINAL_BYTECODE") or event.name.endswith("_MODIFIED_BYTECODE"):
@@ -768,7 +803,7 @@ _LIMIT_VALUE = re.compile(r"exceeding the (?P<name>\w+) cache size limit \(curre
 def _is_recompile_limit(reason: str | None) -> bool:
     if not reason:
         return False
-    return bool(_LIMIT_TEXT.search(_first_line(reason) or "") or _LIMIT_VALUE.search(reason))
+    return bool(_LIMIT_TEXT.search(first_line(reason)) or _LIMIT_VALUE.search(reason))
 
 
 def _recompile_limit(reason: str) -> tuple[str, int | None]:
@@ -778,13 +813,6 @@ def _recompile_limit(reason: str) -> tuple[str, int | None]:
         return match["name"], int(match["value"])
     named = re.search(r"(accumulated_recompile_limit|recompile_limit|cache_size_limit)", reason)
     return (named.group(1) if named else "recompile_limit"), None
-
-
-def _first_line(text: str | None) -> str | None:
-    for line in (text or "").splitlines():
-        if line.strip():
-            return line.strip()
-    return None
 
 
 def _named_by_frame(compiles: dict[str, Compile]) -> dict[str, Compile]:
@@ -807,12 +835,12 @@ def _split_compile_id(cid: str) -> tuple[int | None, int | None]:
         return None, None
 
 
-def _compile_times(m: dict[str, Any], bwd: dict[str, Any]) -> CompileTimes:
-    total = m.get("entire_frame_compile_time_s")
-    backend = m.get("backend_compile_time_s")
-    inductor = m.get("inductor_compile_time_s")
-    codegen = m.get("code_gen_time_s")
-    backward_us = bwd.get("backward_cumulative_compile_time_us") or bwd.get("duration_us")
+def _compile_times(m: contract.CompilationMetrics, bwd: contract.BackwardMetrics | None) -> CompileTimes:
+    total = m.entire_frame_compile_time_s
+    backend = m.backend_compile_time_s
+    inductor = m.inductor_compile_time_s
+    codegen = m.code_gen_time_s
+    backward_us = (bwd.backward_cumulative_compile_time_us or bwd.duration_us) if bwd else None
 
     def diff(a: float | None, b: float | None) -> float | None:
         return None if a is None else max(a - (b or 0.0), 0.0)
@@ -827,19 +855,7 @@ def _compile_times(m: dict[str, Any], bwd: dict[str, Any]) -> CompileTimes:
     )
 
 
-def _recompile_reason_list(raw: str) -> list[str]:
-    """The recompile_reasons artifact is one reason as text, or a JSON list of them."""
-    text = raw.strip()
-    if text.startswith("["):
-        try:
-            value = json.loads(text)
-            return [str(v) for v in value if str(v).strip()]
-        except ValueError:
-            pass
-    return [text] if text else []
-
-
-def _guard_failure(text: str, probed: dict[str, Any] | None) -> GuardFailure:
+def _guard_failure(text: str, probed: contract.GuardFailureSeen | None) -> GuardFailure:
     """Parse '0/0: n == 2   # return x * n  # f.py:4 in f\\nUser stack trace: ...'."""
     first = text.split("\n", 1)[0]
     failed_id, sep, rest = first.partition(": ")
@@ -858,8 +874,8 @@ def _guard_failure(text: str, probed: dict[str, Any] | None) -> GuardFailure:
         actual = f"{flag['name']}={1 - int(flag['value'])}"
     else:
         expected = _expected_from_guard(guard)
-        actual = probed.get("actual") if probed else None
-    return GuardFailure(failed_id, guard, probed.get("guard") if probed else guard, expected, actual, user_code)
+        actual = probed.actual if probed else None
+    return GuardFailure(failed_id, guard, probed.guard if probed else guard, expected, actual, user_code)
 
 
 _EXPECTED_FLAG = re.compile(r"mismatch\. expected (?P<name>\w+)=(?P<value>[01])\.?$")

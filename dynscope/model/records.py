@@ -117,7 +117,6 @@ class CompileTimes:
     inductor: float | None = None  # lowering, passes, scheduling
     codegen: float | None = None  # Python/C++/Triton generation and compilation
     backward: float | None = None  # lazily compiled backward graph
-    phases: dict[str, float] = field(default_factory=dict)  # torch's own timed regions
 
     def by_stage(self) -> dict[str, float]:
         stages = {
@@ -151,6 +150,8 @@ class Compile:
     guard_count: int | None
     restart_reasons: tuple[str, ...]
     user_stack: tuple[StackFrame, ...]  # where the compiled function was called from
+    guard_latency_s: float | None = None  # torch's measurement of one guard check of this compile
+    cudagraph_skip_reason: str | None = None  # mode="reduce-overhead": why CUDA graphs were not used
 
     @property
     def is_recompile(self) -> bool:

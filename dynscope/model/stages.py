@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from dynscope.events import FxGraphStructure, log_tap_kind
 from dynscope.store.reader import Event
 
 CANONICAL_STAGES = (
@@ -48,6 +49,14 @@ STAGE_LANGUAGE = {
     "output_code": "python",
 }
 
+# The Pygments lexer for each language above (and a kernel's: cpp, triton, extern).
+_LEXERS = {"fx": "python", "python": "python", "triton": "python", "cpp": "cpp", "bytecode": "text", "extern": "python"}
+
+
+def lexer_for(language: str) -> str:
+    """The Pygments lexer name that highlights a stage's language (every view that shows code uses it)."""
+    return _LEXERS.get(language, "text")
+
 STAGE_TITLES = {
     "bytecode": "Python bytecode (original, then as Dynamo rewrote it)",
     "dynamo": "Dynamo FX graph (torch IR)",
@@ -78,8 +87,8 @@ PER_GRAPH_EVENTS = {
     "artifact:inductor_post_grad_graph": ("post_grad", "after"),
     "inductor_post_grad_graph": ("post_grad", "after"),  # replayed from the FX graph cache on a hit
     "artifact:before_post_grad_graph": ("post_grad", "before"),
-    "dynscope:log:ir_post_fusion": ("scheduler_ir", "after"),
-    "dynscope:log:ir_pre_fusion": ("scheduler_ir", "before"),
+    log_tap_kind("ir_post_fusion"): ("scheduler_ir", "after"),
+    log_tap_kind("ir_pre_fusion"): ("scheduler_ir", "before"),
     "inductor_output_code": ("output_code", "code"),
 }
 
@@ -91,8 +100,8 @@ STAGE_EVENT_NAMES = (
     + tuple(PER_GRAPH_EVENTS)
     + SECTION_START_EVENTS
     + (
-        "dynscope:log:bytecode",
-        "dynscope:fx_graph",
+        log_tap_kind("bytecode"),
+        FxGraphStructure.KIND,
         "artifact:inductor_provenance_tracking_node_mappings",
         "artifact:inductor_provenance_tracking_kernel_stack_traces",
         "artifact:triton_kernel_info",

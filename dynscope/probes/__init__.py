@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from dynscope.probes import compat
+from dynscope.probes.compile_modes import watch_autotuning
 from dynscope.probes.fx_graphs import PrintedGraphs, patch_print_readable
 from dynscope.probes.graph_breaks import patch_log_graph_break
 from dynscope.probes.guard_failures import patch_get_guard_fail_reason
@@ -31,9 +32,12 @@ class InstalledProbes:
             self._undo.pop()()
 
 
-def install_probes(sink: Sink, *, keep_caches: bool = False) -> InstalledProbes:
+def install_probes(sink: Sink, *, keep_caches: bool = False, profile: bool = False,
+                   force_eager: bool = False) -> InstalledProbes:
     probes = InstalledProbes()
     restore_environment = compat.keep_environment()
+    if force_eager:
+        probes.details["forced_eager"] = compat.force_eager()
 
     if not keep_caches:
         probes._undo.append(compat.disable_compile_caches())
@@ -68,9 +72,22 @@ def install_probes(sink: Sink, *, keep_caches: bool = False) -> InstalledProbes:
     if guards is not None:
         probes._undo.append(patch_get_guard_fail_reason(guards, sink))
 
+    if profile:
+        from dynscope.probes.runtime import install_runtime_profiler
+
+        profiler, undo_profiler = install_runtime_profiler(sink, forced_eager=force_eager)
+        probes._undo.append(undo_profiler)
+        probes.available["runtime"] = True
+        probes.available["runtime:graphs"] = profiler.times_graphs
+
+    undo_autotune = watch_autotuning(sink)
+    probes.available["autotune"] = undo_autotune is not None
+    if undo_autotune is not None:
+        probes._undo.append(undo_autotune)
+
     tapped, undo_taps = tap_artifact_logs(sink)
     probes._undo.append(undo_taps)
-    for artifact in ("bytecode", "ir_pre_fusion", "ir_post_fusion"):
+    for artifact in ("bytecode", "ir_pre_fusion", "ir_post_fusion", "cudagraphs"):
         probes.available[f"log:{artifact}"] = artifact in tapped
     restore_environment()
     return probes

@@ -1,7 +1,7 @@
 """Every torch internal dynscope touches is looked up here, and only here.
 
-Torch's debugging hooks are private and move between releases (see
-shared/docs/torch-hooks.md). Each accessor returns None when the installed torch lacks the
+Torch's debugging hooks are private and move between releases (the events they feed are
+listed in dynscope/events.py). Each accessor returns None when the installed torch lacks the
 hook; the probe that needs it then records a "probe unavailable" note in the capture
 instead of guessing. No other module imports private torch names.
 """
@@ -486,6 +486,186 @@ def synchronize_devices(values: list[Any]) -> None:
 
 
 
+# -- runtime profile (explain --profile) -------------------------------------------------------
+
+
+def any_cuda_tensor(values: Any) -> bool:
+    return any(isinstance(v, torch.Tensor) and v.is_cuda for v in values)
+
+
+def cuda_event() -> Any:
+    """A timing event recorded now on the current CUDA stream."""
+    event = torch.cuda.Event(enable_timing=True)
+    event.record()
+    return event
+
+
+def synchronize_cuda() -> None:
+    if cuda_initialized():
+        torch.cuda.synchronize()
+
+
+def compile_attempts() -> int:
+    """How many frames Dynamo has tried to compile so far (cache hits don't count)."""
+    try:
+        return torch._dynamo.utils.counters["frames"]["total"]
+    except Exception:
+        return 0
+
+
+def patch_torch_compile(wrap: Callable[[Any, Any], Any]) -> Callable[[], None]:
+    """Make ``torch.compile`` pass what it returns through ``wrap(compiled, original)``
+    (also when used as ``@torch.compile(...)`` with options, and by ``Module.compile``)."""
+    original_compile = torch.compile
+
+    def compile(model: Any = None, **kwargs: Any) -> Any:
+        if model is None:
+            return lambda m: compile(m, **kwargs)
+        compiled = original_compile(model, **kwargs)
+        return compiled if compiled is model else wrap(compiled, model)
+
+    compile.__wrapped__ = original_compile  # type: ignore[attr-defined]
+    compile.__doc__ = original_compile.__doc__
+    torch.compile = compile
+
+    def undo() -> None:
+        if torch.compile is compile:
+            torch.compile = original_compile
+
+    return undo
+
+
+def describe_compiled_target(target: Any) -> tuple[str, str | None, int | None, str]:
+    """(name, file, line, "module" | "function") of what was given to torch.compile."""
+    owner = getattr(target, "__self__", None)
+    if isinstance(owner, torch.nn.Module):  # Module.compile() compiles its bound _call_impl
+        target = owner
+    if isinstance(target, torch.nn.Module):
+        forward = getattr(type(target), "forward", None)
+        code = getattr(forward, "__code__", None)
+        return (f"{type(target).__qualname__}.forward", getattr(code, "co_filename", None),
+                getattr(code, "co_firstlineno", None), "module" if target is not owner else "function")
+    code = getattr(getattr(target, "__func__", target), "__code__", None)
+    name = getattr(target, "__qualname__", None) or getattr(target, "__name__", None) or type(target).__name__
+    return name, getattr(code, "co_filename", None), getattr(code, "co_firstlineno", None), "function"
+
+
+def patch_compiled_graphs(wrap: Callable[[Callable[..., Any], str | None, Any, list[Any]], Callable[..., Any]]
+                          ) -> Callable[[], None] | None:
+    """Pass every graph the backend returns through ``wrap(compiled_fn, compile_id, frame code,
+    example_inputs)`` before Dynamo installs it; None when this torch has no such seam."""
+    output_graph = output_graph_class()
+    if output_graph is None:
+        return None
+    original = output_graph.call_user_compiler
+
+    def call_user_compiler(self: Any, gm: Any, example_inputs: list[Any]) -> Any:
+        compiled_fn = _eagerly_recompiled(original(self, gm, example_inputs))
+        try:
+            code = getattr(getattr(self, "root_tx", None), "f_code", None)
+            return wrap(compiled_fn, current_compile_id()[0], code, list(example_inputs))
+        except Exception:
+            return compiled_fn
+
+    call_user_compiler.__wrapped__ = original  # type: ignore[attr-defined]
+    output_graph.call_user_compiler = call_user_compiler
+
+    def undo() -> None:
+        output_graph.call_user_compiler = original
+
+    return undo
+
+
+def _eagerly_recompiled(compiled_fn: Any) -> Any:
+    """Dynamo recompiles a lazy GraphModule it gets back before installing it; a wrapper would
+    hide it, so do that first (else the first call would pay for Python code generation)."""
+    try:
+        from torch.fx._lazy_graph_module import _LazyGraphModule
+    except ImportError:
+        return compiled_fn
+    owner = getattr(compiled_fn, "__self__", None)
+    if isinstance(compiled_fn, _LazyGraphModule):
+        _LazyGraphModule.force_recompile(compiled_fn)
+    elif isinstance(owner, _LazyGraphModule) and getattr(compiled_fn, "__name__", "") == "_lazy_forward":
+        _LazyGraphModule.force_recompile(owner)
+        return owner.forward
+    return compiled_fn
+
+
+def force_eager() -> str:
+    """Run every torch.compile'd function in eager from now on; returns how."""
+    set_stance = getattr(getattr(torch, "compiler", None), "set_stance", None)
+    if set_stance is not None:
+        set_stance("force_eager")
+        return 'torch.compiler.set_stance("force_eager")'
+    torch._dynamo.config.disable = True
+    return "torch._dynamo.config.disable = True"
+
+
+def add_autotune_feedback(saver: Callable[..., None]) -> Callable[[], None] | None:
+    """Have Inductor's autotuner hand every benchmarked selection to ``saver(timings, name, ...)``."""
+    try:
+        from torch._inductor import select_algorithm
+        cache = select_algorithm.get_algorithm_selector_cache()
+        savers = cache.feedback_saver_fns
+    except Exception:
+        return None
+    savers.append(saver)
+
+    def undo() -> None:
+        if saver in savers:
+            savers.remove(saver)
+
+    return undo
+
+
+def patch_cudagraph_trees(count: Callable[[str, str | None], None]) -> Callable[[], None] | None:
+    """Have ``mode="reduce-overhead"``'s CUDA-graph trees report each warm-up run, recording and
+    replay as ``count(kind, compile_id)``; None when this torch has no such manager."""
+    try:
+        from torch._inductor.cudagraph_trees import CUDAGraphTreeManager as manager
+    except ImportError:
+        return None
+    names = ("add_function", "run_eager", "record_function", "execute_node")
+    if not all(hasattr(manager, name) for name in names):
+        return None
+    originals = {name: getattr(manager, name) for name in names}
+    adding: list[str | None] = [None]  # add_function runs the graph's first call itself
+
+    def compile_id_of(self: Any, function_id: Any) -> str | None:
+        known = getattr(self, "id_to_compile_id", {}).get(function_id)
+        return str(known) if known is not None else adding[0]
+
+    def add_function(self: Any, *args: Any, **kwargs: Any) -> Any:
+        compile_id = kwargs.get("compile_id", args[-1] if args else None)
+        adding[0] = str(compile_id) if compile_id is not None else None
+        try:
+            return originals["add_function"](self, *args, **kwargs)
+        finally:
+            adding[0] = None
+
+    def run_eager(self: Any, new_inputs: Any, function_id: Any) -> Any:
+        count("warmups", compile_id_of(self, function_id))
+        return originals["run_eager"](self, new_inputs, function_id)
+
+    def record_function(self: Any, new_inputs: Any, function_id: Any) -> Any:
+        count("recordings", compile_id_of(self, function_id))
+        return originals["record_function"](self, new_inputs, function_id)
+
+    def execute_node(self: Any, node: Any, new_inputs: Any) -> Any:
+        wrapped = getattr(node, "wrapped_function", None)
+        count("replays", compile_id_of(self, getattr(wrapped, "id", None)))
+        return originals["execute_node"](self, node, new_inputs)
+
+    for name, fn in (("add_function", add_function), ("run_eager", run_eager),
+                     ("record_function", record_function), ("execute_node", execute_node)):
+        setattr(manager, name, fn)
+
+    def undo() -> None:
+        for name, fn in originals.items():
+            setattr(manager, name, fn)
+
+    return undo
 # -- dynscope fix ---------------------------------------------------------------------------
 
 # Configs a remedy may set; recorded with their current values so the parent only proposes

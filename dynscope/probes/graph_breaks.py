@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from dynscope.events import BreakFrame, GraphBreakSeen, write
 from dynscope.probes import compat
 from dynscope.probes.sink import Sink
 
@@ -41,32 +42,26 @@ def _record(tx: Any, code_options: dict[str, Any], reason: str, exc: BaseExcepti
     gb_id, doc_link = compat.gb_id_for(gb_type)
     stack = [_frame(f) for f in (getattr(exc, "real_stack", None) or compat.tracing_user_stack())]
     code = getattr(tx, "f_code", None)
-    sink.append(
-        "dynscope:graph_break",
-        {
-            "gb_type": gb_type,
-            "gb_id": gb_id,
-            "doc_link": doc_link,
-            "exception": type(exc).__name__,
-            # The text torch counts the break under in counters["graph_break"].
-            "message": getattr(exc, "msg", None) or str(exc),
-            # The text after "Graph Break Reason:" in torch's graph-break log.
-            "reason": reason,
-            "user_stack": stack,
-            "traced_function": getattr(code, "co_name", None) or code_options.get("co_name"),
-            "traced_file": getattr(code, "co_filename", None) or code_options.get("co_filename"),
-            "traced_line": getattr(tx, "lineno", None),
-            "skip_frame": bool(getattr(exc, "skip_frame", False)),
-        },
-        compile_id=compile_id,
-        attempt=attempt,
+    seen = GraphBreakSeen(
+        gb_type=gb_type,
+        gb_id=gb_id,
+        doc_link=doc_link,
+        exception=type(exc).__name__,
+        message=getattr(exc, "msg", None) or str(exc),
+        reason=reason,
+        user_stack=tuple(stack),
+        traced_function=getattr(code, "co_name", None) or code_options.get("co_name"),
+        traced_file=getattr(code, "co_filename", None) or code_options.get("co_filename"),
+        traced_line=getattr(tx, "lineno", None),
+        skip_frame=bool(getattr(exc, "skip_frame", False)),
     )
+    write(sink, seen, compile_id=compile_id, attempt=attempt)
 
 
-def _frame(summary: Any) -> dict[str, Any]:
-    return {
-        "file": getattr(summary, "filename", None),
-        "line": getattr(summary, "lineno", None),
-        "function": getattr(summary, "name", None),
-        "code": (getattr(summary, "line", None) or "").strip() or None,
-    }
+def _frame(summary: Any) -> BreakFrame:
+    return BreakFrame(
+        file=getattr(summary, "filename", None),
+        line=getattr(summary, "lineno", None),
+        function=getattr(summary, "name", None),
+        code=(getattr(summary, "line", None) or "").strip() or None,
+    )

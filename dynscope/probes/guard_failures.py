@@ -16,6 +16,7 @@ import reprlib
 import types
 from typing import Any, Callable
 
+from dynscope.events import GuardFailureSeen, write
 from dynscope.probes.sink import Sink
 
 _short = reprlib.Repr()
@@ -51,18 +52,15 @@ def _record(guard_manager: Any, code: types.CodeType, f_locals: dict, compile_id
     actual = None
     if expression is not None:
         actual = actual_value(expression, f_locals, global_scope.get("G", {}))
-    sink.append(
-        "dynscope:guard_failure",
-        {
-            "function": code.co_name,
-            "file": code.co_filename,
-            "line": code.co_firstlineno,
-            "failed_compile_id": str(compile_id),
-            "reason": reason,
-            "guard": expression,
-            "actual": actual,
-        },
-    )
+    write(sink, GuardFailureSeen(
+        function=code.co_name,
+        file=code.co_filename,
+        line=code.co_firstlineno,
+        failed_compile_id=str(compile_id),
+        reason=reason,
+        guard=expression,
+        actual=actual,
+    ))
 
 
 def guard_expression(reason: str) -> str | None:

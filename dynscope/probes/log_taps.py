@@ -2,7 +2,8 @@
 
 * ``bytecode``: Dynamo's original and modified bytecode of every frame (the trace only has
   it for resume functions);
-* ``ir_pre_fusion`` / ``ir_post_fusion``: Inductor's scheduler IR.
+* ``ir_pre_fusion`` / ``ir_post_fusion``: Inductor's scheduler IR;
+* ``cudagraphs``: why CUDA graphs were skipped (``mode="reduce-overhead"``).
 
 We attach a handler and lower the logger's level for the run. If the user had not asked
 for the artifact, the logger stops propagating meanwhile, so nothing reaches their stderr.
@@ -13,6 +14,7 @@ from __future__ import annotations
 import logging
 from typing import Callable
 
+from dynscope.events import log_tap_kind
 from dynscope.probes import compat
 from dynscope.probes.sink import Sink
 
@@ -21,6 +23,8 @@ TAPPED_ARTIFACTS = (
     ("torch._dynamo.convert_frame", "bytecode", logging.DEBUG),
     ("torch._inductor.debug", "ir_pre_fusion", logging.INFO),
     ("torch._inductor.debug", "ir_post_fusion", logging.INFO),
+    # mode="reduce-overhead": why CUDA graphs were skipped, at compile time or at a later call
+    ("torch._inductor.cudagraph_utils", "cudagraphs", logging.WARNING),
 )
 
 
@@ -34,7 +38,7 @@ class _TapHandler(logging.Handler):
         try:
             compile_id, attempt = compat.current_compile_id()
             self._sink.append(
-                f"dynscope:log:{self._artifact}", {}, record.getMessage(), compile_id=compile_id, attempt=attempt
+                log_tap_kind(self._artifact), {}, record.getMessage(), compile_id=compile_id, attempt=attempt
             )
         except Exception as e:
             self._sink.note_error(f"{self._artifact} log tap: {type(e).__name__}: {e}")

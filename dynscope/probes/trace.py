@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 
+from dynscope.events import FxGraphStructure
 from dynscope.probes.fx_graphs import GRAPH_EVENTS, PrintedGraphs
 from dynscope.probes.sink import Sink
 from dynscope.trace_events import record_trace_event
@@ -31,7 +32,7 @@ class TraceHandler(logging.Handler):
                 graph = self._printed_graphs.claim(payload)
                 if graph is not None:
                     self._sink.append_json(
-                        "dynscope:fx_graph", {"event_id": event_id, "stage_event": name}, graph,
+                        FxGraphStructure.KIND, FxGraphStructure(event_id, name).to_metadata(), graph,
                         compile_id=compile_id, attempt=attempt,
                     )
         except Exception as e:  # a probe must never disturb the user's program

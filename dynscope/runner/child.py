@@ -18,7 +18,8 @@ from dynscope.runner.program import Program, UserProgramError, run_program
 
 def start_recording(spec: dict) -> Recorder:
     """The recorder the launcher's spec asks for, started (or one line and exit if it can't be)."""
-    recorder = Recorder(spec["capture"], keep_caches=spec["keep_caches"], command=spec["command"])
+    recorder = Recorder(spec["capture"], keep_caches=spec["keep_caches"], command=spec["command"],
+                        profile=spec.get("profile", False), force_eager=spec.get("force_eager", False))
     try:
         recorder.start()
     except DynscopeError as e:

@@ -102,16 +102,25 @@ class CaptureReader:
     def event_fields(self, names: Iterable[str], fields: dict[str, str]) -> list[dict[str, Any]]:
         """Selected metadata fields of events, extracted by SQLite (JSON paths like
         '$.compilation_metrics.co_name') rather than parsing whole metadata in Python: the
-        metadata of a compile's metrics is ~10 KB, and overviews list thousands of compiles."""
+        metadata of a compile's metrics is ~10 KB, and overviews list thousands of compiles.
+        Values come back as JSON has them (true stays True, a list a list); absent is None."""
         names = list(names)
-        columns = "".join(", json_extract(metadata, ?)" for _ in fields)
+        columns = "".join(", json_type(metadata, ?), json_extract(metadata, ?)" for _ in fields)
         sql = (f"SELECT id, ts, name, compile_id, attempt{columns} FROM events "
                f"WHERE name IN ({','.join('?' * len(names))}) ORDER BY id")
-        rows = self._query(sql, [*fields.values(), *names])
-        keys = ["id", "ts", "name", "compile_id", "attempt", *fields]
-        return [dict(zip(keys, row)) for row in rows]
+        paths = [p for path in fields.values() for p in (path, path)]
+        rows = self._query(sql, [*paths, *names])
+        keys = ["id", "ts", "name", "compile_id", "attempt"]
+        out = []
+        for row in rows:
+            found = dict(zip(keys, row[:5]))
+            for i, key in enumerate(fields):
+                found[key] = _json_value(row[5 + 2 * i], row[6 + 2 * i])
+            out.append(found)
+        return out
 
-    def event_names(self) -> dict[str, int]:
+    def name_counts(self) -> dict[str, int]:
+        """How many events of each kind the capture holds (one pass over the name index)."""
         return dict(self._query("SELECT name, count(*) FROM events GROUP BY name", ()))
 
     def payload(self, digest: str | None, *, limit: int = DEFAULT_LIMIT) -> str | None:
@@ -173,6 +182,15 @@ class CaptureReader:
                 return self._db.execute(sql, tuple(args)).fetchall()
             except sqlite3.DatabaseError as e:
                 raise _as_capture_error(self.path, e) from None
+
+
+def _json_value(kind: str | None, value: Any) -> Any:
+    """SQLite's json_extract value as JSON means it (it gives 1 for true and text for a list)."""
+    if kind in ("true", "false"):
+        return kind == "true"
+    if kind in ("array", "object"):
+        return json.loads(value)
+    return value
 
 
 def _validate_file(path: str) -> None:

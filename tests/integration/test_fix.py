@@ -93,7 +93,7 @@ def test_verified_fixes_show_beside_the_problems(fixed):
     assert "verified fix (dynscope fix): torch._dynamo.config.capture_scalar_outputs = True — fixed" in shown
     fixes = json.loads(run_dynscope("summary", capture, "--json", cwd=work).stdout)["fixes"]
     assert {f["verdict"] for f in fixes} == {"fixed"}
-    assert any(f["kind"] == "recompile" and "mark_dynamic" in f["remedy"] for f in fixes)
+    assert any(f["problem"]["kind"] == "recompile" and "mark_dynamic" in f["remedy"] for f in fixes)
     report = run_dynscope("report", capture, "-o", "r.html", cwd=work)
     assert report.returncode == 0, report.stderr
     assert "verified fix (dynscope fix): <code>torch._dynamo.config.reorderable_logging_functions.add(print)" in \

@@ -19,7 +19,6 @@ from pathlib import Path
 import pytest
 
 from dynscope.model import Capture
-from dynscope.model.minify import minify_results
 
 from conftest import REPO, run_dynscope
 
@@ -108,7 +107,7 @@ def test_compile_error_report_and_capture(compile_error):
     assert str(compile_error.repro) in stderr and "verified" in stderr
     capture = compile_error.out / "minify_model.dynscope"
     with Capture.open(str(capture)) as cap:
-        results = minify_results(cap)
+        results = cap.minify_results()
     assert len(results) == 1
     result = results[0]
     assert (result.compile_id, result.culprit_stage, result.op) == ("0/0", "inductor", "aten.relu.default")
@@ -183,8 +182,8 @@ def test_aot_fault_is_named_as_aot_not_inductor(tmp_path_factory):
     result = run.result
     assert run.proc.returncode == 1  # no torch-only repro can carry the program's own decomposition
     assert result["culprit_stage"] == "aot_autograd"
-    assert "decompositions" in result["culprit_text"] and result["op"] == "aten.gelu.default"
-    assert "broken_gelu" in result["culprit_text"]
+    assert "decompositions" in result["culprit"] and result["op"] == "aten.gelu.default"
+    assert "broken_gelu" in result["culprit"]
     assert result["passed_backends"] == [*BACKENDS_BEFORE_INDUCTOR, "inductor"]
     assert not result["verified"] and result["repro"] is None
     assert "AOTAutograd" in run.proc.stderr and "Inductor" not in run.proc.stderr.split("culprit")[1].splitlines()[0]

@@ -3,7 +3,7 @@
 Every expectation is taken from the model or from the example's source, then looked for on
 the screen's widgets: the UI must show what the capture holds, and take the user from a
 break to its line, from a recompile to its guard, through every stage, and from a kernel
-to its nodes and source line. Snapshots of the main screens are in test_tui_snapshots.py.
+to its nodes and source line. Snapshots of the main screens are in test_tui_screens.py.
 """
 
 from __future__ import annotations
@@ -17,8 +17,7 @@ from textual.widgets import DataTable, OptionList, Static, TabbedContent, Tree
 
 from dynscope.analysis.breaks import group_breaks
 from dynscope.analysis.diff import previous_recorded
-from dynscope.analysis.overview import totals
-from dynscope.analysis.problems import top_problems
+from dynscope.analysis.run_view import run_view
 from dynscope.analysis.search import definition_line
 from dynscope.commands.tui import html_exporter
 from dynscope.model import Capture
@@ -78,8 +77,8 @@ def active_tab(app: DynscopeApp) -> str:
 
 def test_overview_shows_the_runs_facts_counts_and_problems_worst_first(breaks_path):
     with Capture.open(str(breaks_path)) as capture:
-        expected = totals(capture)
-        problems = top_problems(capture)
+        expected = run_view(capture).totals
+        problems = run_view(capture).problems
         torch_version = capture.run.torch_version
 
     async def script(app, pilot):
@@ -101,7 +100,7 @@ def test_overview_shows_the_runs_facts_counts_and_problems_worst_first(breaks_pa
 
 def test_a_recompile_problem_opens_its_failing_guard(recompiles_path):
     with Capture.open(str(recompiles_path)) as capture:
-        problem = next(p for p in top_problems(capture) if p.kind == "recompile")
+        problem = next(p for p in run_view(capture).problems if p.kind == "recompile")
 
     async def script(app, pilot):
         index = app.problems.index(problem)

@@ -1,0 +1,609 @@
+"""Every event kind a capture holds, and the shape of its data: the contract between what
+writes a capture and what reads it.
+
+Writers — dynscope's probes, the recorder, ``dynscope import``, ``dynscope minify`` — build
+the records below and store them with ``write``; the model (dynscope.model) reads them back
+with ``Record.parse``, which checks the type of every field it declares. An event whose data
+does not have the declared shape, or whose kind nobody declared, is *not understood*: the
+model counts it per kind (``Capture.not_understood()``) and the summary and reports say so
+("2 events not understood: ..."), rather than guess or drop it silently.
+
+Torch's structured-trace events keep torch's names and metadata (``TORCH_EVENTS``; artifacts
+are stored as ``artifact:<name>``). Those the model reads fields of have a record here too,
+with ``NESTED`` naming the key torch puts their fields under. Unknown extra fields are
+ignored (torch adds fields in every release); a field may be absent unless it has no default.
+
+Standard library only: imported by the probes (inside torch), by the reader (which never
+imports torch) and by tests that run without torch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import typing
+from collections.abc import Mapping
+from typing import Any, ClassVar, Protocol, TypeVar, Union
+
+R = TypeVar("R", bound="Record")
+
+
+class NotUnderstood(ValueError):
+    """An event whose data does not have the shape this contract declares for its kind."""
+
+    def __init__(self, kind: str, why: str) -> None:
+        super().__init__(f"{kind}: {why}")
+        self.kind = kind
+        self.why = why
+
+
+@dataclasses.dataclass(frozen=True)
+class Record:
+    """One event kind's data. ``KIND`` is the event's name in the capture."""
+
+    KIND: ClassVar[str]
+    NESTED: ClassVar[str | None] = None  # torch's events: the metadata key holding the fields
+
+    def to_metadata(self) -> dict[str, Any]:
+        fields = _plain(dataclasses.asdict(self))
+        return {self.NESTED: fields} if self.NESTED else fields
+
+    @classmethod
+    def parse(cls: type[R], metadata: Any) -> R:
+        """The record from an event's metadata; NotUnderstood when its shape is not the declared one."""
+        if cls.NESTED is not None:
+            metadata = metadata.get(cls.NESTED) if isinstance(metadata, Mapping) else None
+        if not isinstance(metadata, Mapping):
+            raise NotUnderstood(cls.KIND, "its data is not an object")
+        return _build(cls, metadata, cls.KIND)
+
+    @classmethod
+    def from_fields(cls: type[R], values: Mapping[str, Any]) -> R:
+        """The record from fields extracted one by one (``json_paths``); None stands for absent."""
+        return _build(cls, {k: v for k, v in values.items() if v is not None}, cls.KIND)
+
+    @classmethod
+    def json_paths(cls) -> dict[str, str]:
+        """SQLite JSON paths of the declared fields (CaptureReader.event_fields reads them without
+        parsing whole metadata: torch's compile metrics carry ~10 KB of config per compile)."""
+        prefix = f"$.{cls.NESTED}." if cls.NESTED else "$."
+        return {f.name: prefix + f.name for f in dataclasses.fields(cls)}
+
+
+class Appender(Protocol):
+    """What a record is written to: a CaptureWriter, the Recorder (probes' Sink)."""
+
+    def append(self, name: str, metadata: dict[str, Any], payload: str | None = None, *,
+               compile_id: str | None = None, attempt: int | None = None,
+               ts: float | None = None) -> int | None: ...
+
+
+def write(sink: Appender, record: Record, payload: str | None = None, *, compile_id: str | None = None,
+          attempt: int | None = None, ts: float | None = None) -> int | None:
+    """Store one of dynscope's own events; returns its id."""
+    return sink.append(record.KIND, record.to_metadata(), payload, compile_id=compile_id, attempt=attempt, ts=ts)
+
+
+# -- dynscope's own events ----------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class RunStart(Record):
+    KIND: ClassVar[str] = "dynscope:run_start"
+    argv: tuple[str, ...] = ()
+    keep_caches: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class RunEnd(Record):
+    KIND: ClassVar[str] = "dynscope:run_end"
+    exit_code: int | None = None
+    signal: int | None = None
+    elapsed_s: float | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class ProbesRemoved(Record):
+    KIND: ClassVar[str] = "dynscope:probes_removed"
+    elapsed_s: float | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class ProgramRaised(Record):
+    """The program's uncaught exception; the payload is its formatted traceback."""
+
+    KIND: ClassVar[str] = "dynscope:exception"
+    type: str = "?"
+    module: str = ""
+    message: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class ProbeError(Record):
+    KIND: ClassVar[str] = "dynscope:probe_error"
+    message: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class BreakFrame:
+    """One frame of a graph break's user stack."""
+
+    file: str | None = None
+    line: int | None = None
+    function: str | None = None
+    code: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class GraphBreakSeen(Record):
+    """One graph break, from the live exception (dynscope.probes.graph_breaks)."""
+
+    KIND: ClassVar[str] = "dynscope:graph_break"
+    gb_type: str | None = None
+    gb_id: str | None = None
+    doc_link: str | None = None
+    exception: str | None = None
+    message: str | None = None  # the text torch counts the break under (counters["graph_break"])
+    reason: str | None = None  # the text after "Graph Break Reason:" in torch's graph-break log
+    user_stack: tuple[BreakFrame, ...] = ()
+    traced_function: str | None = None
+    traced_file: str | None = None
+    traced_line: int | None = None
+    skip_frame: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class GuardFailureSeen(Record):
+    """A guard that rejected a call, with the value that failed it (dynscope.probes.guard_failures)."""
+
+    KIND: ClassVar[str] = "dynscope:guard_failure"
+    function: str | None = None
+    file: str | None = None
+    line: int | None = None
+    failed_compile_id: str | None = None
+    reason: str = ""  # torch's text, as in its recompile_reasons artifact
+    guard: str | None = None  # the failing guard's expression
+    actual: str | None = None  # repr() of the value it saw
+
+
+@dataclasses.dataclass(frozen=True)
+class FxGraphStructure(Record):
+    """An FX graph as a structure (JSON payload: dynscope.model.fxgraph), for the stage event ``event_id``."""
+
+    KIND: ClassVar[str] = "dynscope:fx_graph"
+    event_id: int | None = None
+    stage_event: str | None = None
+
+
+LOG_TAP_PREFIX = "dynscope:log:"
+# torch's artifact logs dynscope taps (dynscope.probes.log_taps); the payload is the logged text
+LOG_TAPS = ("bytecode", "ir_pre_fusion", "ir_post_fusion", "cudagraphs")
+
+
+def log_tap_kind(artifact: str) -> str:
+    return LOG_TAP_PREFIX + artifact
+
+
+@dataclasses.dataclass(frozen=True)
+class MinifyResult(Record):
+    """What ``dynscope minify`` found: the one form of its result (the capture event, result.json,
+    the summary JSON and every view)."""
+
+    KIND: ClassVar[str] = "dynscope:minify_result"
+    compile_id: str | None = None
+    kind: str | None = None  # compile_error | runtime_error | accuracy | crash | hang
+    signature: str | None = None  # how it fails, in words
+    culprit_stage: str | None = None  # dynamo | aot_autograd | inductor | backend | user
+    culprit_backend: str | None = None  # the first backend of eager -> aot_eager -> ... -> inductor that fails
+    culprit: str | None = None  # the culprit in words, subsystem and op included
+    passed_backends: tuple[str, ...] = ()
+    subsystem: str | None = None  # e.g. "lowerings", "post_grad_passes", "decomposition"
+    op: str | None = None  # e.g. "aten.relu.default"
+    repro: str | None = None  # path of repro.py
+    verified: bool = False  # the repro failed the same way in a fresh process
+    verify: str | None = None  # what the fresh process did, in words
+    checks_run: int = 0
+    checks_total: int | None = None
+    nodes_before: int | None = None
+    nodes_after: int | None = None
+    wall_s: float | None = None
+    backend: str | None = None  # the backend the program used
+    attribution: str | None = None
+    reproduced: bool = True  # the graph failed outside the program (False: only the traceback names the layer)
+    notes: tuple[str, ...] = ()
+
+    @property
+    def headline(self) -> str:
+        """One line: what failed, where, and whether there is a proven repro."""
+        where = f"compile {self.compile_id}" if self.compile_id else "a graph"
+        found = f"culprit: {self.culprit}" if self.culprit else "culprit not found"
+        repro = f"verified repro: {self.repro}" if self.verified and self.repro else "no verified repro"
+        return f"{where} · {self.signature or self.kind or 'failure'} · {found} · {repro}"
+
+    def to_json(self) -> dict[str, Any]:
+        return self.to_metadata()
+
+
+@dataclasses.dataclass(frozen=True)
+class ImportStart(Record):
+    KIND: ClassVar[str] = "dynscope:import_start"
+    files: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class ImportEnd(Record):
+    """What ``dynscope import`` read, and what it could not (also the capture's ``imported`` meta)."""
+
+    KIND: ClassVar[str] = "dynscope:import_end"
+    format: str = "TORCH_TRACE"
+    files: tuple[str, ...] = ()
+    lines: int = 0
+    events: int = 0
+    bad_lines: int = 0
+    bad_examples: tuple[str, ...] = ()  # "file:line: why"
+    payload_mismatches: int = 0  # payload shorter/different than torch's md5 says (a truncated log)
+    unknown_events: dict[str, int] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class RuntimeSnapshot(Record):
+    """``explain --profile``: a cumulative runtime snapshot (JSON payload: dynscope.model.runtime)."""
+
+    KIND: ClassVar[str] = "dynscope:runtime"
+    final: bool = False  # the run's last snapshot (False: a periodic one)
+
+
+@dataclasses.dataclass(frozen=True)
+class EagerTwinRun(Record):
+    """``explain --vs-eager``: the eager twin run (JSON payload: its runtime snapshot)."""
+
+    KIND: ClassVar[str] = "dynscope:runtime_eager"
+    exit_code: int = -1
+    elapsed_s: float = 0.0
+    output_tail: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class AutotuneSeen(Record):
+    """``mode="max-autotune"``: one autotuned op (JSON payload: ``{"op", "choices": [{"name",
+    "description", "ms"}], "picked"}``, choices fastest first)."""
+
+    KIND: ClassVar[str] = "dynscope:autotune"
+    op: str = ""
+    choices_total: int = 0
+
+
+
+# -- dynscope fix (dynscope/fix/apply.py in a trial run; the verified result in the program's capture) --
+
+@dataclasses.dataclass(frozen=True)
+class FixFeatures(Record):
+    """What this torch offers the remedies (payload: a JSON object, probes.compat.remedy_features)."""
+
+    KIND: ClassVar[str] = "dynscope:fix_features"
+
+
+@dataclasses.dataclass(frozen=True)
+class FixApplied(Record):
+    """A remedy of the trial took effect (the ``index``-th of its actions)."""
+
+    KIND: ClassVar[str] = "dynscope:fix_applied"
+    index: int = 0
+    op: str | None = None
+    ok: bool = False
+    how: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class FixRegion(Record):
+    """A callable the program gave torch.compile (a module: its forward)."""
+
+    KIND: ClassVar[str] = "dynscope:fix_region"
+    function: str = "?"
+    file: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class FixOutput(Record):
+    """One call's outputs of a compiled callable (payload: a JSON list, dynscope.fix.apply.describe_outputs)."""
+
+    KIND: ClassVar[str] = "dynscope:fix_output"
+    region: str = "?"
+    call: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class FixProblemRef:
+    kind: str = "?"  # break | recompile | error
+    file: str | None = None
+    line: int | None = None
+    function: str | None = None
+    detail: str = ""
+    count: int = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class FixResult(Record):
+    """A remedy ``dynscope fix`` proved on one problem of this run (a trial row, docs/fix-json.md)."""
+
+    KIND: ClassVar[str] = "dynscope:fix_result"
+    problem: FixProblemRef = FixProblemRef()
+    remedy: str = ""  # the change in one line
+    remedy_key: str | None = None
+    applies_as: str = ""  # config | wrap | code
+    patch: str = ""
+    verdict: str = ""  # fixed | improved
+    before: dict[str, Any] = dataclasses.field(default_factory=dict)
+    after: dict[str, Any] = dataclasses.field(default_factory=dict)
+    max_abs_diff: float | None = None
+
+    @property
+    def kind(self) -> str:
+        return self.problem.kind
+
+    @property
+    def file(self) -> str | None:
+        return self.problem.file
+
+    @property
+    def line(self) -> int | None:
+        return self.problem.line
+
+    @property
+    def function(self) -> str | None:
+        return self.problem.function
+
+    @property
+    def detail(self) -> str:
+        return self.problem.detail
+
+    def matches(self, kind: str, file: str | None, line: int | None, function: str | None = None) -> bool:
+        """Whether this fix is for a problem of the summary's kinds (graph_break, recompile, error...)."""
+        ours = {"graph_break": "break", "skipped_frame": "break", "recompile": "recompile",
+                "recompile_limit": "recompile", "error": "error"}.get(kind, kind)
+        if ours != self.kind or file != self.file:
+            return False
+        if self.kind == "recompile":
+            return function == self.function
+        return line == self.line
+
+    def to_json(self) -> dict[str, Any]:
+        return self.to_metadata()
+
+DYNSCOPE_RECORDS: tuple[type[Record], ...] = (
+    RunStart, RunEnd, ProbesRemoved, ProgramRaised, ProbeError, GraphBreakSeen, GuardFailureSeen, FxGraphStructure,
+    MinifyResult, ImportStart, ImportEnd, RuntimeSnapshot, EagerTwinRun, AutotuneSeen,
+    FixFeatures, FixApplied, FixRegion, FixOutput, FixResult,
+)
+
+
+# -- torch's structured trace --------------------------------------------------------------------
+
+# Event kinds torch's structured trace writes (``trace_structured`` calls in torch 2.x), besides
+# artifacts (any ``artifact:<name>``).
+TORCH_EVENTS = frozenset({
+    "str", "dynamo_start", "dump_file", "describe_storage", "describe_tensor", "describe_source",
+    "dynamo_output_graph", "link", "optimize_ddp_split_graph", "optimize_ddp_split_child",
+    "compiled_autograd_graph", "dynamo_guards", "dynamo_cpp_guards_str", "guard_added_fast", "guard_added",
+    "symbolic_shape_specialization", "create_symbol", "create_unbacked_symbol", "propagate_real_tensors",
+    "propagate_real_tensors_provenance", "expression_created", "unbacked_symbol_created",
+    "aot_joint_graph", "aot_forward_graph", "aot_backward_graph", "aot_inference_graph",
+    "inductor_output_code", "chromium_event", "compilation_metrics", "bwd_compilation_metrics",
+    "compilation_metrics_runtime", "bwd_compilation_metrics_runtime", "torch_version", "graph_dump",
+    "missing_fake_kernel", "mismatched_fake_kernel", "inductor_pre_grad_graph", "inductor_post_grad_graph",
+    "dynamo_error", "exported_program", "dynamo_side_effects", "compiler_collective",
+})
+ARTIFACT_PREFIX = "artifact:"
+
+
+@dataclasses.dataclass(frozen=True)
+class TraceFrame:
+    """A frame of torch's stacks: ``filename`` is an index into the ``str`` events' table."""
+
+    line: int | None = None
+    name: str | None = None
+    filename: int | str | None = None
+    loc: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class InternedString(Record):
+    """torch's interned file names: metadata ``{"str": [path, index]}``."""
+
+    KIND: ClassVar[str] = "str"
+    path: str = ""
+    index: int = 0
+
+    @classmethod
+    def parse(cls, metadata: Any) -> InternedString:
+        entry = metadata.get("str") if isinstance(metadata, Mapping) else None
+        if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], str)
+                and _is_int(entry[1])):
+            raise NotUnderstood(cls.KIND, "expected [path, index]")
+        return cls(entry[0], entry[1])
+
+
+@dataclasses.dataclass(frozen=True)
+class DynamoStart(Record):
+    KIND: ClassVar[str] = "dynamo_start"
+    NESTED: ClassVar[str | None] = "dynamo_start"
+    stack: tuple[TraceFrame, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class CompilationMetrics(Record):
+    """The fields of torch's per-compile metrics that dynscope reads."""
+
+    KIND: ClassVar[str] = "compilation_metrics"
+    NESTED: ClassVar[str | None] = "compilation_metrics"
+    compile_id: str | None = None
+    co_name: str | None = None
+    co_filename: str | None = None
+    co_firstlineno: int | None = None
+    fail_type: str | None = None
+    fail_reason: str | None = None
+    fail_user_frame_filename: str | None = None
+    fail_user_frame_lineno: int | None = None
+    has_guarded_code: bool | None = None
+    start_time: float | None = None
+    entire_frame_compile_time_s: float | None = None
+    backend_compile_time_s: float | None = None
+    inductor_compile_time_s: float | None = None
+    code_gen_time_s: float | None = None
+    graph_op_count: int | None = None
+    graph_node_count: int | None = None
+    guard_count: int | None = None
+    restart_reasons: tuple[str, ...] | None = None
+    guard_latency_us: float | None = None
+    cudagraph_skip_reason: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class BackwardMetrics(Record):
+    KIND: ClassVar[str] = "bwd_compilation_metrics"
+    NESTED: ClassVar[str | None] = "bwd_compilation_metrics"
+    compile_id: str | None = None
+    backward_cumulative_compile_time_us: float | None = None
+    duration_us: float | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class SymbolCreated(Record):
+    KIND: ClassVar[str] = "create_symbol"
+    NESTED: ClassVar[str | None] = "create_symbol"
+    source: str | None = None  # e.g. "L['x'].size()[0]"
+
+
+@dataclasses.dataclass(frozen=True)
+class DynamoOutputGraph(Record):
+    """The Dynamo graph (printed, in the payload), with the sizes of its inputs."""
+
+    KIND: ClassVar[str] = "dynamo_output_graph"
+    NESTED: ClassVar[str | None] = "dynamo_output_graph"
+    sizes: dict[str, Any] | None = None
+
+
+TORCH_RECORDS: tuple[type[Record], ...] = (
+    InternedString, DynamoStart, CompilationMetrics, BackwardMetrics, SymbolCreated, DynamoOutputGraph,
+)
+
+
+def is_torch_event(kind: str) -> bool:
+    return kind in TORCH_EVENTS or kind.startswith(ARTIFACT_PREFIX)
+
+
+def is_known(kind: str) -> bool:
+    """Whether this contract names the event kind (torch's or dynscope's)."""
+    return (kind in TORCH_EVENTS or kind in _DYNSCOPE_KINDS or kind.startswith(ARTIFACT_PREFIX)
+            or (kind.startswith(LOG_TAP_PREFIX) and kind.removeprefix(LOG_TAP_PREFIX) in LOG_TAPS))
+
+
+_DYNSCOPE_KINDS = frozenset(r.KIND for r in DYNSCOPE_RECORDS)
+
+
+def chrome_event(payload: str | None) -> dict[str, Any]:
+    """A ``chromium_event`` payload: one Chrome trace event (an object)."""
+    try:
+        value = json.loads(payload or "")
+    except ValueError:
+        raise NotUnderstood("chromium_event", "its payload is not JSON") from None
+    if not isinstance(value, dict):
+        raise NotUnderstood("chromium_event", "its payload is not a JSON object")
+    return value
+
+
+def recompile_reasons(payload: str | None) -> list[str]:
+    """The ``recompile_reasons`` artifact: one reason as text, or a JSON list of them."""
+    text = (payload or "").strip()
+    if text.startswith("["):
+        try:
+            value = json.loads(text)
+        except ValueError:
+            return [text]
+        if not isinstance(value, list):
+            raise NotUnderstood("artifact:recompile_reasons", "its payload is not a list of reasons")
+        return [str(v) for v in value if str(v).strip()]
+    return [text] if text else []
+
+
+# -- checking a shape ----------------------------------------------------------------------------
+
+def _build(cls: type, data: Mapping[str, Any], kind: str, at: str = "") -> Any:
+    hints = _hints(cls)
+    values = {}
+    for f in dataclasses.fields(cls):
+        if f.name not in data:
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise NotUnderstood(kind, f"{at}{f.name} is missing")
+            continue
+        values[f.name] = _value(data[f.name], hints[f.name], kind, at + f.name)
+    return cls(**values)
+
+
+def _value(value: Any, hint: Any, kind: str, where: str) -> Any:
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is Any:
+        return value
+    if origin is Union or type(hint).__name__ == "UnionType":
+        if value is None and type(None) in args:
+            return None
+        for option in (a for a in args if a is not type(None)):
+            try:
+                return _value(value, option, kind, where)
+            except NotUnderstood:
+                continue
+        raise _wrong(kind, where, hint, value)
+    if origin is tuple:
+        if not isinstance(value, list | tuple):
+            raise _wrong(kind, where, hint, value)
+        return tuple(_value(v, args[0], kind, f"{where}[{i}]") for i, v in enumerate(value))
+    if origin is dict:
+        if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+            raise _wrong(kind, where, hint, value)
+        return {k: _value(v, args[1], kind, f"{where}.{k}") for k, v in value.items()}
+    if dataclasses.is_dataclass(hint):
+        if not isinstance(value, Mapping):
+            raise _wrong(kind, where, hint, value)
+        return _build(hint, value, kind, f"{where}.")
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+        raise _wrong(kind, where, hint, value)
+    if hint is int:
+        if _is_int(value):
+            return value
+        raise _wrong(kind, where, hint, value)
+    if hint is float:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return value
+        raise _wrong(kind, where, hint, value)
+    if hint is str:
+        if isinstance(value, str):
+            return value
+        raise _wrong(kind, where, hint, value)
+    raise TypeError(f"events.py declares a type it cannot check: {hint!r}")  # a bug here, not in the capture
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _wrong(kind: str, where: str, hint: Any, value: Any) -> NotUnderstood:
+    expected = getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
+    return NotUnderstood(kind, f"{where}: expected {expected}, got {type(value).__name__}")
+
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    if cls not in _HINTS:
+        _HINTS[cls] = typing.get_type_hints(cls)
+    return _HINTS[cls]
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, tuple | list):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value

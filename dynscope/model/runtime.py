@@ -1,0 +1,184 @@
+"""The runtime profile of a run (``explain --profile``), as typed records.
+
+The profiler (``dynscope.probes.runtime``) writes cumulative snapshots; the last one holds
+the whole run. ``explain --vs-eager`` adds the same profile of an eager twin run.
+Torch-free: this is what every view reads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from dynscope.errors import CaptureError
+from dynscope.events import EagerTwinRun, RuntimeSnapshot
+from dynscope.store.reader import CaptureReader
+
+PROFILE_EVENT = RuntimeSnapshot.KIND
+EAGER_EVENT = EagerTwinRun.KIND
+
+
+@dataclass(frozen=True)
+class GraphTiming:
+    """One compiled graph (one compile id): how often it ran and for how long."""
+
+    compile_id: str
+    file: str | None
+    qualname: str | None
+    device: str  # "cpu" | "cuda"
+    calls: int
+    seconds: float
+    first_call_s: float | None = None  # the first call alone: it also pays for lazy work
+
+    @property
+    def steady_per_call_s(self) -> float | None:
+        """Per call, leaving out the first (kernel loading, config benchmarking, CUDA-graph recording)."""
+        if self.calls > 1 and self.first_call_s is not None:
+            return (self.seconds - self.first_call_s) / (self.calls - 1)
+        return self.seconds / self.calls if self.calls else None
+
+
+@dataclass(frozen=True)
+class GapTiming:
+    """The time between the graph before a graph break and its resume graph."""
+
+    resume_compile_id: str
+    calls: int
+    seconds: float
+    unmeasured_calls: int  # calls with no graph before the break in its frame
+    compiling_calls: int = 0  # calls during which Dynamo compiled (the resume function's first call)
+
+    @property
+    def measured_calls(self) -> int:
+        return self.calls - self.unmeasured_calls - self.compiling_calls
+
+
+@dataclass(frozen=True)
+class EntryTiming:
+    """One torch.compile'd function or module, timed per call."""
+
+    name: str
+    file: str | None
+    line: int | None
+    kind: str  # "module" | "function"
+    device: str
+    calls: int
+    seconds: float  # calls that did not compile
+    compiling_calls: int  # calls during which Dynamo compiled (wall time, in compiling_seconds)
+    compiling_seconds: float
+
+    @property
+    def steady_calls(self) -> int:
+        return self.calls - self.compiling_calls
+
+    @property
+    def per_call_s(self) -> float | None:
+        return self.seconds / self.steady_calls if self.steady_calls > 0 else None
+
+    @property
+    def key(self) -> tuple[str, str | None, int | None]:
+        return self.name, self.file, self.line
+
+
+@dataclass(frozen=True)
+class CudagraphCounts:
+    """``mode="reduce-overhead"``: what CUDA-graph trees did with one compile's graph."""
+
+    compile_id: str
+    warmups: int  # runs in eager before recording
+    recordings: int
+    replays: int
+
+
+@dataclass(frozen=True)
+class EagerTwin:
+    """``--vs-eager``: the same program run again with compilation off."""
+
+    exit_code: int
+    elapsed_s: float
+    entries: tuple[EntryTiming, ...]  # empty when the twin recorded no profile
+    output_tail: str
+
+
+@dataclass(frozen=True)
+class RuntimeProfile:
+    method: str  # "perf_counter" | "cuda_events"
+    wall_s: float  # from the profiler's start to its last snapshot
+    complete: bool  # the final snapshot (False: the run was cut short; the last periodic one)
+    graphs: tuple[GraphTiming, ...]
+    gaps: tuple[GapTiming, ...]
+    entries: tuple[EntryTiming, ...]
+    eager: EagerTwin | None
+    cudagraphs: tuple[CudagraphCounts, ...] = ()
+
+    def graph(self, compile_id: str) -> GraphTiming | None:
+        return next((g for g in self.graphs if g.compile_id == compile_id), None)
+
+    def gap(self, resume_compile_id: str) -> GapTiming | None:
+        return next((g for g in self.gaps if g.resume_compile_id == resume_compile_id), None)
+
+
+def last_snapshot(reader: CaptureReader, name: str = PROFILE_EVENT) -> dict[str, Any] | None:
+    events = reader.events([name])
+    for event in reversed(events):
+        value = reader.json_payload(event.payload_hash)
+        if isinstance(value, dict):
+            return value
+    return None
+
+
+def read_profile(reader: CaptureReader) -> RuntimeProfile | None:
+    """The run's profile, or None when it was not profiled. Malformed snapshots are refused."""
+    events = reader.events([PROFILE_EVENT])
+    if not events:
+        return None
+    last = events[-1]
+    raw = reader.json_payload(last.payload_hash)
+    if not isinstance(raw, dict):
+        raise CaptureError("the runtime profile in this capture is not a JSON object")
+    try:
+        return RuntimeProfile(
+            method=str(raw.get("method") or "perf_counter"),
+            wall_s=float(raw.get("wall_s") or 0.0),
+            complete=bool(last.metadata.get("final")),
+            graphs=tuple(GraphTiming(str(g["compile_id"]), g.get("file"), g.get("qualname"), str(g.get("device", "cpu")),
+                                     int(g["calls"]), float(g["seconds"]), _float_or_none(g.get("first_call_seconds")))
+                         for g in raw.get("graphs", ())),
+            gaps=tuple(GapTiming(str(b["resume_compile_id"]), int(b["calls"]), float(b["seconds"]),
+                                 int(b.get("unmeasured_calls", 0)), int(b.get("compiling_calls", 0)))
+                         for b in raw.get("breaks", ())),
+            entries=_entries(raw.get("entries", ())),
+            eager=_eager_twin(reader),
+            cudagraphs=tuple(CudagraphCounts(str(c["compile_id"]), int(c.get("warmups", 0)), int(c.get("recordings", 0)),
+                                             int(c.get("replays", 0))) for c in raw.get("cudagraphs", ())),
+        )
+    except (KeyError, TypeError, ValueError) as e:
+        raise CaptureError(f"the runtime profile in this capture is malformed ({type(e).__name__}: {e})") from None
+
+
+def _float_or_none(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) else None
+
+
+def _entries(raw: Any) -> tuple[EntryTiming, ...]:
+    return tuple(
+        EntryTiming(str(e["name"]), e.get("file"), e.get("line"), str(e.get("kind", "function")),
+                    str(e.get("device", "cpu")), int(e["calls"]), float(e["seconds"]),
+                    int(e.get("compiling_calls", 0)), float(e.get("compiling_seconds", 0.0)))
+        for e in raw
+    )
+
+
+def _eager_twin(reader: CaptureReader) -> EagerTwin | None:
+    events = reader.events([EAGER_EVENT])
+    if not events:
+        return None
+    event = events[-1]
+    raw = reader.json_payload(event.payload_hash)
+    md = event.metadata
+    return EagerTwin(
+        exit_code=int(md.get("exit_code", -1)),
+        elapsed_s=float(md.get("elapsed_s") or 0.0),
+        entries=_entries(raw.get("entries", ())) if isinstance(raw, dict) else (),
+        output_tail=str(md.get("output_tail") or ""),
+    )

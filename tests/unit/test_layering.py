@@ -1,0 +1,235 @@
+"""The layering of the design (README "How it works"), checked rather than written down (no torch needed).
+
+Imports are read with ``ast`` from the four source folders, installed as one namespace
+(dynscope/, tui/ -> dynscope.tui, reporters/ -> dynscope.reporters, minifier/ ->
+dynscope.minifier). Every import counts, lazy ones inside functions and TYPE_CHECKING ones
+included: a lazy import is still a dependency. A second group of tests runs the reading
+commands in a fresh interpreter and looks at ``sys.modules``.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from hostile import small_capture
+
+ROOT = Path(__file__).resolve().parents[2]
+FOLDERS = {"dynscope": "dynscope", "dynscope.tui": "tui", "dynscope.reporters": "reporters",
+           "dynscope.minifier": "minifier"}
+VIEWS = ("dynscope.tui", "dynscope.reporters", "dynscope.minifier")
+HEAVY = ("torch", "textual", "jinja2")
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    sources: tuple[str, ...]  # modules (and their submodules) the rule applies to
+    forbidden: tuple[str, ...]  # modules (and their submodules) they must not import
+    exempt: tuple[str, ...] = ()  # sources the rule does not apply to
+
+
+def _views_but(view: str) -> Rule:
+    return Rule(f"the view {view} imports no other view", (view,), tuple(v for v in VIEWS if v != view))
+
+
+RULES = (
+    Rule("the event contract is standalone (stdlib only)", ("dynscope.events",), ("dynscope", *HEAVY)),
+    Rule("the store imports no model", ("dynscope.store",),
+         ("dynscope.model", "dynscope.analysis", "dynscope.probes", "dynscope.recorder", "dynscope.commands", *VIEWS)),
+    Rule("the model imports no analysis and no view", ("dynscope.model",),
+         ("dynscope.analysis", "dynscope.probes", "dynscope.recorder", "dynscope.runner", "dynscope.commands",
+          *VIEWS)),
+    Rule("the core imports no view", ("dynscope",), VIEWS, exempt=("dynscope.commands", *VIEWS)),
+    *(_views_but(v) for v in VIEWS),
+    Rule("nothing below dynscope.commands imports it", ("dynscope",), ("dynscope.commands",),
+         exempt=("dynscope.commands", "dynscope.__main__")),
+    Rule("reading a capture never imports torch", ("dynscope.store", "dynscope.model", "dynscope.analysis",
+                                                    "dynscope.events", "dynscope.trace_events", "dynscope.tui",
+                                                    "dynscope.reporters"), ("torch",)),
+)
+
+
+def _within(module: str, prefixes: tuple[str, ...]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in prefixes)
+
+
+def module_files(root: Path) -> dict[str, Path]:
+    """Every module of the namespace, by its dotted name."""
+    found: dict[str, Path] = {}
+    for package, folder in FOLDERS.items():
+        for path in sorted((root / folder).rglob("*.py")):
+            parts = [p for p in path.relative_to(root / folder).with_suffix("").parts if p != "__init__"]
+            if package == "dynscope" and parts and parts[0] in ("tui", "reporters", "minifier"):
+                continue
+            found[".".join([package, *parts])] = path
+    return found
+
+
+def imports_of(module: str, path: Path, known: set[str]) -> list[tuple[str, int]]:
+    """(imported module, line) for every import in the file; ``from pkg import sub`` names the submodule."""
+    is_package = path.name == "__init__.py"
+    out: list[tuple[str, int]] = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            out += [(alias.name, node.lineno) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = module.split(".")
+                base = base[: len(base) - node.level + (1 if is_package else 0)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            for alias in node.names:
+                sub = f"{target}.{alias.name}"
+                out.append((sub if sub in known else target, node.lineno))
+    return out
+
+
+def import_graph(root: Path) -> dict[str, list[tuple[str, int]]]:
+    files = module_files(root)
+    return {m: imports_of(m, p, set(files)) for m, p in files.items()}
+
+
+def violations(graph: dict[str, list[tuple[str, int]]]) -> list[str]:
+    found = []
+    for rule in RULES:
+        for module, imports in graph.items():
+            if not _within(module, rule.sources) or _within(module, rule.exempt):
+                continue
+            for target, line in imports:
+                if _within(target, rule.forbidden) and not _within(target, (module,)):
+                    found.append(f"{rule.name}: {module} imports {target} (line {line})")
+    return found
+
+
+def cycles(graph: dict[str, list[tuple[str, int]]]) -> list[list[str]]:
+    """Import circles between modules (Tarjan's strongly connected components)."""
+    edges = {m: sorted({t for t, _ in imps if t in graph and t != m}) for m, imps in graph.items()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in edges[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in edges:
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_the_layers_hold():
+    graph = import_graph(ROOT)
+    assert len(graph) > 100  # the walk found the whole namespace, views included
+    assert "dynscope.tui.text" in graph and "dynscope.reporters.html" in graph
+    assert violations(graph) == []
+
+
+def test_a_forbidden_import_is_caught(tmp_path):
+    """The contract fails when someone adds a forbidden import: here, a view reaching into the
+    commands (what tui/text.py once did) and the model importing a view."""
+    for folder in FOLDERS.values():
+        shutil.copytree(ROOT / folder, tmp_path / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    assert violations(import_graph(tmp_path)) == []
+    text = tmp_path / "tui" / "text.py"
+    text.write_text(text.read_text() + "\nfrom dynscope.commands._common import add_capture_argument\n")
+    records = tmp_path / "dynscope" / "model" / "records.py"
+    records.write_text(records.read_text() + "\n\ndef _late():\n    from ..reporters import terminal\n")
+    found = violations(import_graph(tmp_path))
+    assert any(v.startswith("nothing below dynscope.commands imports it: dynscope.tui.text imports "
+                            "dynscope.commands._common") for v in found), found
+    assert any(v.startswith("the model imports no analysis and no view: dynscope.model.records imports "
+                            "dynscope.reporters") for v in found), found
+
+
+def test_no_import_circles_in_the_core():
+    """The model, store and analyses import each other one way only (model/capture.py and
+    model/minify.py once imported each other)."""
+    core = ("dynscope.model", "dynscope.store", "dynscope.analysis", "dynscope.events")
+    graph = import_graph(ROOT)
+    circles = [c for c in cycles(graph) if any(_within(m, core) for m in c)]
+    assert circles == []
+
+
+def test_a_circle_is_caught():
+    graph = {"a": [("b", 1)], "b": [("c", 1)], "c": [("a", 3)], "d": [("a", 1)]}
+    assert cycles(graph) == [["a", "b", "c"]]
+
+
+# -- reading a capture imports neither torch nor the other views ---------------------------
+
+_PROBE = r"""
+import contextlib, io, json, sys
+from dynscope.commands import main
+with contextlib.redirect_stdout(io.StringIO()):
+    code = main(json.loads(sys.argv[1]))
+loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "textual", "jinja2")
+                or m.startswith(("dynscope.tui", "dynscope.reporters", "dynscope.minifier", "dynscope.probes")))
+print(json.dumps({"code": code, "loaded": loaded}))
+"""
+
+# command -> the view modules it may load (everything else among the views, the probes and
+# the heavy packages must stay out of sys.modules)
+READERS = {
+    "summary": (["summary", "{capture}"], ("dynscope.reporters", "dynscope.reporters.terminal")),
+    "summary --json": (["summary", "{capture}", "--json"], ()),
+    "report html": (["report", "{capture}", "-o", "{tmp}/r.html"],
+                    ("dynscope.reporters", "dynscope.reporters.html", "jinja2")),
+    "report md": (["report", "{capture}", "--format", "md"], ("dynscope.reporters", "dynscope.reporters.markdown")),
+    "report json": (["report", "{capture}", "--format", "json"],
+                    ("dynscope.reporters", "dynscope.reporters.json_report")),
+    "stages": (["stages", "{capture}", "--compile", "0/0"], ()),
+    "show": (["show", "{capture}", "--compile", "0/0", "--stage", "dynamo"], ()),
+    # Without a terminal the app is built (the overview's records read), then refused.
+    "tui": (["tui", "{capture}"], ("dynscope.tui", "textual")),
+}
+
+
+def test_reading_a_capture_imports_neither_torch_nor_other_views(tmp_path):
+    capture = small_capture(tmp_path / "run.dynscope")
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "tests" / "unit")}
+    runs = {}
+    for label, (argv, _) in READERS.items():
+        argv = [a.format(capture=capture, tmp=tmp_path) for a in argv]
+        runs[label] = subprocess.Popen([sys.executable, "-c", _PROBE, json.dumps(argv)], stdout=subprocess.PIPE,
+                                       stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
+    for label, proc in runs.items():
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, (label, err)
+        result = json.loads(out.strip().splitlines()[-1])
+        allowed = READERS[label][1]
+        if label == "tui":  # the TUI refuses a pipe, after building its app
+            assert result["code"] == 2 and "needs an interactive terminal" in err, err
+        else:
+            assert result["code"] == 0, (label, err)
+        unexpected = [m for m in result["loaded"] if not _within(m, allowed)]
+        assert unexpected == [], f"`dynscope {label}` imported {unexpected}"
+        if allowed:  # the check sees imports: the view this command needs is there
+            assert any(_within(m, allowed[-1:]) for m in result["loaded"]), (label, result)
