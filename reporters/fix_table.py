@@ -33,7 +33,13 @@ def render_fix(doc: dict[str, Any], console: Console) -> None:
             table.add_row(*[escape(cells[c]) for c in FIX_COLUMNS[:-1]],
                           f"[{style}]{escape(cells['verdict'])}[/]" if style else escape(cells["verdict"]))
         # In a log (no terminal) rich would squeeze the table into 80 columns: give it room.
-        console.print(table, width=None if console.is_terminal else max(console.width, 160))
+        width = console.width
+        if not console.is_terminal:
+            console.width = max(width, 180)
+        try:
+            console.print(table)
+        finally:
+            console.width = width
         for row in doc["trials"]:
             if row.get("verdict") in ("failed", "worse") and row.get("why"):
                 console.print(f"  [{_STYLE[row['verdict']]}]{escape(row['verdict'])}[/] {escape(row['remedy'])}: "

@@ -217,10 +217,10 @@ FIX_COLUMNS = ("problem", "remedy", "breaks", "recompiles", "compile", "run", "o
 def fix_cells(row: dict[str, Any]) -> dict[str, str]:
     """One trial row of a ``dynscope.fix/1`` document as the table's cells (plain text)."""
     p = row.get("problem") or {}
-    where = f"{_base(p.get('file'))}:{p.get('line')}" if p.get("file") else "?"
+    where = f" at {_base(p.get('file'))}:{p.get('line')}" if p.get("file") else ""
     before, after = row.get("before") or {}, row.get("after") or {}
     return {
-        "problem": f"{p.get('detail', '?')} at {where}",
+        "problem": f"{p.get('detail', '?')}{where}",
         "remedy": str(row.get("remedy", "")),
         "breaks": _arrow(before.get("graph_breaks"), after.get("graph_breaks")),
         "recompiles": _arrow(before.get("recompiles"), after.get("recompiles")),
