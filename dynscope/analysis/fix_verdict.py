@@ -30,11 +30,17 @@ class Metrics:
 
 def metrics_from_summary(doc: dict[str, Any]) -> Metrics:
     t = doc.get("totals", {})
-    run = doc.get("run", {})
+    compile_s = float(t.get("compile_time_s") or 0.0)
+    # The run's time outside compiling: measured by `explain --profile` when it ran (the "runtime"
+    # object), else the run's wall time less compile time.
     runtime = doc.get("runtime") or {}
-    run_s = runtime.get("run_s") if isinstance(runtime, dict) else None
+    if runtime.get("profiled") and runtime.get("wall_s") is not None:
+        run_s = max(0.0, float(runtime["wall_s"]) - float(runtime.get("compile_s") or 0.0))
+    else:
+        duration = (doc.get("run") or {}).get("duration_s")
+        run_s = None if duration is None else max(0.0, float(duration) - compile_s)
     return Metrics(int(t.get("graph_breaks") or 0), int(t.get("recompiles") or 0), int(t.get("errors") or 0),
-                   float(t.get("compile_time_s") or 0.0), run_s if run_s is not None else run.get("duration_s"))
+                   compile_s, run_s)
 
 
 @dataclass(frozen=True)

@@ -90,7 +90,7 @@ def _clear(capture: str) -> None:
 
 
 def _explain_argv(program: Program, run: TrialRun) -> list[str]:
-    return ["dynscope", "explain", "-q", "-o", run.capture, *program_argv(program)]
+    return ["dynscope", "explain", "-q", "--profile", "-o", run.capture, *program_argv(program)]
 
 
 class Starter:
@@ -183,7 +183,7 @@ class Zygote(Starter):
         if not self.ready:
             self._drain(wait_for="ready")
         spec = {"program": {"kind": program.kind, "target": program.target, "args": list(program.args)},
-                "capture": run.capture, "keep_caches": False, "command": _explain_argv(program, run)}
+                "capture": run.capture, "keep_caches": False, "profile": True, "command": _explain_argv(program, run)}
         request = {"id": run.name, "spec": spec, "env": {ENV: json.dumps({"remedies": run.actions})},
                    "stdout": os.path.join(run.out_dir, f"{run.name}.stdout"),
                    "stderr": os.path.join(run.out_dir, f"{run.name}.stderr")}
