@@ -253,3 +253,48 @@ def test_dynamic_shapes_explained_in_the_problem_hints():
     error = CompileError("1/0", "g", "/p/m.py", 30, "GuardOnDataDependentSymNode",
                          "Could not guard on data-dependent expression Eq(u0, 1) (unhinted: Eq(u0, 1))", "/p/m.py", 33)
     assert "torch._check(u0 == 1) before line 33" in _data_dependent_hint(error)
+
+
+def test_trials_keep_to_the_budget_and_jobs(tmp_path):
+    """Scheduling with a stand-in for the process starter: at most `jobs` at once, a run that
+    cannot start before the deadline is not run, one still running at the deadline is stopped."""
+    import time
+
+    from dynscope.fix.trials import Starter, TrialRun, run_all
+    from dynscope.runner.program import Program
+
+    class Timed(Starter):
+        def __init__(self, seconds):
+            self.seconds, self.running, self.most, self.stopped = seconds, set(), 0, []
+
+        def start(self, program, run):
+            (tmp_path / f"{run.name}.stdout").write_text("")
+            self.running.add(run.name)
+            self.most = max(self.most, len(self.running))
+            return run.name, time.time() + self.seconds[run.name]
+
+        def poll(self, handle):
+            name, end = handle
+            if time.time() < end:
+                return None
+            self.running.discard(name)
+            return 0
+
+        def stop(self, handle):
+            self.stopped.append(handle[0])
+            self.running.discard(handle[0])
+            return -9
+
+        def finish(self, run, returncode, wall_s):
+            pass
+
+    runs = [TrialRun(name, [], str(tmp_path)) for name in ("a", "b", "c", "d")]
+    starter = Timed({"a": 0.1, "b": 0.5, "c": 5.0, "d": 0.1})
+    done = []
+    run_all(Program("script", "x.py"), runs, jobs=2, deadline=time.time() + 0.8, estimate_s=1.2,
+            on_done=lambda r: done.append(r.name), starter=starter)
+    a, b, c, d = runs
+    assert starter.most == 2 and sorted(done) == ["a", "b", "c", "d"]
+    assert c.facts.timed_out and starter.stopped == ["c"]  # still running at the deadline: stopped
+    assert d.skipped and d.facts is None  # could not finish in time: never started
+    assert not a.facts.timed_out and not a.facts.ran  # ran, but this stand-in wrote no capture
