@@ -289,9 +289,9 @@ def test_trials_keep_to_the_budget_and_jobs(tmp_path):
             pass
 
     runs = [TrialRun(name, [], str(tmp_path)) for name in ("a", "b", "c", "d")]
-    starter = Timed({"a": 0.1, "b": 0.5, "c": 5.0, "d": 0.1})
+    starter = Timed({"a": 0.3, "b": 1.5, "c": 10.0, "d": 0.1})
     done = []
-    run_all(Program("script", "x.py"), runs, jobs=2, deadline=time.time() + 0.8, estimate_s=1.2,
+    run_all(Program("script", "x.py"), runs, jobs=2, deadline=time.time() + 2.4, estimate_s=3.0,
             on_done=lambda r: done.append(r.name), starter=starter)
     a, b, c, d = runs
     assert starter.most == 2 and sorted(done) == ["a", "b", "c", "d"]
