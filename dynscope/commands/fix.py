@@ -57,15 +57,13 @@ class Command:
         from dynscope.fix import session
         from dynscope.safe_text import safe_console
 
+        from dynscope.commands.minify import LiveProgress
+
         options = _options(args)
         console = safe_console(stderr=True, highlight=False)
-
-        def say(text: str) -> None:
-            from rich.markup import escape
-
-            console.print(f"[dim]dynscope:[/] {escape(text)}", soft_wrap=True)
-
-        doc = session.run(options, say)
+        # On a terminal one live line (spinner, elapsed time) and a ✓ per finished step; in a log, one line each.
+        with LiveProgress(console) as progress:
+            doc = session.run(options, progress.stage)
         from dynscope.reporters.fix_table import render_fix
 
         render_fix(doc, console)
@@ -103,7 +101,7 @@ def _options(args: argparse.Namespace):
         tries = [parse_try(t) for t in args.tries]
     except ValueError as e:
         raise DynscopeError(str(e)) from None
-    program = None
+    program, cwd = None, None
     if args.module_argv:
         program = Program("module", args.module_argv[0], list(args.module_argv[1:]))
     elif args.module_argv is not None:
@@ -113,19 +111,20 @@ def _options(args: argparse.Namespace):
     if args.capture is not None:
         if program is not None:
             raise DynscopeError("give either a program to run or --from CAPTURE, not both")
-        program = _recorded_program(args.capture)
+        program, cwd = _recorded_program(args.capture)
     if program is None:
         raise DynscopeError("fix needs a program to run (dynscope fix SCRIPT [ARGS...]) "
                             "or a capture (dynscope fix --from CAPTURE)")
     check_runnable(program)
     stem = os.path.splitext(os.path.basename((args.capture or program.target).rstrip("/")))[0] or "program"
-    return Options(program=program, out_dir=args.out or f"{stem}-fix", budget_s=args.budget,
+    return Options(program=program, out_dir=os.path.abspath(args.out or f"{stem}-fix"), budget_s=args.budget,
                    jobs=args.jobs or os.cpu_count() or 1, rtol=args.rtol, atol=args.atol, only=args.only,
-                   from_capture=args.capture, tries=tries)
+                   from_capture=args.capture and os.path.abspath(args.capture), tries=tries, cwd=cwd)
 
 
 def _recorded_program(path: str):
-    """The program a capture recorded (``dynscope explain ... train.py --epochs 1``), to run again."""
+    """The program a capture recorded (``dynscope explain ... train.py --epochs 1``), to run again
+    where it ran (a missing directory: here)."""
     from dynscope.model import Capture
     from dynscope.runner.program import Program
 
@@ -134,11 +133,12 @@ def _recorded_program(path: str):
     with Capture.open(path) as capture:
         argv = capture.run.program_command
         cwd = capture.run.cwd
+    where = cwd if cwd and os.path.isdir(cwd) else None
     if not argv or argv[0] in ("dynscope", sys.executable):
         raise DynscopeError(f"{path} does not record the command of a program dynscope can run again")
     if argv[0] == "-m" or (argv[0].startswith("-m") and len(argv[0]) > 2):
         module = argv[1] if argv[0] == "-m" else argv[0][2:]
         rest = argv[2:] if argv[0] == "-m" else argv[1:]
-        return Program("module", module, rest)
+        return Program("module", module, rest), where
     target = argv[0] if os.path.isabs(argv[0]) or not cwd else os.path.join(cwd, argv[0])
-    return Program("script", target, argv[1:])
+    return Program("script", target, argv[1:]), where

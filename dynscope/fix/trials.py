@@ -27,7 +27,8 @@ from dynscope.runner.program import Program
 class TrialRun:
     name: str  # file stem in the output directory: baseline, trial-3, combined
     actions: list[dict[str, Any]]
-    out_dir: str
+    out_dir: str  # absolute
+    cwd: str | None = None  # where the program runs (None: here); --from: where the recorded run ran
     facts: RunFacts | None = None
     summary: dict[str, Any] | None = None
     features: dict[str, Any] = field(default_factory=dict)
@@ -112,7 +113,7 @@ class Subprocesses(Starter):
         argv = [sys.executable, "-m", *_explain_argv(program, run)]
         env = {**os.environ, ENV: json.dumps({"remedies": run.actions})}
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, env=env,
-                                start_new_session=True)
+                                start_new_session=True, cwd=run.cwd)
         stdout.close()
         stderr.close()
         return proc
@@ -186,7 +187,7 @@ class Zygote(Starter):
                 "capture": run.capture, "keep_caches": False, "profile": True, "command": _explain_argv(program, run)}
         request = {"id": run.name, "spec": spec, "env": {ENV: json.dumps({"remedies": run.actions})},
                    "stdout": os.path.join(run.out_dir, f"{run.name}.stdout"),
-                   "stderr": os.path.join(run.out_dir, f"{run.name}.stderr")}
+                   "stderr": os.path.join(run.out_dir, f"{run.name}.stderr"), "cwd": run.cwd}
         self.proc.stdin.write((json.dumps(request) + "\n").encode())
         self.proc.stdin.flush()
         self._drain(wait_for=run.name)

@@ -75,6 +75,8 @@ def _child(request: dict) -> None:
         opened = os.open(path, flags, 0o644)
         os.dup2(opened, fd)
         os.close(opened)
+    if request.get("cwd"):
+        os.chdir(request["cwd"])
     signal.signal(signal.SIGINT, signal.default_int_handler)
     os.environ.update(request.get("env") or {})
     from dynscope.runner import child
