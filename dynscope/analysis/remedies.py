@@ -150,7 +150,8 @@ def remedies_for(problem: FixProblem, features: dict[str, Any]) -> list[Remedy]:
 
     ``features`` (recorded by the trial child) maps a config name to its current value, and the
     functions remedies call (``mark_dynamic``, ``maybe_mark_dynamic``, ``compiler_disable``,
-    ``reorderable_logging_functions``) to True when present."""
+    ``reorderable_logging_functions``) to True when present; ``compiled_callables`` lists the
+    [function, file] given to torch.compile and ``program_root`` the program's directory."""
     if problem.kind == "break":
         found = _break_remedies(problem, features)
     elif problem.kind == "recompile":
@@ -184,9 +185,13 @@ def _break_remedies(p: FixProblem, features: dict[str, Any]) -> list[Remedy]:
                             f"import torch\n{'import ' + module + chr(10) if module else ''}{line}\n"))
     # Disabling the function that breaks helps only when it is a helper the compiled code calls:
     # disabling the callable given to torch.compile would just turn compilation off.
+    # Only the program's own functions: a break torch places inside a library (logging, say) is not
+    # the library's to change.
     given = {(fn, _norm(file)) for fn, file in features.get("compiled_callables", [])}
+    root = _norm(features.get("program_root")).rstrip("/") + "/"
     if p.function and not _RESUME.match(p.function) and (p.function, _norm(p.file)) not in given \
-            and p.file and features.get("compiler_disable") and "graph_break()" not in f.get("code", ""):
+            and p.file and _norm(p.file).startswith(root) and root != "/" \
+            and features.get("compiler_disable") and "graph_break()" not in f.get("code", ""):
         found.append(Remedy(
             f"disable:{p.file}:{p.function}", f"torch.compiler.disable on {p.function} ({_base(p.file)})", "wrap",
             {"op": "disable", "file": p.file, "function": p.function, "line": p.line},

@@ -67,7 +67,8 @@ def _run(options: Options, say: Callable[[str], None], starter) -> dict[str, Any
     problems = problems_from_summary(recorded)
     # The trials are judged against the baseline run; with --from, a problem recorded in the
     # capture but absent from this run's baseline cannot be judged, so the baseline's keys rule.
-    selection = select(problems, baseline.features, options.only)
+    features = {**baseline.features, "program_root": _root(program)}
+    selection = select(problems, features, options.only)
     wanted = [p for p in problems if not options.only or p.kind == options.only]
     for remedy in options.tries:
         selection.append((remedy, wanted))

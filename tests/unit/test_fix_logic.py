@@ -74,8 +74,11 @@ def test_remedies_chosen_from_the_recorded_facts(summary, features):
                                           "arg": "x", "dim": 0, "maybe": False}
     # the break is in the callable given to torch.compile: disabling it would only switch compilation off
     assert features["compiled_callables"] == [["forward", item.file]]
-    helper = {**features, "compiled_callables": []}  # were forward a helper, disabling it is worth a trial
+    root = item.file.rsplit("/", 1)[0]
+    helper = {**features, "compiled_callables": [], "program_root": root}  # were forward a helper: worth a trial
     assert [r.action["op"] for r in remedies_for(item, helper)] == ["config", "disable"]
+    library = {**helper, "program_root": "/elsewhere"}  # not the program's own code: never disabled
+    assert [r.action["op"] for r in remedies_for(item, library)] == ["config"]
 
 
 def test_features_decide(summary, features):
@@ -127,7 +130,7 @@ def test_disable_for_a_helper_and_data_dependent_check():
                        "reason": "Could not guard on data-dependent expression Eq(u0, 1) (unhinted: Eq(u0, 1))",
                        "user_file": "/p/model.py", "user_line": 33}]}
     features = {"compiler_disable": True, "capture_scalar_outputs": False, "suppress_errors": False,
-                "compiled_callables": [["forward", "/p/model.py"]]}
+                "compiled_callables": [["forward", "/p/model.py"]], "program_root": "/p"}
     problems = problems_from_summary(doc)
     error, brk = problems
     assert error.kind == "error" and brk.kind == "break"
