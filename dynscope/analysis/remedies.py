@@ -195,7 +195,7 @@ def _break_remedies(p: FixProblem, features: dict[str, Any]) -> list[Remedy]:
         found.append(Remedy(
             f"disable:{p.file}:{p.function}", f"torch.compiler.disable on {p.function} ({_base(p.file)})", "wrap",
             {"op": "disable", "file": p.file, "function": p.function, "line": p.line},
-            f"decorate `def {p.function}` in {p.file} with @torch.compiler.disable"))
+            f"# in {p.file}: put @torch.compiler.disable above `def {p.function}`\n"))
     return found
 
 
@@ -230,7 +230,8 @@ def _recompile_remedies(p: FixProblem, features: dict[str, Any]) -> list[Remedy]
     if size or int_guard or _FLOAT_GUARD.search(guards):
         found.append(Remedy("compile:dynamic=True", "torch.compile(..., dynamic=True)", "wrap",
                             {"op": "compile_kwargs", "kwargs": {"dynamic": True}},
-                            "pass dynamic=True to torch.compile: torch.compile(model, dynamic=True)"))
+                            "# pass dynamic=True where the program calls torch.compile:\n"
+                            "torch.compile(model, dynamic=True)\n"))
     return found
 
 
