@@ -46,6 +46,9 @@ class Command:
                             help=f"relative tolerance when comparing outputs (default {DEFAULT_RTOL:g})")
         parser.add_argument("--atol", type=float, default=DEFAULT_ATOL,
                             help=f"absolute tolerance when comparing outputs (default {DEFAULT_ATOL:g})")
+        parser.add_argument("--ignore-stdout", action="store_true",
+                            help="do not require the program to print the same as the first run (it prints "
+                                 "timings or dates); outputs and exit status are still compared")
         parser.add_argument("--try", dest="tries", action="append", default=[], metavar="NAME=VALUE",
                             help="also try this setting (e.g. torch._dynamo.config.specialize_int=True); repeatable")
         parser.add_argument("--out", metavar="DIR", help="where the runs' captures and output go (default: <program>-fix)")
@@ -119,7 +122,8 @@ def _options(args: argparse.Namespace):
     stem = os.path.splitext(os.path.basename((args.capture or program.target).rstrip("/")))[0] or "program"
     return Options(program=program, out_dir=os.path.abspath(args.out or f"{stem}-fix"), budget_s=args.budget,
                    jobs=args.jobs or os.cpu_count() or 1, rtol=args.rtol, atol=args.atol, only=args.only,
-                   from_capture=args.capture and os.path.abspath(args.capture), tries=tries, cwd=cwd)
+                   from_capture=args.capture and os.path.abspath(args.capture), tries=tries, cwd=cwd,
+                   check_stdout=not args.ignore_stdout)
 
 
 def _recorded_program(path: str):

@@ -35,6 +35,7 @@ class Options:
     from_capture: str | None = None
     tries: list[Remedy] = field(default_factory=list)  # --try: settings the user wants tried too
     cwd: str | None = None  # where the program runs (--from: the recorded run's directory)
+    check_stdout: bool = True  # --ignore-stdout: False
 
 
 def run(options: Options, say: Callable[[str], None]) -> dict[str, Any]:
@@ -103,7 +104,8 @@ def _run(options: Options, say: Callable[[str], None], starter) -> dict[str, Any
             estimate_s=estimate, on_done=finished, starter=starter)
     # Fallbacks (maybe_mark_dynamic after mark_dynamic) run only for problems still not fixed.
     fixed = {p.key for r, ts, t in runs if t in first and t.facts is not None for p in ts
-             if judge(base, t.facts, [p.key], rtol=options.rtol, atol=options.atol).verdict == "fixed"}
+             if judge(base, t.facts, [p.key], rtol=options.rtol, atol=options.atol,
+              check_stdout=options.check_stdout).verdict == "fixed"}
     runs = [(r, ts, t) for r, ts, t in runs if not r.fallback or any(p.key not in fixed for p in ts)]
     later = [t for r, _, t in runs if t is not None and r.fallback]
     if later:
@@ -144,6 +146,7 @@ def _run(options: Options, say: Callable[[str], None], starter) -> dict[str, Any
         "budget_s": options.budget_s,
         "wall_s": round(time.time() - started, 2),
         "files_unchanged": before == after,
+        "stdout_checked": options.check_stdout,
         "rtol": options.rtol,
         "atol": options.atol,
     }
@@ -184,7 +187,8 @@ def _row(p: FixProblem, remedy: Remedy, trial: TrialRun | None, base: RunFacts, 
         row.update(verdict="not run", why=trial.skipped or "not run")
         return row, "not run"
     keys = p.facts.get("keys", [p.key]) if p.kind == "any" else [p.key]
-    v = judge(base, trial.facts, keys, rtol=options.rtol, atol=options.atol)
+    v = judge(base, trial.facts, keys, rtol=options.rtol, atol=options.atol,
+              check_stdout=options.check_stdout)
     facts = trial.facts
     count = sum(facts.problems.get(k, 0) for k in keys)
     row.update(after=({**facts.metrics.as_json(), "count": count} if facts.metrics else None),
@@ -218,7 +222,8 @@ def _combined(program, runs, proven, base: RunFacts, options: Options, deadline:
         result.update(verdict="not run", why=trial.skipped or "not run", after=None, correct=None, max_abs_diff=None)
         return result
     targeted = [p.key for _, ts, _ in chosen for p in ts]
-    v = judge(base, trial.facts, list(dict.fromkeys(targeted)), rtol=options.rtol, atol=options.atol)
+    v = judge(base, trial.facts, list(dict.fromkeys(targeted)), rtol=options.rtol, atol=options.atol,
+              check_stdout=options.check_stdout)
     left = [k for k in dict.fromkeys(targeted) if k in trial.facts.problems]
     result.update(after=trial.facts.metrics.as_json() if trial.facts.metrics else None, correct=v.correct,
                   max_abs_diff=v.max_abs_diff, verdict=v.verdict, why=v.why, capture=trial.capture,

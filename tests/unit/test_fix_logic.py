@@ -301,3 +301,11 @@ def test_trials_keep_to_the_budget_and_jobs(tmp_path):
     assert c.facts.timed_out and starter.stopped == ["c"]  # still running at the deadline: stopped
     assert d.skipped and d.facts is None  # could not finish in time: never started
     assert not a.facts.timed_out and not a.facts.ran  # ran, but this stand-in wrote no capture
+
+
+def test_stdout_check_can_be_left_out(summary, outputs):
+    base = _facts(summary, outputs)
+    timings = _facts(summary, outputs, stdout="step took 0.31 s\n")
+    key = [p.key for p in problems_from_summary(summary)][:1]
+    assert judge(base, timings, key, rtol=0, atol=0).verdict == "failed"
+    assert judge(base, timings, key, rtol=0, atol=0, check_stdout=False).verdict == "no change"
