@@ -105,7 +105,7 @@ def _run(options: Options, say: Callable[[str], None], starter) -> dict[str, Any
     # Fallbacks (maybe_mark_dynamic after mark_dynamic) run only for problems still not fixed.
     fixed = {p.key for r, ts, t in runs if t in first and t.facts is not None for p in ts
              if judge(base, t.facts, [p.key], rtol=options.rtol, atol=options.atol,
-              check_stdout=options.check_stdout).verdict == "fixed"}
+                   check_stdout=options.check_stdout).verdict == "fixed"}
     runs = [(r, ts, t) for r, ts, t in runs if not r.fallback or any(p.key not in fixed for p in ts)]
     later = [t for r, _, t in runs if t is not None and r.fallback]
     if later:
@@ -188,7 +188,7 @@ def _row(p: FixProblem, remedy: Remedy, trial: TrialRun | None, base: RunFacts, 
         return row, "not run"
     keys = p.facts.get("keys", [p.key]) if p.kind == "any" else [p.key]
     v = judge(base, trial.facts, keys, rtol=options.rtol, atol=options.atol,
-              check_stdout=options.check_stdout)
+                   check_stdout=options.check_stdout)
     facts = trial.facts
     count = sum(facts.problems.get(k, 0) for k in keys)
     row.update(after=({**facts.metrics.as_json(), "count": count} if facts.metrics else None),
@@ -223,7 +223,7 @@ def _combined(program, runs, proven, base: RunFacts, options: Options, deadline:
         return result
     targeted = [p.key for _, ts, _ in chosen for p in ts]
     v = judge(base, trial.facts, list(dict.fromkeys(targeted)), rtol=options.rtol, atol=options.atol,
-              check_stdout=options.check_stdout)
+                   check_stdout=options.check_stdout)
     left = [k for k in dict.fromkeys(targeted) if k in trial.facts.problems]
     result.update(after=trial.facts.metrics.as_json() if trial.facts.metrics else None, correct=v.correct,
                   max_abs_diff=v.max_abs_diff, verdict=v.verdict, why=v.why, capture=trial.capture,
