@@ -46,6 +46,9 @@ class Command:
                             help=f"relative tolerance when comparing outputs (default {DEFAULT_RTOL:g})")
         parser.add_argument("--atol", type=float, default=DEFAULT_ATOL,
                             help=f"absolute tolerance when comparing outputs (default {DEFAULT_ATOL:g})")
+        parser.add_argument("--profile", action="store_true",
+                            help="measure each run's time as `explain --profile` does (costs a little per run); "
+                                 "without it, run time is the run's wall time less compile time")
         parser.add_argument("--ignore-stdout", action="store_true",
                             help="do not require the program to print the same as the first run (it prints "
                                  "timings or dates); outputs and exit status are still compared")
@@ -123,7 +126,7 @@ def _options(args: argparse.Namespace):
     return Options(program=program, out_dir=os.path.abspath(args.out or f"{stem}-fix"), budget_s=args.budget,
                    jobs=args.jobs or os.cpu_count() or 1, rtol=args.rtol, atol=args.atol, only=args.only,
                    from_capture=args.capture and os.path.abspath(args.capture), tries=tries, cwd=cwd,
-                   check_stdout=not args.ignore_stdout)
+                   check_stdout=not args.ignore_stdout, profile=args.profile)
 
 
 def _recorded_program(path: str):

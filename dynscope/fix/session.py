@@ -36,6 +36,7 @@ class Options:
     tries: list[Remedy] = field(default_factory=list)  # --try: settings the user wants tried too
     cwd: str | None = None  # where the program runs (--from: the recorded run's directory)
     check_stdout: bool = True  # --ignore-stdout: False
+    profile: bool = False  # --profile: every run measured by explain --profile
 
 
 def run(options: Options, say: Callable[[str], None]) -> dict[str, Any]:
@@ -55,7 +56,7 @@ def _run(options: Options, say: Callable[[str], None], starter) -> dict[str, Any
     program = options.program
 
     say("baseline: running the program once as it is")
-    baseline = TrialRun("baseline", [], options.out_dir, options.cwd)
+    baseline = TrialRun("baseline", [], options.out_dir, options.cwd, options.profile)
     run_all(program, [baseline], jobs=1, deadline=deadline + 3600, estimate_s=0, starter=starter)
     if baseline.facts is None or not baseline.facts.ran or baseline.summary is None:
         raise DynscopeError(f"the baseline run wrote no capture (see {os.path.join(options.out_dir, 'baseline.stderr')})")
@@ -79,7 +80,7 @@ def _run(options: Options, say: Callable[[str], None], starter) -> dict[str, Any
     selection = [(_with_diff(r, program), ts) for r, ts in selection]
     runs: list[tuple[Remedy, list[FixProblem], TrialRun | None]] = []
     for i, (remedy, targets) in enumerate(selection, 1):
-        trial = TrialRun(f"trial-{i}", [remedy.action], options.out_dir, options.cwd) if remedy.tried else None
+        trial = TrialRun(f"trial-{i}", [remedy.action], options.out_dir, options.cwd, options.profile) if remedy.tried else None
         runs.append((remedy, targets, trial))
     first = [t for r, _, t in runs if t is not None and not r.fallback]
     titles = {trial.name: remedy.title for remedy, _, trial in runs if trial is not None}
@@ -90,7 +91,7 @@ def _run(options: Options, say: Callable[[str], None], starter) -> dict[str, Any
     speculative = None
     if len(guess) > 1:
         speculative = TrialRun("combined", [r.action for r, _, t in runs if r.key in guess and t is not None],
-                               options.out_dir, options.cwd)
+                               options.out_dir, options.cwd, options.profile)
         titles["combined"] = f"combined guess: {len(guess)} remedies"
     done = [0]
     total = [len(first) + (1 if speculative else 0)]
@@ -147,6 +148,7 @@ def _run(options: Options, say: Callable[[str], None], starter) -> dict[str, Any
         "wall_s": round(time.time() - started, 2),
         "files_unchanged": before == after,
         "stdout_checked": options.check_stdout,
+        "profiled": options.profile,
         "rtol": options.rtol,
         "atol": options.atol,
     }
@@ -215,7 +217,7 @@ def _combined(program, runs, proven, base: RunFacts, options: Options, deadline:
         trial = speculative  # the guess was right: it already ran
     else:
         say(f"combined: {len(chosen)} proven remedies in one run")
-        trial = TrialRun("combined", [r.action for r in remedies], options.out_dir, options.cwd)
+        trial = TrialRun("combined", [r.action for r in remedies], options.out_dir, options.cwd, options.profile)
         run_all(program, [trial], jobs=1, deadline=deadline, estimate_s=estimate, starter=starter)
     result["ran"] = len(chosen) > 1 and trial.skipped is None
     if trial.skipped or trial.facts is None:

@@ -29,6 +29,7 @@ class TrialRun:
     actions: list[dict[str, Any]]
     out_dir: str  # absolute
     cwd: str | None = None  # where the program runs (None: here); --from: where the recorded run ran
+    profile: bool = False  # measure the run's time with `explain --profile` (fix --profile)
     facts: RunFacts | None = None
     summary: dict[str, Any] | None = None
     features: dict[str, Any] = field(default_factory=dict)
@@ -91,7 +92,8 @@ def _clear(capture: str) -> None:
 
 
 def _explain_argv(program: Program, run: TrialRun) -> list[str]:
-    return ["dynscope", "explain", "-q", "--profile", "-o", run.capture, *program_argv(program)]
+    return ["dynscope", "explain", "-q", *(["--profile"] if run.profile else []), "-o", run.capture,
+            *program_argv(program)]
 
 
 class Starter:
@@ -184,7 +186,7 @@ class Zygote(Starter):
         if not self.ready:
             self._drain(wait_for="ready")
         spec = {"program": {"kind": program.kind, "target": program.target, "args": list(program.args)},
-                "capture": run.capture, "keep_caches": False, "profile": True, "command": _explain_argv(program, run)}
+                "capture": run.capture, "keep_caches": False, "profile": run.profile, "command": _explain_argv(program, run)}
         request = {"id": run.name, "spec": spec, "env": {ENV: json.dumps({"remedies": run.actions})},
                    "stdout": os.path.join(run.out_dir, f"{run.name}.stdout"),
                    "stderr": os.path.join(run.out_dir, f"{run.name}.stderr"), "cwd": run.cwd}
