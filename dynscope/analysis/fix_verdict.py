@@ -28,7 +28,9 @@ class Metrics:
                 "compile_s": round(self.compile_s, 3), "run_s": None if self.run_s is None else round(self.run_s, 3)}
 
 
-def metrics_from_summary(doc: dict[str, Any]) -> Metrics:
+def metrics_from_summary(doc: dict[str, Any], program_s: float | None = None) -> Metrics:
+    """``program_s``: the program's own time, from its start to its end under the recorder (the
+    recorder's start-up left out, so runs started differently compare)."""
     t = doc.get("totals", {})
     compile_s = float(t.get("compile_time_s") or 0.0)
     # The run's time outside compiling: measured by `explain --profile` when it ran (the "runtime"
@@ -37,7 +39,7 @@ def metrics_from_summary(doc: dict[str, Any]) -> Metrics:
     if runtime.get("profiled") and runtime.get("wall_s") is not None:
         run_s = max(0.0, float(runtime["wall_s"]) - float(runtime.get("compile_s") or 0.0))
     else:
-        duration = (doc.get("run") or {}).get("duration_s")
+        duration = program_s if program_s is not None else (doc.get("run") or {}).get("duration_s")
         run_s = None if duration is None else max(0.0, float(duration) - compile_s)
     return Metrics(int(t.get("graph_breaks") or 0), int(t.get("recompiles") or 0), int(t.get("errors") or 0),
                    compile_s, run_s)

@@ -19,7 +19,7 @@ from typing import Any, Callable
 from dynscope.errors import DynscopeError
 from dynscope.analysis.fix_verdict import RunFacts, metrics_from_summary
 from dynscope.analysis.remedies import problem_counts
-from dynscope.model.fix import ENV, applied_actions, compiled_callables, trial_features, trial_outputs
+from dynscope.model.fix import ENV, applied_actions, compiled_callables, program_seconds, trial_features, trial_outputs
 from dynscope.runner.program import Program
 
 
@@ -249,10 +249,11 @@ def _read(run: TrialRun, *, timed_out: bool) -> None:
             outputs = trial_outputs(capture)
             run.features = {**trial_features(capture), "compiled_callables": compiled_callables(capture)}
             applied = applied_actions(capture)
+            program_s = program_seconds(capture)
     except (DynscopeError, OSError):
         run.facts = RunFacts(False, None, None, stdout, None, {}, [], timed_out=timed_out)
         return
     notes = tuple(f"{a.get('op')} did not apply" for i, a in enumerate(run.actions) if i not in applied)
     run.summary = doc
     run.facts = RunFacts(True, doc["run"].get("exit_code"), doc["run"].get("signal"), stdout,
-                         metrics_from_summary(doc), problem_counts(doc), outputs, notes, timed_out)
+                         metrics_from_summary(doc, program_s), problem_counts(doc), outputs, notes, timed_out)

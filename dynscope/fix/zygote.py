@@ -25,6 +25,10 @@ def main() -> None:
     import torch  # noqa: F401  the point of this process
     import torch._dynamo  # noqa: F401
 
+    from dynscope.probes import compat
+
+    compat.preload_for_probes()  # what installing the probes imports: each run would pay it again
+
     import dynscope.probes  # noqa: F401
     import dynscope.recorder  # noqa: F401
     import dynscope.runner.child  # noqa: F401

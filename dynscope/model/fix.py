@@ -49,3 +49,13 @@ def compiled_callables(capture: Capture) -> list[list[str]]:
 
 def applied_actions(capture: Capture) -> set[int]:
     return {record.index for record, _ in _records(capture, contract.FixApplied) if record.ok}
+
+
+def program_seconds(capture: Capture) -> float | None:
+    """From the program's start (the recorder ready) to its end (probes removed); None when the
+    run ended before that was recorded."""
+    starts = capture.reader.events([contract.RunStart.KIND])
+    ends = capture.reader.events([contract.ProbesRemoved.KIND])
+    if not starts or not ends:
+        return None
+    return max(0.0, ends[-1].ts - starts[0].ts)

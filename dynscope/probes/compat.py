@@ -675,6 +675,20 @@ REMEDY_CONFIGS = ("capture_scalar_outputs", "capture_dynamic_output_shape_ops", 
                   "accumulated_recompile_limit", "suppress_errors")
 
 
+def preload_for_probes() -> None:
+    """Import (only import: no config is read or set, nothing is created) the torch modules that
+    install_probes and a compile import lazily, so that processes forked from this one
+    (dynscope fix's trial server) do not each pay for them (about 1.5 s on 2 CPU cores)."""
+    import importlib
+
+    for name in ("torch._dynamo.convert_frame", "torch._inductor.config", "torch._inductor.select_algorithm",
+                 "torch._functorch.aot_autograd"):
+        try:
+            importlib.import_module(name)
+        except Exception:  # a module this torch lacks or cannot import here: the run imports what it can
+            pass
+
+
 def remedy_features() -> dict[str, Any]:
     """What this torch offers the remedies of dynscope fix (analysis/remedies.py reads it)."""
     import torch._dynamo
