@@ -14,6 +14,7 @@ from dynscope.analysis.breaks import BreakGroup
 from dynscope.analysis.names import (condensed, first_line, friendly_function, location, plural, seconds_text,
                                      short_path)
 from dynscope.analysis.overview import not_understood_line, stage_seconds
+from dynscope.analysis.problems import advice_for
 from dynscope.analysis.run_view import RunView, run_view
 from dynscope.model import Capture, Recompile, RecompileLimitHit, SkippedFrame
 from dynscope.reporters import ReportOptions
@@ -339,6 +340,9 @@ def _recompiles_section(capture: Capture, recompiles: list[Recompile], cwd: str 
         if len(r.failures) > 1:
             older = len(r.failures) - 1
             rows.append(Text(f"    (+{plural(older, 'older cached compile')} also rejected the call)", style="dim"))
+        advice = advice_for(capture, r)  # which dimension of which input, and what to do about it
+        if advice:
+            rows.append(Text(f"    try: {advice}", style="green"))
         rows += _fix_lines(fixes, "recompile", r.file, r.line, r.function)
     if len(recompiles) > _MAX_LISTED:
         rows.append(Text(f"  … and {len(recompiles) - _MAX_LISTED} more", style="dim"))
