@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sqlite3
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -152,7 +153,10 @@ def _run(options: Options, say: Callable[[str], None], starter) -> dict[str, Any
         "rtol": options.rtol,
         "atol": options.atol,
     }
-    record_into_capture(options.from_capture or baseline.capture, doc)
+    try:
+        record_into_capture(options.from_capture or baseline.capture, doc)
+    except (DynscopeError, OSError, sqlite3.Error) as e:
+        say(f"could not record the verified fixes into {options.from_capture or baseline.capture}: {e}")
     return doc
 
 
@@ -274,7 +278,14 @@ def record_into_capture(path: str, doc: dict[str, Any]) -> None:
     """The proven fixes, one event per problem, so every view of that capture shows them."""
     from dynscope.store.writer import CaptureWriter
 
-    proven = [row for row in doc["trials"] if row["verdict"] in ("fixed", "improved") and row["problem"]["kind"] != "any"]
+    from dynscope.model import Capture
+
+    with Capture.open(path) as capture:  # fix run twice on one capture: each fix recorded once
+        known = {(f.kind, f.file, f.line, f.function, f.remedy) for f in capture.fix_results()}
+    proven = [row for row in doc["trials"] if row["verdict"] in ("fixed", "improved")
+              and row["problem"]["kind"] != "any"
+              and (row["problem"]["kind"], row["problem"]["file"], row["problem"]["line"],
+                   row["problem"]["function"], row["remedy"]) not in known]
     if not proven:
         return
     writer = CaptureWriter.reopen(path)
