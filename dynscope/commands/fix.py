@@ -38,7 +38,8 @@ class Command:
         parser.add_argument("--from", dest="capture", metavar="CAPTURE",
                             help="take the problems from a recorded run and re-run the command it recorded")
         parser.add_argument("--budget", type=float, default=DEFAULT_BUDGET_S, metavar="SECONDS",
-                            help=f"stop starting trials after this long (default {DEFAULT_BUDGET_S:.0f})")
+                            help=f"the whole fix's time limit: a trial that cannot finish in it is not started, one still "
+                                 f"running then is stopped (default {DEFAULT_BUDGET_S:.0f})")
         parser.add_argument("--only", choices=("break", "recompile", "error"), help="only this kind of problem")
         parser.add_argument("--jobs", type=int, default=None, metavar="N",
                             help="trials run at the same time (default: the number of CPU cores)")
