@@ -152,6 +152,7 @@ class Zygote(Starter):
         self.pids: dict[str, int] = {}
         self.ended: dict[str, int] = {}
         self.ready = False
+        self.fallback: Subprocesses | None = None
 
         def read() -> None:
             for line in self.proc.stdout:
@@ -173,7 +174,10 @@ class Zygote(Starter):
                 continue
             if message is None:
                 raise DynscopeError("the trial server stopped (see zygote.stderr in the output directory)")
-            if message.get("ready"):
+            if message.get("ready") is False:  # it will not fork here: one explain process per run
+                self.fallback = Subprocesses()
+                self.ready = True
+            elif message.get("ready"):
                 self.ready = True
             elif "pid" in message:
                 self.pids[message["id"]] = message["pid"]
@@ -185,6 +189,8 @@ class Zygote(Starter):
     def start(self, program: Program, run: TrialRun) -> Any:
         if not self.ready:
             self._drain(wait_for="ready")
+        if self.fallback is not None:
+            return self.fallback.start(program, run)
         spec = {"program": {"kind": program.kind, "target": program.target, "args": list(program.args)},
                 "capture": run.capture, "keep_caches": False, "profile": run.profile, "command": _explain_argv(program, run)}
         request = {"id": run.name, "spec": spec, "env": {ENV: json.dumps({"remedies": run.actions})},
@@ -195,11 +201,15 @@ class Zygote(Starter):
         self._drain(wait_for=run.name)
         return run.name
 
-    def poll(self, name: str) -> int | None:
+    def poll(self, name: Any) -> int | None:
+        if self.fallback is not None:
+            return self.fallback.poll(name)
         self._drain()
         return self.ended.get(name)
 
-    def stop(self, name: str) -> int:
+    def stop(self, name: Any) -> int:
+        if self.fallback is not None:
+            return self.fallback.stop(name)
         try:
             os.killpg(self.pids[name], signal.SIGKILL)
         except (OSError, KeyError):
@@ -211,6 +221,8 @@ class Zygote(Starter):
         return self.ended.get(name, -signal.SIGKILL)
 
     def finish(self, run: TrialRun, returncode: int, wall_s: float) -> None:
+        if self.fallback is not None:
+            return  # explain recorded how the run ended
         from dynscope.runner.launcher import finish_capture
 
         finish_capture(run.capture, returncode, wall_s)

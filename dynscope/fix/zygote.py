@@ -23,9 +23,15 @@ import sys
 
 def main() -> None:
     import torch  # noqa: F401  the point of this process
-    import torch._dynamo  # noqa: F401
 
     from dynscope.probes import compat
+
+    if compat.gpu_build():
+        # Forking after a GPU runtime has started is unsafe, and importing Inductor may start it:
+        # the parent runs each trial as its own `dynscope explain` instead.
+        _send({"ready": False, "why": "a GPU build of torch: trials run as separate processes"})
+        return
+    import torch._dynamo  # noqa: F401
 
     compat.preload_for_probes()  # what installing the probes imports: each run would pay it again
 

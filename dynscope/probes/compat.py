@@ -675,6 +675,12 @@ REMEDY_CONFIGS = ("capture_scalar_outputs", "capture_dynamic_output_shape_ops", 
                   "accumulated_recompile_limit", "suppress_errors")
 
 
+def gpu_build() -> bool:
+    """A CUDA or ROCm build of torch (whether or not a GPU is present)."""
+    version = getattr(torch, "version", None)
+    return bool(getattr(version, "cuda", None) or getattr(version, "hip", None))
+
+
 def preload_for_probes() -> None:
     """Import (only import: no config is read or set, nothing is created) the torch modules that
     install_probes and a compile import lazily, so that processes forked from this one
