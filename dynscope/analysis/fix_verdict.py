@@ -169,8 +169,12 @@ def judge(baseline: RunFacts, trial: RunFacts, targets: list[str], *, rtol: floa
                        "the program now runs to the end; the problem is still recorded (that code runs in eager)")
     if gone or reduced:
         extra = f"; but new: {', '.join(_short(k) for k in new[:2])}" if new else ""
-        return Verdict("improved", True, comparison.max_abs_diff,
-                       f"{len(gone)} of {len(targets)} gone, {len(reduced)} fewer{extra}")
+        if more and b is not None:
+            extra += (f"; but breaks {b.graph_breaks} → {t.graph_breaks}, recompiles {b.recompiles} → "
+                      f"{t.recompiles}, errors {b.errors} → {t.errors}")
+        what = "the problem is gone" if len(gone) == len(targets) else \
+            f"{len(gone)} of {len(targets)} gone, {len(reduced)} fewer"
+        return Verdict("improved", True, comparison.max_abs_diff, f"{what}{extra}")
     return Verdict("no change", True, comparison.max_abs_diff, f"the problem is still there{note}")
 
 
