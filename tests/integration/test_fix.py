@@ -140,3 +140,18 @@ def test_tui_overview_shows_the_verified_fixes(fixed):
         assert "verified fix (dynscope fix): torch._dynamo.config.capture_scalar_outputs = True (fixed" in shown
 
     drive(work / doc["baseline"]["capture"], script, size=(160, 60))
+
+
+def test_disable_wraps_a_helper_without_editing_it(tmp_path):
+    shutil.copy(PROGRAMS / "fix_helper_break.py", tmp_path / "prog.py")
+    before = _hashes(tmp_path)
+    result = run_dynscope("fix", "-o", "fix.json", "prog.py", cwd=tmp_path, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    doc = json.loads((tmp_path / "fix.json").read_text())
+    row, = _rows(doc, "torch.compiler.disable on helper")
+    assert row["applies_as"] == "wrap" and row["problem"]["function"] == "helper"
+    # the break inside the helper is gone; calling a disabled function is one break of its own
+    assert row["after"]["count"] == 0 and row["after"]["graph_breaks"] < row["before"]["graph_breaks"]
+    assert row["verdict"] == "improved" and row["correct"] is True
+    assert row["patch"].startswith("--- a/prog.py\n+++ b/prog.py\n") and "+@torch.compiler.disable\n def helper" in row["patch"]
+    assert _hashes(tmp_path) == before
