@@ -316,9 +316,107 @@ class CaptureMeta(Record):
     forced_eager: bool | None = None
 
 
+
+# -- dynscope fix (dynscope/fix/apply.py in a trial run; the verified result in the program's capture) --
+
+@dataclasses.dataclass(frozen=True)
+class FixFeatures(Record):
+    """What this torch offers the remedies (payload: a JSON object, probes.compat.remedy_features)."""
+
+    KIND: ClassVar[str] = "dynscope:fix_features"
+
+
+@dataclasses.dataclass(frozen=True)
+class FixApplied(Record):
+    """A remedy of the trial took effect (the ``index``-th of its actions)."""
+
+    KIND: ClassVar[str] = "dynscope:fix_applied"
+    index: int = 0
+    op: str | None = None
+    ok: bool = False
+    how: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class FixRegion(Record):
+    """A callable the program gave torch.compile (a module: its forward)."""
+
+    KIND: ClassVar[str] = "dynscope:fix_region"
+    function: str = "?"
+    file: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class FixOutput(Record):
+    """One call's outputs of a compiled callable (payload: a JSON list, dynscope.fix.apply.describe_outputs)."""
+
+    KIND: ClassVar[str] = "dynscope:fix_output"
+    region: str = "?"
+    call: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class FixProblemRef:
+    kind: str = "?"  # break | recompile | error
+    file: str | None = None
+    line: int | None = None
+    function: str | None = None
+    detail: str = ""
+    count: int = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class FixResult(Record):
+    """A remedy ``dynscope fix`` proved on one problem of this run (a trial row, docs/fix-json.md)."""
+
+    KIND: ClassVar[str] = "dynscope:fix_result"
+    problem: FixProblemRef = FixProblemRef()
+    remedy: str = ""  # the change in one line
+    remedy_key: str | None = None
+    applies_as: str = ""  # config | wrap | code
+    patch: str = ""
+    verdict: str = ""  # fixed | improved
+    before: dict[str, Any] = dataclasses.field(default_factory=dict)
+    after: dict[str, Any] = dataclasses.field(default_factory=dict)
+    max_abs_diff: float | None = None
+
+    @property
+    def kind(self) -> str:
+        return self.problem.kind
+
+    @property
+    def file(self) -> str | None:
+        return self.problem.file
+
+    @property
+    def line(self) -> int | None:
+        return self.problem.line
+
+    @property
+    def function(self) -> str | None:
+        return self.problem.function
+
+    @property
+    def detail(self) -> str:
+        return self.problem.detail
+
+    def matches(self, kind: str, file: str | None, line: int | None, function: str | None = None) -> bool:
+        """Whether this fix is for a problem of the summary's kinds (graph_break, recompile, error...)."""
+        ours = {"graph_break": "break", "skipped_frame": "break", "recompile": "recompile",
+                "recompile_limit": "recompile", "error": "error"}.get(kind, kind)
+        if ours != self.kind or file != self.file:
+            return False
+        if self.kind == "recompile":
+            return function == self.function
+        return line == self.line
+
+    def to_json(self) -> dict[str, Any]:
+        return self.to_metadata()
+
 DYNSCOPE_RECORDS: tuple[type[Record], ...] = (
     RunStart, RunEnd, ProbesRemoved, ProgramRaised, ProbeError, GraphBreakSeen, GuardFailureSeen, FxGraphStructure,
     MinifyResult, ImportStart, ImportEnd, RuntimeSnapshot, EagerTwinRun, AutotuneSeen,
+    FixFeatures, FixApplied, FixRegion, FixOutput, FixResult,
 )
 
 

@@ -210,7 +210,7 @@ class _RankView:
             anchor = f"r{self.index}-errors"
         loc = problem.location
         return {"kind": problem.kind.replace("_", " "), "title": problem.title, "explanation": problem.explanation,
-                "hint": problem.hint, "count": problem.count, "anchor": anchor,
+                "hint": problem.hint, "count": problem.count, "anchor": anchor, "fixes": list(problem.fixes),
                 "where": location(loc.file, loc.line, self.cwd),
                 "cost": seconds_text(problem.cost_s) if problem.cost_s is not None else None,
                 "cost_detail": problem.cost_detail}

@@ -146,6 +146,14 @@ def _capture_section(out: _Budget, capture: Capture, *, titled: bool) -> None:
                     + (f"; repro ({m.nodes_after} compute nodes, verified in a fresh process) at {code(m.repro)}"
                        if m.verified and m.repro else "; no verified repro") + "\n")
 
+    fixes = capture.fix_results()
+    if fixes:
+        out.add("\n#### dynscope fix: verified fixes\n\n")
+        for f in fixes[:_MAX_ITEMS]:
+            where = location(f.file, f.line, cwd) if f.file else "?"
+            out.add(f"- {text(f.detail)} at {code(where)}: {code(f.remedy)} — **{text(f.verdict)}**, outputs equal\n")
+        out.skip(len(fixes) - _MAX_ITEMS)
+
     if compiles:
         _frame_times(out, view, cwd)
     unread = not_understood_line(view.not_understood)
@@ -259,3 +267,33 @@ def comparison_markdown(result) -> str:
     rows += [f"- {text(line).replace('-', chr(92) + '-', 1) if line.startswith('-') else text(line)}"
              for line in comparison_lines(result)]
     return "\n".join(rows) + "\n"
+
+
+def render_fix_markdown(doc: dict) -> str:
+    """A ``dynscope.fix/1`` document as an issue or pull-request comment."""
+    from dynscope.analysis.fix_verdict import FIX_COLUMNS, fix_cells
+
+    base = doc.get("baseline") or {}
+    lines = ["## dynscope fix\n",
+             f"Baseline: {base.get('graph_breaks')} graph breaks, {base.get('recompiles')} recompiles, "
+             f"{base.get('errors')} errors; {doc.get('runs')} runs in {doc.get('wall_s')} s "
+             f"(torch {text(str(doc.get('torch_version')))}).\n"]
+    if doc.get("trials"):
+        lines.append("| " + " | ".join(FIX_COLUMNS) + " |")
+        lines.append("|" + "---|" * len(FIX_COLUMNS))
+        for row in doc["trials"]:
+            cells = fix_cells(row)
+            lines.append("| " + " | ".join(code(cells[c], cell=True) if c == "remedy" else
+                                           text(cells[c]).replace("|", "\\|") for c in FIX_COLUMNS) + " |")
+    combined = doc.get("combined")
+    if combined:
+        after = combined.get("after") or {}
+        lines.append(f"\n**Combined** ({text(', '.join(combined.get('remedies', [])))}): "
+                     f"**{text(str(combined.get('verdict')))}**, breaks {base.get('graph_breaks')} → "
+                     f"{after.get('graph_breaks')}, recompiles {base.get('recompiles')} → {after.get('recompiles')}.\n")
+        if combined.get("verdict") in ("fixed", "improved"):
+            patch = str(combined.get("patch", ""))
+            fence = "```" + "`" * max((len(r) for r in re.findall(r"`{3,}", patch)), default=0)
+            language = "diff" if patch.startswith("--- ") else "python"
+            lines.append(f"The change to make:\n\n{fence}{language}\n{patch.rstrip()}\n{fence}\n")
+    return "\n".join(lines) + "\n"

@@ -14,6 +14,7 @@ from dynscope.analysis.breaks import BreakGroup
 from dynscope.analysis.names import (condensed, first_line, friendly_function, location, plural, seconds_text,
                                      short_path)
 from dynscope.analysis.overview import not_understood_line, stage_seconds
+from dynscope.analysis.problems import advice_for
 from dynscope.analysis.run_view import RunView, run_view
 from dynscope.model import Capture, Recompile, RecompileLimitHit, SkippedFrame
 from dynscope.reporters import ReportOptions
@@ -66,16 +67,19 @@ def render_summary(capture: Capture, console: Console) -> None:
     skipped = view.skipped_frames
     if skipped:
         console.print(_skipped_section(skipped, cwd))
+    fixes = view.fix_results
     if groups:
-        console.print(_breaks_section(capture, groups, cwd))
+        console.print(_breaks_section(capture, groups, cwd, fixes))
     if recompiles:
-        console.print(_recompiles_section(capture, recompiles, cwd))
+        console.print(_recompiles_section(capture, recompiles, cwd, fixes))
     if errors:
         console.print(Text(f"Compile errors ({len(errors)})", style="bold red"))
         for e in errors[:_MAX_LISTED]:
             where = location(e.user_file, e.user_line, cwd) if e.user_file else location(e.file, e.line, cwd)
             console.print(f"  [red]{escape(e.compile_id)}[/] {escape(friendly_function(e.function))} "
                           f"({escape(where)}): [bold]{escape(e.fail_type)}[/]: {escape(condensed(e.reason))}")
+            for line in _fix_lines(fixes, "error", e.user_file or e.file, e.user_line or e.line):
+                console.print(line)
         console.print()
     for result in view.minify_results:
         console.print(Text("dynscope minify: ", style="bold red") + Text(result.headline))
@@ -161,7 +165,13 @@ def _counts(view: RunView) -> Text:
     return text
 
 
-def _breaks_section(capture: Capture, groups: list[BreakGroup], cwd: str | None) -> Group:
+def _fix_lines(fixes: list, kind: str, file: str | None, line: int | None, function: str | None = None) -> list[Text]:
+    """The remedies `dynscope fix` proved for this problem, beside it."""
+    return [Text(f"    verified fix (dynscope fix): {f.remedy} — {f.verdict}, outputs equal", style="bold green")
+            for f in fixes if f.matches(kind, file, line, function)]
+
+
+def _breaks_section(capture: Capture, groups: list[BreakGroup], cwd: str | None, fixes: list = ()) -> Group:
     total = sum(g.count for g in groups)
     costings = [runtime.break_costing(capture, g) for g in groups]
     order = "most frequent first"
@@ -192,6 +202,7 @@ def _breaks_section(capture: Capture, groups: list[BreakGroup], cwd: str | None)
                              if g.skipped_compile_ids else f"    {consequence}", style="bold"))
         for hint in g.hints:
             rows.append(Text(f"    hint: {first_line(hint)}", style="green"))
+        rows += _fix_lines(fixes, "graph_break", loc.file, loc.line)
         extra = []
         if g.compile_ids:
             extra.append("compiles " + ", ".join(g.compile_ids[:6]) + (" …" if len(g.compile_ids) > 6 else ""))
@@ -305,7 +316,7 @@ def _skipped_section(skipped: list[SkippedFrame], cwd: str | None) -> Group:
     return Group(*rows)
 
 
-def _recompiles_section(capture: Capture, recompiles: list[Recompile], cwd: str | None) -> Group:
+def _recompiles_section(capture: Capture, recompiles: list[Recompile], cwd: str | None, fixes: list = ()) -> Group:
     rows: list = [Text(f"Recompiles ({len(recompiles)})", style="bold yellow")]
     profile = capture.runtime
     for r in recompiles[:_MAX_LISTED]:
@@ -329,6 +340,10 @@ def _recompiles_section(capture: Capture, recompiles: list[Recompile], cwd: str 
         if len(r.failures) > 1:
             older = len(r.failures) - 1
             rows.append(Text(f"    (+{plural(older, 'older cached compile')} also rejected the call)", style="dim"))
+        advice = advice_for(capture, r)  # which dimension of which input, and what to do about it
+        if advice:
+            rows.append(Text(f"    try: {advice}", style="green"))
+        rows += _fix_lines(fixes, "recompile", r.file, r.line, r.function)
     if len(recompiles) > _MAX_LISTED:
         rows.append(Text(f"  … and {len(recompiles) - _MAX_LISTED} more", style="dim"))
     rows.append(Text(""))

@@ -193,6 +193,8 @@ def problem_prompt(index: int, problem: Problem, cwd: str | None) -> Table:
         rows.append(plain(problem.cost_detail, "magenta" if problem.cost_s is not None else "dim"))
     if problem.hint:
         rows.append(plain(f"try: {problem.hint}", "green"))
+    for fix in problem.fixes:
+        rows.append(plain(f"verified fix (dynscope fix): {fix}", "bold green"))
     grid = Table.grid(padding=(0, 1))
     grid.add_column(width=3, justify="right")
     grid.add_column(ratio=1)

@@ -25,7 +25,8 @@ from typing import Protocol
 from dynscope.analysis import runtime
 from dynscope.analysis.breaks import BreakGroup
 from dynscope.analysis.names import condensed, first_line, friendly_function, plural
-from dynscope.model import Capture, CompileError, GuardFailure, Recompile, RecompileLimitHit, SkippedFrame, StackFrame
+from dynscope.model import (Capture, CompileError, FixResult, GuardFailure, Recompile, RecompileLimitHit, SkippedFrame,
+                            StackFrame)
 
 _SEVERITY = {"error": 0, "recompile_limit": 1, "skipped_frame": 2, "graph_break": 3, "recompile": 4}
 
@@ -45,6 +46,7 @@ class Problem:
     cost_s: float | None = None  # measured seconds it cost over the run (profiled runs only)
     cost_detail: str | None = None  # one line: how that cost arose
     calls: int | None = None  # profiled: calls affected (through the break; served by the recompiled versions)
+    fixes: tuple[str, ...] = ()  # remedies `dynscope fix` proved on it, one line each
 
     @property
     def severity(self) -> int:
@@ -61,6 +63,7 @@ class RunFacts(Protocol):
     recompiles: list[Recompile]
     dynamic_sources: dict[str, tuple[str, ...]]
     compile_seconds: dict[str, float]
+    fix_results: list[FixResult]
     capture: Capture  # its profiled runtime, when there is one
 
 
@@ -73,6 +76,11 @@ def top_problems(run: RunFacts) -> list[Problem]:
     problems += [_graph_break(g, seconds) for g in run.break_groups]
     dynamic = run.dynamic_sources
     problems += [_recompiles(rs, seconds, dynamic) for rs in _recompiles_by_frame(run.recompiles)]
+    fixes = run.fix_results
+    if fixes:  # what `dynscope fix` proved, beside the problem it fixes
+        problems = [replace(p, fixes=tuple(
+            f"{f.remedy} ({f.verdict}, outputs equal)" for f in fixes
+            if f.matches(p.kind, p.location.file, p.location.line, p.location.function))) for p in problems]
     problems = sorted(problems, key=lambda p: (p.severity, -p.count))  # stable: ties stay in order met
     capture = run.capture
     if capture.runtime is None:
@@ -100,13 +108,25 @@ def _error(e: CompileError, seconds: dict[str, float]) -> Problem:
         kind="error",
         title=f"{e.fail_type} while compiling {friendly_function(e.function)}",
         explanation=condensed(e.reason, lines=1) or e.fail_type,
-        hint="run `dynscope minify` on the script to find the failing stage and get a small repro",
+        hint=_data_dependent_hint(e) or "run `dynscope minify` on the script to find the failing stage and get a small repro",
         location=where,
         count=1,
         compile_ids=(e.compile_id,),
         compile_time_s=seconds.get(e.compile_id, 0.0),
         subject=e,
     )
+
+
+def _data_dependent_hint(e: CompileError) -> str | None:
+    """A guard on a data-dependent value: the torch._check that tells the compiler what it satisfies."""
+    from dynscope.analysis.remedies import data_dependent_check
+
+    check = data_dependent_check(e.reason or "")
+    if check is None:
+        return None
+    where = f" before line {e.user_line}" if e.user_line else ""
+    return (f"the compiler cannot tell which way {check[0]} goes for a value computed from data: add "
+            f"torch._check({check[1]}){where} (name the value it stands for), or `dynscope fix` to try remedies")
 
 
 def _limit_hit(h: RecompileLimitHit) -> Problem:
@@ -239,9 +259,17 @@ def recompile_advice(f: GuardFailure, *, made_dynamic: bool = False) -> str | No
     """What to try, from the recorded facts of one guard failure; None when they say too little."""
     text = f"{f.guard or ''} {f.reason or ''}"
     if _SHAPE.search(text):
+        # Name the input and the dimension when torch's text does ("tensor 'x' size mismatch at index 0").
+        named = _TENSOR_NAME.search(text)
+        call = f"torch._dynamo.mark_dynamic({named['name']}, {named['index']})" if named else \
+            "torch._dynamo.mark_dynamic(x, dim)"
+        what = (f"dimension {named['index']} of {named['name']} changed"
+                f"{f' ({f.expected} → {f.actual})' if f.expected and f.actual else ''}: " if named else "")
         if made_dynamic:
-            return ("Dynamo made this dimension dynamic when it recompiled, so further sizes reuse that graph; "
-                    "torch._dynamo.mark_dynamic(x, dim) before the first call would save this one recompile")
+            return (f"Dynamo made this dimension dynamic when it recompiled, so further sizes reuse that graph; "
+                    f"{call} before the first call would save this one recompile")
+        if named:
+            return f"{what}mark the dimension dynamic ({call} before the first call) or compile with dynamic=True"
         return ("the input's shape changes between calls: mark the dimension dynamic "
                 "(torch._dynamo.mark_dynamic(x, dim)) or compile with dynamic=True")
     numbers = _numbers(f.expected, f.actual)

@@ -20,6 +20,7 @@ from dynscope.model import (
     Capture,
     Compile,
     CompileError,
+    FixResult,
     Frame,
     MinifyResult,
     Recompile,
@@ -69,6 +70,11 @@ class RunView:
     @cached_property
     def minify_results(self) -> list[MinifyResult]:
         return self.capture.minify_results()
+
+    @cached_property
+    def fix_results(self) -> list[FixResult]:
+        """The remedies `dynscope fix` proved for this run's problems."""
+        return self.capture.fix_results()
 
     @cached_property
     def dynamic_sources(self) -> dict[str, tuple[str, ...]]:

@@ -73,6 +73,7 @@ def summary_document(capture: Capture) -> dict[str, Any]:
         "graph_breaks": [{**break_json(g), "cost_s": _break_cost(capture, g)} for g in view.break_groups],
         "recompiles": [{**recompile_json(r), **_recompile_cost(capture, r)} for r in view.recompiles],
         "minify": [m.to_json() for m in view.minify_results],
+        "fixes": [f.to_json() for f in view.fix_results],
         "errors": [error_json(e) for e in view.errors],
         "skipped_frames": [skipped_frame_json(f) for f in view.skipped_frames],
         "recompile_limit_hits": [recompile_limit_json(h) for h in view.recompile_limit_hits],

@@ -2,7 +2,7 @@
 
 from dynscope.model.capture import Capture
 from dynscope.model.fxgraph import FxGraph, FxNode
-from dynscope.model.capture import MinifyResult
+from dynscope.model.capture import FixResult, MinifyResult
 from dynscope.model.records import (
     Compile,
     CompileError,
@@ -23,7 +23,7 @@ from dynscope.model.records import (
 from dynscope.model.stages import CANONICAL_STAGES
 
 __all__ = [
-    "CANONICAL_STAGES", "Capture", "Compile", "CompileError", "CompileTimes", "Frame", "FxGraph", "FxNode",
+    "CANONICAL_STAGES", "Capture", "Compile", "CompileError", "CompileTimes", "FixResult", "Frame", "FxGraph", "FxNode",
     "GraphBreak", "Guard", "GuardFailure", "Kernel", "MinifyResult", "ProgramException", "Recompile", "Run", "StackFrame", "Stage",
     "RecompileLimitHit", "SkippedFrame",
 ]

@@ -53,6 +53,7 @@ from dynscope.model.records import (
 )
 
 MinifyResult = contract.MinifyResult  # the record as `dynscope minify` writes it
+FixResult = contract.FixResult  # the record as `dynscope fix` writes it
 
 RESUME_PREFIX = "torch_dynamo_resume_in_"
 _DYNSCOPE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
@@ -441,6 +442,11 @@ class Capture:
     def minify_results(self) -> list[MinifyResult]:
         """What `dynscope minify` found for this run (it records its result into the capture)."""
         results = (self._parse(MinifyResult, e) for e in self.reader.events([MinifyResult.KIND]))
+        return [r for r in results if r is not None]
+
+    def fix_results(self) -> list[FixResult]:
+        """The remedies `dynscope fix` proved for this run's problems (it records them into the capture)."""
+        results = (self._parse(FixResult, e) for e in self.reader.events([FixResult.KIND]))
         return [r for r in results if r is not None]
 
     def errors(self) -> list[CompileError]:

@@ -666,3 +666,67 @@ def patch_cudagraph_trees(count: Callable[[str, str | None], None]) -> Callable[
             setattr(manager, name, fn)
 
     return undo
+# -- dynscope fix ---------------------------------------------------------------------------
+
+# Configs a remedy may set; recorded with their current values so the parent only proposes
+# settings this torch has and that are not already on.
+REMEDY_CONFIGS = ("capture_scalar_outputs", "capture_dynamic_output_shape_ops", "allow_unspec_int_on_nn_module",
+                  "specialize_float", "specialize_int", "recompile_limit", "cache_size_limit",
+                  "accumulated_recompile_limit", "suppress_errors")
+
+
+def gpu_build() -> bool:
+    """A CUDA or ROCm build of torch (whether or not a GPU is present)."""
+    version = getattr(torch, "version", None)
+    return bool(getattr(version, "cuda", None) or getattr(version, "hip", None))
+
+
+def preload_for_probes() -> None:
+    """Import (only import: no config is read or set, nothing is created) the torch modules that
+    install_probes and a compile import lazily, so that processes forked from this one
+    (dynscope fix's trial server) do not each pay for them (about 1.5 s on 2 CPU cores)."""
+    import importlib
+
+    for name in ("torch._dynamo.convert_frame", "torch._inductor.config", "torch._inductor.select_algorithm",
+                 "torch._functorch.aot_autograd"):
+        try:
+            importlib.import_module(name)
+        except Exception:  # a module this torch lacks or cannot import here: the run imports what it can
+            pass
+
+
+def remedy_features() -> dict[str, Any]:
+    """What this torch offers the remedies of dynscope fix (analysis/remedies.py reads it)."""
+    import torch._dynamo
+
+    config = torch._dynamo.config
+    features: dict[str, Any] = {name: getattr(config, name) for name in REMEDY_CONFIGS if hasattr(config, name)}
+    features["reorderable_logging_functions"] = isinstance(getattr(config, "reorderable_logging_functions", None), set)
+    features["mark_dynamic"] = hasattr(torch._dynamo, "mark_dynamic")
+    features["maybe_mark_dynamic"] = hasattr(torch._dynamo, "maybe_mark_dynamic")
+    features["compiler_disable"] = hasattr(getattr(torch, "compiler", None), "disable")
+    features["torch_check"] = hasattr(torch, "_check")
+    return features
+
+
+def reorderable_logging_functions() -> set | None:
+    import torch._dynamo
+
+    functions = getattr(torch._dynamo.config, "reorderable_logging_functions", None)
+    return functions if isinstance(functions, set) else None
+
+
+def mark_dynamic_function(maybe: bool) -> Callable[..., Any] | None:
+    import torch._dynamo
+
+    return getattr(torch._dynamo, "maybe_mark_dynamic" if maybe else "mark_dynamic", None)
+
+
+def compiler_disable() -> Callable[..., Any] | None:
+    return getattr(getattr(torch, "compiler", None), "disable", None)
+
+
+def is_compiling() -> bool:
+    compiler = getattr(torch, "compiler", None)
+    check = getattr(compiler, "is_compiling", None) or getattr(torch._dynamo, "is_compiling", None)
+    return bool(check()) if check is not None else False

@@ -7,9 +7,11 @@ stdout and stderr; everything it prints is the user's program's own output.
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 from dynscope.errors import DynscopeError
+from dynscope.model.fix import ENV
 from dynscope.recorder import Recorder
 from dynscope.runner.program import Program, UserProgramError, run_program
 
@@ -30,6 +32,10 @@ def main() -> None:
     spec = json.loads(sys.argv[1])
     program = Program(**spec["program"])
     recorder = start_recording(spec)
+    if ENV in os.environ:  # a trial of `dynscope fix`: apply its remedies before the program runs
+        from dynscope.fix.apply import install_from_env
+
+        install_from_env(recorder)
     try:
         run_program(program)
     except UserProgramError as e:

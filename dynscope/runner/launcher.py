@@ -142,6 +142,11 @@ def _interpreter_flags() -> list[str]:
     return flags
 
 
+def finish_capture(path: str, returncode: int, elapsed_s: float) -> bool:
+    """Record how a run ended (for runners that start the child some other way: dynscope fix)."""
+    return _finish_capture(path, returncode, elapsed_s)
+
+
 def _finish_capture(path: str, returncode: int, elapsed_s: float) -> bool:
     """Record how the run ended; the child may have died before it could."""
     if not is_capture_file(path):

@@ -1,0 +1,327 @@
+"""One ``dynscope fix`` run: baseline, trials, verdicts, the combined run, the document.
+
+The document (schema ``dynscope.fix/1``, docs/fix-json.md) is what every view of the result
+formats: the terminal table, ``-o`` JSON, ``--md`` Markdown, and the verified fixes recorded
+into the program's capture.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from dynscope.analysis.fix_verdict import RunFacts, judge, pick_combined
+from dynscope.analysis.remedies import FixProblem, Remedy, problems_from_summary, select
+from dynscope.errors import DynscopeError
+from dynscope.fix.trials import TrialRun, run_all, starter_for
+from dynscope import events as contract
+from dynscope.runner.program import Program
+
+SCHEMA = "dynscope.fix/1"
+
+
+@dataclass
+class Options:
+    program: Program
+    out_dir: str
+    budget_s: float
+    jobs: int
+    rtol: float
+    atol: float
+    only: str | None = None
+    from_capture: str | None = None
+    tries: list[Remedy] = field(default_factory=list)  # --try: settings the user wants tried too
+    cwd: str | None = None  # where the program runs (--from: the recorded run's directory)
+    check_stdout: bool = True  # --ignore-stdout: False
+    profile: bool = False  # --profile: every run measured by explain --profile
+
+
+def run(options: Options, say: Callable[[str], None]) -> dict[str, Any]:
+    os.makedirs(options.out_dir, exist_ok=True)
+    starter = starter_for(options.out_dir)
+    try:
+        return _run(options, say, starter)
+    finally:
+        starter.close()
+
+
+def _run(options: Options, say: Callable[[str], None], starter) -> dict[str, Any]:
+    started = time.time()
+    deadline = started + options.budget_s
+    os.makedirs(options.out_dir, exist_ok=True)
+    before = _fingerprint(options.program)
+    program = options.program
+
+    say("baseline: running the program once as it is")
+    baseline = TrialRun("baseline", [], options.out_dir, options.cwd, options.profile)
+    run_all(program, [baseline], jobs=1, deadline=deadline + 3600, estimate_s=0, starter=starter)
+    if baseline.facts is None or not baseline.facts.ran or baseline.summary is None:
+        raise DynscopeError(f"the baseline run wrote no capture (see {os.path.join(options.out_dir, 'baseline.stderr')})")
+    base = baseline.facts
+    if base.exit_code not in (0, None) and not (baseline.summary.get("compiles")):
+        say(f"warning: the program exited with status {base.exit_code} before compiling anything "
+            f"(its output: {os.path.join(options.out_dir, 'baseline.stderr')}); dynscope's options go before the script")
+    estimate = baseline.wall_s or 1.0
+    recorded = _recorded_summary(options.from_capture) if options.from_capture else baseline.summary
+    problems = problems_from_summary(recorded)
+    # The trials are judged against the baseline run; with --from, a problem recorded in the
+    # capture but absent from this run's baseline cannot be judged, so the baseline's keys rule.
+    features = {**baseline.features, "program_root": _root(program)}
+    selection = select(problems, features, options.only)
+    wanted = [p for p in problems if not options.only or p.kind == options.only]
+    for remedy in options.tries:
+        selection.append((remedy, wanted))
+    say(f"baseline: {_plural(len(problems), 'problem')}, {_plural(len(selection), 'remedy', 'remedies')} to try "
+        f"({baseline.wall_s:.1f} s per run)")
+
+    selection = [(_with_diff(r, program), ts) for r, ts in selection]
+    runs: list[tuple[Remedy, list[FixProblem], TrialRun | None]] = []
+    for i, (remedy, targets) in enumerate(selection, 1):
+        trial = TrialRun(f"trial-{i}", [remedy.action], options.out_dir, options.cwd, options.profile) if remedy.tried else None
+        runs.append((remedy, targets, trial))
+    first = [t for r, _, t in runs if t is not None and not r.fallback]
+    titles = {trial.name: remedy.title for remedy, _, trial in runs if trial is not None}
+    # The combined run is started with the trials, on the guess that every remedy works; it is
+    # used only if the proven set turns out to be that guess (else it runs again at the end).
+    guess = pick_combined([(r.key, "fixed", [p.key for p in ts], None) for r, ts, t in runs
+                           if t is not None and not r.fallback and r.key not in {x.key for x in options.tries}])
+    speculative = None
+    if len(guess) > 1:
+        speculative = TrialRun("combined", [r.action for r, _, t in runs if r.key in guess and t is not None],
+                               options.out_dir, options.cwd, options.profile)
+        titles["combined"] = f"combined guess: {len(guess)} remedies"
+    done = [0]
+    total = [len(first) + (1 if speculative else 0)]
+
+    def finished(trial: TrialRun) -> None:
+        done[0] += 1
+        ending = trial.skipped or (f"{trial.wall_s:.1f} s" if trial.wall_s is not None else "")
+        say(f"run {done[0]}/{total[0]}: {titles[trial.name]} ({ending})")
+
+    run_all(program, ([speculative] if speculative else []) + first, jobs=options.jobs, deadline=deadline,
+            estimate_s=estimate, on_done=finished, starter=starter)
+    # Fallbacks (maybe_mark_dynamic after mark_dynamic) run only for problems still not fixed.
+    fixed = {p.key for r, ts, t in runs if t in first and t.facts is not None for p in ts
+             if judge(base, t.facts, [p.key], rtol=options.rtol, atol=options.atol,
+                   check_stdout=options.check_stdout).verdict == "fixed"}
+    runs = [(r, ts, t) for r, ts, t in runs if not r.fallback or any(p.key not in fixed for p in ts)]
+    later = [t for r, _, t in runs if t is not None and r.fallback]
+    if later:
+        total[0] += len(later)
+        run_all(program, later, jobs=options.jobs, deadline=deadline, estimate_s=estimate, on_done=finished,
+                starter=starter)
+    to_run = first + later
+
+    rows = []
+    proven: list[tuple[str, str, list[str], Any]] = []
+    tried_by_user = {r.key for r in options.tries}
+    for remedy, targets, trial in runs:
+        verdicts = {}
+        # A --try setting is judged once, on every problem together.
+        for p in ([_all_problems(targets)] if remedy.key in tried_by_user else targets):
+            row, verdict = _row(p, remedy, trial, base, options)
+            rows.append(row)
+            verdicts[p.key] = verdict
+        if trial is not None and trial.facts is not None and remedy.key not in tried_by_user:
+            for key, verdict in verdicts.items():
+                proven.append((remedy.key, verdict, [key], trial.facts.metrics))
+
+    combined = _combined(program, runs, proven, base, options, deadline, estimate, say, starter,
+                         speculative if speculative is not None and guess else None, guess)
+    after = _fingerprint(options.program)
+    doc = {
+        "schema": SCHEMA,
+        "program": {"command": program_argv_text(program), "cwd": options.cwd or os.getcwd()},
+        "torch_version": (baseline.summary or {}).get("torch_version"),
+        "out_dir": options.out_dir,
+        "baseline": {**(base.metrics.as_json() if base.metrics else {}), "exit_code": base.exit_code,
+                     "capture": baseline.capture, "wall_s": _round(baseline.wall_s)},
+        "problems": [p.as_json() for p in problems],
+        "trials": rows,
+        "combined": combined,
+        "runs": 1 + sum(1 for t in to_run if t.skipped is None) + _combined_runs(speculative, combined),
+        "jobs": options.jobs,
+        "budget_s": options.budget_s,
+        "wall_s": round(time.time() - started, 2),
+        "files_unchanged": before == after,
+        "stdout_checked": options.check_stdout,
+        "profiled": options.profile,
+        "rtol": options.rtol,
+        "atol": options.atol,
+    }
+    try:
+        record_into_capture(options.from_capture or baseline.capture, doc)
+    except (DynscopeError, OSError, sqlite3.Error) as e:
+        say(f"could not record the verified fixes into {options.from_capture or baseline.capture}: {e}")
+    return doc
+
+
+def _with_diff(remedy: Remedy, program: Program) -> Remedy:
+    """A code change as a unified diff of the user's file, where one can be made."""
+    from dataclasses import replace
+
+    from dynscope.fix.patches import disable_diff
+
+    action = remedy.action
+    if action.get("op") != "disable":
+        return remedy
+    diff = disable_diff(action["file"], action["function"], action.get("line"), _root(program))
+    return replace(remedy, patch=diff) if diff else remedy
+
+
+def _root(program: Program) -> str:
+    return os.getcwd() if program.kind == "module" else os.path.dirname(os.path.abspath(program.target))
+
+
+def _all_problems(targets: list[FixProblem]) -> FixProblem:
+    return FixProblem("any", "|".join(p.key for p in targets), None, None, None, "every problem (--try)",
+                      sum(p.count for p in targets), {"keys": [p.key for p in targets]})
+
+
+def _row(p: FixProblem, remedy: Remedy, trial: TrialRun | None, base: RunFacts, options: Options):
+    row: dict[str, Any] = {"problem": p.as_json(), "remedy": remedy.title, "remedy_key": remedy.key,
+                           "applies_as": remedy.applies_as, "patch": remedy.patch, "before": _before(p, base),
+                           "after": None, "correct": None, "max_abs_diff": None}
+    if trial is None:
+        row.update(verdict="not run", why="a code change: paste the patch (dynscope never edits your files)")
+        return row, "not run"
+    if trial.skipped or trial.facts is None:
+        row.update(verdict="not run", why=trial.skipped or "not run")
+        return row, "not run"
+    keys = p.facts.get("keys", [p.key]) if p.kind == "any" else [p.key]
+    v = judge(base, trial.facts, keys, rtol=options.rtol, atol=options.atol,
+                   check_stdout=options.check_stdout)
+    facts = trial.facts
+    count = sum(facts.problems.get(k, 0) for k in keys)
+    row.update(after=({**facts.metrics.as_json(), "count": count} if facts.metrics else None),
+               correct=v.correct, max_abs_diff=v.max_abs_diff, verdict=v.verdict, why=v.why,
+               capture=trial.capture, wall_s=_round(trial.wall_s))
+    return row, v.verdict
+
+
+def _before(p: FixProblem, base: RunFacts) -> dict[str, Any]:
+    return {**(base.metrics.as_json() if base.metrics else {}), "count": p.count}
+
+
+def _combined(program, runs, proven, base: RunFacts, options: Options, deadline: float, estimate: float, say,
+              starter, speculative: TrialRun | None, guess: list[str]) -> dict[str, Any] | None:
+    keys = pick_combined(proven)
+    if not keys:
+        return None
+    chosen = [(r, t, trial) for r, t, trial in runs if r.key in keys]
+    remedies = [r for r, _, _ in chosen]
+    result: dict[str, Any] = {"remedies": [r.title for r in remedies], "patch": combined_patch(remedies)}
+    if len(chosen) == 1:  # the trial already is the combined run
+        trial = chosen[0][2]
+    elif speculative is not None and keys == guess and speculative.skipped is None:
+        trial = speculative  # the guess was right: it already ran
+    else:
+        say(f"combined: {len(chosen)} proven remedies in one run")
+        trial = TrialRun("combined", [r.action for r in remedies], options.out_dir, options.cwd, options.profile)
+        run_all(program, [trial], jobs=1, deadline=deadline, estimate_s=estimate, starter=starter)
+    result["ran"] = len(chosen) > 1 and trial.skipped is None
+    if trial.skipped or trial.facts is None:
+        result.update(verdict="not run", why=trial.skipped or "not run", after=None, correct=None, max_abs_diff=None)
+        return result
+    targeted = [p.key for _, ts, _ in chosen for p in ts]
+    v = judge(base, trial.facts, list(dict.fromkeys(targeted)), rtol=options.rtol, atol=options.atol,
+                   check_stdout=options.check_stdout)
+    left = [k for k in dict.fromkeys(targeted) if k in trial.facts.problems]
+    result.update(after=trial.facts.metrics.as_json() if trial.facts.metrics else None, correct=v.correct,
+                  max_abs_diff=v.max_abs_diff, verdict=v.verdict, why=v.why, capture=trial.capture,
+                  problems_left=left)
+    return result
+
+
+def _combined_runs(speculative: TrialRun | None, combined: dict[str, Any] | None) -> int:
+    """Combined runs made: the guess (if started) and a second one when the guess was wrong."""
+    ran = 1 if speculative is not None and speculative.skipped is None else 0
+    if combined and combined.get("ran") and combined.get("capture") != (speculative.capture if speculative else None):
+        ran += 1
+    return ran
+
+
+def combined_patch(remedies: list[Remedy]) -> str:
+    """Config lines once each (imports first), then the code changes."""
+    imports: list[str] = []
+    lines: list[str] = []
+    others: list[str] = []
+    for r in remedies:
+        if r.applies_as == "config":
+            for line in r.patch.splitlines():
+                (imports if line.startswith("import ") else lines).append(line)
+        else:
+            others.append(r.patch.rstrip("\n"))
+    head = list(dict.fromkeys(imports)) + list(dict.fromkeys(lines))
+    return "\n".join(head + ([""] if head and others else []) + others) + "\n"
+
+
+def program_argv_text(program: Program) -> list[str]:
+    from dynscope.fix.trials import program_argv
+
+    return program_argv(program)
+
+
+def _recorded_summary(path: str) -> dict[str, Any]:
+    from dynscope.analysis.summary import summary_document
+    from dynscope.model import Capture
+
+    with Capture.open(path) as capture:
+        return summary_document(capture)
+
+
+def record_into_capture(path: str, doc: dict[str, Any]) -> None:
+    """The proven fixes, one event per problem, so every view of that capture shows them."""
+    from dynscope.store.writer import CaptureWriter
+
+    from dynscope.model import Capture
+
+    with Capture.open(path) as capture:  # fix run twice on one capture: each fix recorded once
+        known = {(f.kind, f.file, f.line, f.function, f.remedy) for f in capture.fix_results()}
+    proven = [row for row in doc["trials"] if row["verdict"] in ("fixed", "improved")
+              and row["problem"]["kind"] != "any"
+              and (row["problem"]["kind"], row["problem"]["file"], row["problem"]["line"],
+                   row["problem"]["function"], row["remedy"]) not in known]
+    if not proven:
+        return
+    writer = CaptureWriter.reopen(path)
+    try:
+        for row in proven:
+            p = row["problem"]
+            contract.write(writer, contract.FixResult(
+                problem=contract.FixProblemRef(kind=p["kind"], file=p["file"], line=p["line"], function=p["function"],
+                                               detail=p["detail"], count=p["count"]),
+                remedy=row["remedy"], remedy_key=row["remedy_key"], applies_as=row["applies_as"], patch=row["patch"],
+                verdict=row["verdict"], before=row["before"], after=row["after"] or {},
+                max_abs_diff=row["max_abs_diff"]))
+    finally:
+        writer.close()
+
+
+def _fingerprint(program: Program) -> dict[str, str]:
+    """Hashes of the program's Python files (its script's directory), to prove none was edited."""
+    root = _root(program)
+    found: dict[str, str] = {}
+    for directory, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if not d.startswith(".") and d != "__pycache__" and not d.endswith("-fix")]
+        for name in files:
+            if name.endswith(".py") and len(found) < 5000:
+                path = os.path.join(directory, name)
+                try:
+                    with open(path, "rb") as f:
+                        found[path] = hashlib.blake2b(f.read(), digest_size=16).hexdigest()
+                except OSError:
+                    pass
+    return found
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 2)
+
+
+def _plural(n: int, word: str, many: str | None = None) -> str:
+    return f"{n} {word if n == 1 else (many or word + 's')}"

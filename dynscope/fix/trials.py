@@ -1,0 +1,271 @@
+"""Run ``dynscope explain`` on the program once per remedy set, several at a time, within a budget.
+
+Each run is a fresh process (caches off, as ``explain``) with ``DYNSCOPE_FIX`` naming the
+remedies its child applies (dynscope/fix/apply.py). This process never imports torch: it reads
+each run's capture through the model.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from dynscope.errors import DynscopeError
+from dynscope.analysis.fix_verdict import RunFacts, metrics_from_summary
+from dynscope.analysis.remedies import problem_counts
+from dynscope.model.fix import ENV, applied_actions, compiled_callables, program_seconds, trial_features, trial_outputs
+from dynscope.runner.program import Program
+
+
+@dataclass
+class TrialRun:
+    name: str  # file stem in the output directory: baseline, trial-3, combined
+    actions: list[dict[str, Any]]
+    out_dir: str  # absolute
+    cwd: str | None = None  # where the program runs (None: here); --from: where the recorded run ran
+    profile: bool = False  # measure the run's time with `explain --profile` (fix --profile)
+    facts: RunFacts | None = None
+    summary: dict[str, Any] | None = None
+    features: dict[str, Any] = field(default_factory=dict)
+    wall_s: float | None = None
+    skipped: str | None = None  # why it was not run (the budget)
+
+    @property
+    def capture(self) -> str:
+        return os.path.join(self.out_dir, f"{self.name}.dynscope")
+
+
+def program_argv(program: Program) -> list[str]:
+    return (["-m", program.target] if program.kind == "module" else [program.target]) + list(program.args)
+
+
+def run_all(program: Program, runs: list[TrialRun], *, jobs: int, deadline: float, estimate_s: float,
+            on_done: Callable[[TrialRun], None] = lambda run: None, starter: Starter | None = None) -> None:
+    """Run them ``jobs`` at a time. One that cannot finish before ``deadline`` (judged by
+    ``estimate_s``, a run's expected wall time) is not started; one still running at the deadline
+    is stopped and counts as timed out."""
+    starter = starter or Subprocesses()
+    waiting = list(runs)
+    running: list[tuple[TrialRun, Any, float]] = []
+    try:
+        while waiting or running:
+            while waiting and len(running) < max(1, jobs):
+                run = waiting.pop(0)
+                if time.time() + estimate_s * 0.5 > deadline:
+                    run.skipped = "the budget ran out before it could start"
+                    on_done(run)
+                    continue
+                _clear(run.capture)
+                running.append((run, starter.start(program, run), time.time()))
+            time.sleep(0.05)
+            for item in list(running):
+                run, handle, started = item
+                returncode = starter.poll(handle)
+                timed_out = False
+                if returncode is None:
+                    if time.time() < deadline:
+                        continue
+                    returncode = starter.stop(handle)
+                    timed_out = True
+                run.wall_s = time.time() - started
+                starter.finish(run, returncode, run.wall_s)
+                _read(run, timed_out=timed_out)
+                running.remove(item)
+                on_done(run)
+    finally:
+        for _run, handle, _started in running:  # interrupted: leave no run behind
+            starter.stop(handle)
+
+
+def _clear(capture: str) -> None:
+    for suffix in ("", "-wal", "-shm", ".lock"):
+        try:
+            os.remove(capture + suffix)
+        except OSError:
+            pass
+
+
+def _explain_argv(program: Program, run: TrialRun) -> list[str]:
+    return ["dynscope", "explain", "-q", *(["--profile"] if run.profile else []), "-o", run.capture,
+            *program_argv(program)]
+
+
+class Starter:
+    """How a run is started: a ``dynscope explain`` process, or a fork of the zygote."""
+
+    def start(self, program: Program, run: TrialRun) -> Any: ...
+    def poll(self, handle: Any) -> int | None: ...
+    def stop(self, handle: Any) -> int: ...
+    def finish(self, run: TrialRun, returncode: int, wall_s: float) -> None: ...
+    def close(self) -> None: ...
+
+
+class Subprocesses(Starter):
+    """``python -m dynscope explain`` per run: what a user would type."""
+
+    def start(self, program: Program, run: TrialRun) -> Any:
+        stdout = open(os.path.join(run.out_dir, f"{run.name}.stdout"), "wb")
+        stderr = open(os.path.join(run.out_dir, f"{run.name}.stderr"), "wb")
+        argv = [sys.executable, "-m", *_explain_argv(program, run)]
+        env = {**os.environ, ENV: json.dumps({"remedies": run.actions})}
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, env=env,
+                                start_new_session=True, cwd=run.cwd)
+        stdout.close()
+        stderr.close()
+        return proc
+
+    def poll(self, proc: subprocess.Popen) -> int | None:
+        return proc.poll()
+
+    def stop(self, proc: subprocess.Popen) -> int:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            proc.kill()
+        return proc.wait()
+
+    def finish(self, run: TrialRun, returncode: int, wall_s: float) -> None:
+        pass  # explain recorded how the run ended
+
+    def close(self) -> None:
+        pass
+
+
+class Zygote(Starter):
+    """Runs forked from one process that imported torch already (dynscope/fix/zygote.py): the
+    child runs what the explain child runs; this side records how it ended, as explain does."""
+
+    def __init__(self, log_path: str) -> None:
+        import queue
+        import threading
+
+        self._log = open(log_path, "wb")
+        self.proc = subprocess.Popen([sys.executable, "-m", "dynscope.fix.zygote"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=self._log)
+        self._messages: queue.Queue = queue.Queue()
+        self.pids: dict[str, int] = {}
+        self.ended: dict[str, int] = {}
+        self.ready = False
+        self.fallback: Subprocesses | None = None
+
+        def read() -> None:
+            for line in self.proc.stdout:
+                self._messages.put(json.loads(line))
+            self._messages.put(None)
+
+        threading.Thread(target=read, daemon=True).start()
+
+    def _drain(self, *, wait_for: str | None = None, timeout: float = 600.0) -> None:
+        import queue
+
+        end = time.time() + timeout
+        while True:
+            try:
+                message = self._messages.get(timeout=0.05 if wait_for else 0)
+            except queue.Empty:
+                if not wait_for or time.time() > end:
+                    return
+                continue
+            if message is None:
+                raise DynscopeError("the trial server stopped (see zygote.stderr in the output directory)")
+            if message.get("ready") is False:  # it will not fork here: one explain process per run
+                self.fallback = Subprocesses()
+                self.ready = True
+            elif message.get("ready"):
+                self.ready = True
+            elif "pid" in message:
+                self.pids[message["id"]] = message["pid"]
+            elif "returncode" in message:
+                self.ended[message["id"]] = message["returncode"]
+            if wait_for == "ready" and self.ready or wait_for and wait_for in self.pids:
+                return
+
+    def start(self, program: Program, run: TrialRun) -> Any:
+        if not self.ready:
+            self._drain(wait_for="ready")
+        if self.fallback is not None:
+            return self.fallback.start(program, run)
+        spec = {"program": {"kind": program.kind, "target": program.target, "args": list(program.args)},
+                "capture": run.capture, "keep_caches": False, "profile": run.profile, "command": _explain_argv(program, run)}
+        request = {"id": run.name, "spec": spec, "env": {ENV: json.dumps({"remedies": run.actions})},
+                   "stdout": os.path.join(run.out_dir, f"{run.name}.stdout"),
+                   "stderr": os.path.join(run.out_dir, f"{run.name}.stderr"), "cwd": run.cwd}
+        self.proc.stdin.write((json.dumps(request) + "\n").encode())
+        self.proc.stdin.flush()
+        self._drain(wait_for=run.name)
+        return run.name
+
+    def poll(self, name: Any) -> int | None:
+        if self.fallback is not None:
+            return self.fallback.poll(name)
+        self._drain()
+        return self.ended.get(name)
+
+    def stop(self, name: Any) -> int:
+        if self.fallback is not None:
+            return self.fallback.stop(name)
+        try:
+            os.killpg(self.pids[name], signal.SIGKILL)
+        except (OSError, KeyError):
+            pass
+        end = time.time() + 10
+        while name not in self.ended and time.time() < end:
+            self._drain()
+            time.sleep(0.02)
+        return self.ended.get(name, -signal.SIGKILL)
+
+    def finish(self, run: TrialRun, returncode: int, wall_s: float) -> None:
+        if self.fallback is not None:
+            return  # explain recorded how the run ended
+        from dynscope.runner.launcher import finish_capture
+
+        finish_capture(run.capture, returncode, wall_s)
+
+    def close(self) -> None:
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        # With its input closed and no child left, it exits by itself; tearing down an interpreter
+        # that imported torch takes a second or two, which nobody needs to wait for.
+        try:
+            self.proc.wait(timeout=0.2)
+        except subprocess.TimeoutExpired:
+            pass
+        self._log.close()
+
+
+def starter_for(out_dir: str) -> Starter:
+    """The zygote where fork exists (POSIX), else one explain process per run."""
+    if hasattr(os, "fork") and os.environ.get("DYNSCOPE_FIX_NO_FORK") != "1":
+        return Zygote(os.path.join(out_dir, "zygote.stderr"))
+    return Subprocesses()
+
+
+def _read(run: TrialRun, *, timed_out: bool) -> None:
+    from dynscope.analysis.summary import summary_document
+    from dynscope.errors import DynscopeError
+    from dynscope.model import Capture
+
+    with open(os.path.join(run.out_dir, f"{run.name}.stdout"), "rb") as f:
+        stdout = f.read().decode("utf-8", "replace")
+    try:
+        with Capture.open(run.capture) as capture:
+            doc = summary_document(capture)
+            outputs = trial_outputs(capture)
+            run.features = {**trial_features(capture), "compiled_callables": compiled_callables(capture)}
+            applied = applied_actions(capture)
+            program_s = program_seconds(capture)
+    except (DynscopeError, OSError):
+        run.facts = RunFacts(False, None, None, stdout, None, {}, [], timed_out=timed_out)
+        return
+    notes = tuple(f"{a.get('op')} did not apply" for i, a in enumerate(run.actions) if i not in applied)
+    run.summary = doc
+    run.facts = RunFacts(True, doc["run"].get("exit_code"), doc["run"].get("signal"), stdout,
+                         metrics_from_summary(doc, program_s), problem_counts(doc), outputs, notes, timed_out)
