@@ -234,9 +234,6 @@ class _RankView:
         if profile is None:
             return None
         split = runtime.time_split(self.capture, profile)
-        parts = [("inside compiled graphs", split.compiled_s), ("eager code at graph breaks", split.eager_between_graphs_s),
-                 ("guard checks (torch's guard latency × calls)", split.guard_s), ("compiling", split.compile_s),
-                 ("the rest of the program", split.rest_s)]
         overall = runtime.run_vs_eager(profile)
         vs_eager = None
         if overall is not None:
@@ -249,7 +246,7 @@ class _RankView:
             "method": "CUDA events (device time)" if profile.method == "cuda_events" else "the host clock",
             "wall": seconds_text(split.wall_s),
             "parts": [{"label": label, "time": seconds_text(value),
-                       "share": round(100 * value / split.wall_s) if split.wall_s > 0 else 0} for label, value in parts],
+                       "share": round(100 * value / split.wall_s) if split.wall_s > 0 else 0} for label, value in split.parts()],
             "vs_eager": vs_eager,
         }
 

@@ -70,12 +70,9 @@ def _capture_section(out: _Budget, capture: Capture, *, titled: bool) -> None:
         _time_split(out, capture)
 
     if groups:
-        costings = [runtime.break_costing(capture, g) for g in groups]
-        order = ""
-        if capture.runtime is not None:
-            order = ", most costly first"
-            ranked = sorted(zip(groups, costings), key=lambda gc: (gc[1].cost_s is None, -(gc[1].cost_s or 0.0)))
-            groups, costings = [g for g, _ in ranked], [c for _, c in ranked]
+        ranked = runtime.breaks_with_costs(capture, groups)
+        groups, costings = [g for g, _ in ranked], [c for _, c in ranked]
+        order = ", most costly first" if capture.runtime is not None else ""
         out.add(f"\n#### Graph breaks{order}\n\n")
         for i, (g, costing) in enumerate(zip(groups[:_MAX_ITEMS], costings), 1):
             loc = g.location
@@ -164,12 +161,10 @@ def _capture_section(out: _Budget, capture: Capture, *, titled: bool) -> None:
 def _time_split(out: _Budget, capture: Capture) -> None:
     split = runtime.time_split(capture, capture.runtime)
     how = "CUDA events" if capture.runtime.method == "cuda_events" else "the host clock"
-    rows = (("inside compiled graphs", split.compiled_s), ("eager code at graph breaks", split.eager_between_graphs_s),
-            ("guard checks", split.guard_s), ("compiling", split.compile_s), ("the rest of the program", split.rest_s))
     out.add(f"\n#### Where the time went ({seconds_text(split.wall_s)} profiled, measured with {how})\n\n"
             "| | time | share |\n|---|---:|---:|\n"
             + "".join(f"| {label} | {seconds_text(value)} | {value / split.wall_s if split.wall_s else 0:.0%} |\n"
-                      for label, value in rows))
+                      for label, value in split.parts()))
     overall = runtime.run_vs_eager(capture.runtime)
     if overall is not None:
         if overall.comparable and overall.speedup is not None:

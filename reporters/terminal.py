@@ -173,12 +173,9 @@ def _fix_lines(fixes: list, kind: str, file: str | None, line: int | None, funct
 
 def _breaks_section(capture: Capture, groups: list[BreakGroup], cwd: str | None, fixes: list = ()) -> Group:
     total = sum(g.count for g in groups)
-    costings = [runtime.break_costing(capture, g) for g in groups]
-    order = "most frequent first"
-    if capture.runtime is not None:
-        order = "most costly first"
-        ranked = sorted(zip(groups, costings), key=lambda gc: (gc[1].cost_s is None, -(gc[1].cost_s or 0.0)))
-        groups, costings = [g for g, _ in ranked], [c for _, c in ranked]
+    ranked = runtime.breaks_with_costs(capture, groups)
+    groups, costings = [g for g, _ in ranked], [c for _, c in ranked]
+    order = "most costly first" if capture.runtime is not None else "most frequent first"
     rows: list = [Text(f"Graph breaks ({len(groups)} distinct, {total} in all), {order}", style="bold yellow")]
     for i, (g, costing) in enumerate(zip(groups[:_MAX_LISTED], costings), 1):
         title = Text(f" {i}. ×{g.count}  ", style="bold")
@@ -226,10 +223,7 @@ def _runtime_section(capture: Capture) -> Group:
     cut = "" if profile.complete else ", up to the last snapshot before the run was cut short"
     rows: list = [Text(f"Where the time went ({seconds_text(split.wall_s)} profiled, measured with {how}{cut})",
                        style="bold magenta")]
-    parts = (("inside compiled graphs", split.compiled_s), ("eager code at graph breaks", split.eager_between_graphs_s),
-             ("guard checks (torch's guard latency × calls)", split.guard_s), ("compiling", split.compile_s),
-             ("the rest of the program", split.rest_s))
-    for label, seconds in parts:
+    for label, seconds in split.parts():
         share = f"{seconds / split.wall_s:4.0%}" if split.wall_s > 0 else "   –"
         rows.append(Text(f"  {seconds_text(seconds):>9}  {share}  {label}"))
     for entry in profile.entries:

@@ -71,6 +71,12 @@ class TimeSplit:
     def rest_s(self) -> float:
         return max(0.0, self.wall_s - self.compiled_s - self.eager_between_graphs_s - self.guard_s - self.compile_s)
 
+    def parts(self) -> list[tuple[str, float]]:
+        """(label, seconds) in the order every view lists them."""
+        return [("inside compiled graphs", self.compiled_s), ("eager code at graph breaks", self.eager_between_graphs_s),
+                ("guard checks (torch's guard latency × calls)", self.guard_s), ("compiling", self.compile_s),
+                ("the rest of the program", self.rest_s)]
+
 
 def break_costing(capture: Capture, group: BreakGroup) -> Costing | None:
     """The group's cost, or None when the run was not profiled."""
@@ -108,6 +114,14 @@ def recompile_costing(capture: Capture, recompiles: tuple[Recompile, ...]) -> Co
         detail += (f"; version {busiest} served {versions[busiest] / frame_calls:.0%} of {plural(frame_calls, 'call')}"
                    f", the recompiled versions {served}")
     return Costing(cost, served, detail)
+
+
+def breaks_with_costs(capture: Capture, groups: list[BreakGroup]) -> list[tuple[BreakGroup, Costing | None]]:
+    """Break groups with their costs: most costly first when the run was profiled, else as given."""
+    paired = [(g, break_costing(capture, g)) for g in groups]
+    if capture.runtime is None:
+        return paired
+    return sorted(paired, key=lambda gc: (gc[1].cost_s is None, -(gc[1].cost_s or 0.0)))
 
 
 def break_cost(profile: RuntimeProfile, capture: Capture, group: BreakGroup) -> float | None:

@@ -174,15 +174,9 @@ class RuntimeProfiler:
     def _timed_graph(self, fn, graph: _Graph, gap: _Timer | None, args, kwargs) -> Any:
         local = self._thread()
         start = time.perf_counter_ns()
-        if gap is not None:
-            before = local.ends.pop(graph.frame, None)
-            gap.calls += 1
-            if before is None:
-                gap.unmeasured += 1
-            elif before[2] != compat.compile_attempts():
-                gap.compiling += 1  # its time is compile time, counted as such
-            else:
-                gap.seconds += (start - before[0] - (local.compiled_ns - before[1])) / 1e9
+        before = _gap_start(local, graph, gap)
+        if before is not None:
+            gap.seconds += (start - before[0] - (local.compiled_ns - before[1])) / 1e9
         try:
             return fn(*args, **kwargs)
         finally:
@@ -201,15 +195,9 @@ class RuntimeProfiler:
         local = self._thread()
         self._cuda_used = True
         start = compat.cuda_event()
-        if gap is not None:
-            before = local.ends.pop(graph.frame, None)
-            gap.calls += 1
-            if before is None:
-                gap.unmeasured += 1
-            elif before[2] != compat.compile_attempts():
-                gap.compiling += 1
-            else:
-                gap.add_events(before[3], start)
+        before = _gap_start(local, graph, gap)
+        if before is not None:
+            gap.add_events(before[3], start)
         try:
             return fn(*args, **kwargs)
         finally:
@@ -305,6 +293,23 @@ class RuntimeProfiler:
                 for e in self._entries.values()
             ],
         }
+
+
+def _gap_start(local: Any, graph: _Graph, gap: _Timer | None) -> tuple | None:
+    """A resume graph starts: count the call through its break, and return the end of the graph
+    before it when the gap can be measured (None: no graph before it, or Dynamo compiled in
+    between, whose time is compile time and counted as such)."""
+    if gap is None:
+        return None
+    before = local.ends.pop(graph.frame, None)
+    gap.calls += 1
+    if before is None:
+        gap.unmeasured += 1
+        return None
+    if before[2] != compat.compile_attempts():
+        gap.compiling += 1
+        return None
+    return before
 
 
 def install_runtime_profiler(sink: Sink, *, forced_eager: bool = False) -> tuple[RuntimeProfiler, Callable[[], None]]:
