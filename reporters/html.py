@@ -27,7 +27,7 @@ from dynscope.analysis.dot import render_svg, stage_to_dot
 from dynscope.analysis.names import friendly_function, location, seconds_text, short_path
 from dynscope.analysis.overview import compile_seconds, not_understood_line, stage_seconds
 from dynscope.analysis import runtime
-from dynscope.analysis.problems import Problem
+from dynscope.analysis.problems import Problem, advice_for
 from dynscope.analysis.run_view import run_view
 from dynscope.analysis.ranks import rank_differences
 from dynscope.analysis.source import SourceAccess
@@ -320,6 +320,7 @@ class _RankView:
                           "failed_compile_id": f.failed_compile_id, "user_code": f.user_code}
                          for f in recompile.failures],
             "diff": diff,
+            "advice": advice_for(self.capture, recompile),  # which dimension of which input, what to do
         }
 
     def _detailed_ids(self, compiles, groups, recompiles) -> set[str]:
