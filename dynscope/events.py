@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Protocol, TypeVar, Union
 
 R = TypeVar("R", bound="Record")
@@ -61,6 +61,20 @@ class Record:
     def from_fields(cls: type[R], values: Mapping[str, Any]) -> R:
         """The record from fields extracted one by one (``json_paths``); None stands for absent."""
         return _build(cls, {k: v for k, v in values.items() if v is not None}, cls.KIND)
+
+    @classmethod
+    def parse_each(cls: type[R], data: Mapping[str, Any]) -> tuple[R, dict[str, str]]:
+        """The record from whatever fields have the declared shape; the others take their default
+        and are returned as {field: why} (for data where one bad field must not cost the rest)."""
+        hints = typing.get_type_hints(cls)
+        values, bad = {}, {}
+        for f in dataclasses.fields(cls):
+            if f.name in data and data[f.name] is not None:
+                try:
+                    values[f.name] = _check(hints[f.name])(data[f.name], cls.KIND, f.name)
+                except NotUnderstood as e:
+                    bad[f.name] = e.why
+        return cls(**values), bad
 
     @classmethod
     def json_paths(cls) -> dict[str, str]:
@@ -270,6 +284,36 @@ class AutotuneSeen(Record):
     KIND: ClassVar[str] = "dynscope:autotune"
     op: str = ""
     choices_total: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class CaptureMeta(Record):
+    """The capture's ``meta`` table (not an event): what the recorder, ``dynscope import`` and the
+    launcher say about the run as a whole."""
+
+    KIND: ClassVar[str] = "meta"
+    dynscope_version: str | None = None
+    torch_version: str | None = None
+    python: str | None = None
+    platform: str | None = None
+    hostname: str | None = None
+    pid: int | None = None
+    cwd: str | None = None
+    command: tuple[str, ...] = ()
+    started: float | None = None
+    finished: float | None = None
+    rank: int | None = None
+    world_size: int | None = None
+    exit_code: int | None = None
+    signal: int | None = None
+    keep_caches: bool = False
+    device: dict[str, Any] = dataclasses.field(default_factory=dict)
+    probes: dict[str, bool] = dataclasses.field(default_factory=dict)
+    probe_details: dict[str, str] = dataclasses.field(default_factory=dict)
+    probe_errors: int = 0
+    imported: dict[str, Any] | None = None  # ImportEnd's fields, for a capture of TORCH_TRACE logs
+    profiled: bool | None = None
+    forced_eager: bool | None = None
 
 
 
@@ -526,61 +570,95 @@ def recompile_reasons(payload: str | None) -> list[str]:
 
 
 # -- checking a shape ----------------------------------------------------------------------------
+# Each declared type is turned once into a checking function (a capture of a thousand compiles
+# checks tens of thousands of fields: no type introspection per value).
+
+Check = Callable[[Any, str, str], Any]  # (value, kind, where) -> the value as the record holds it
+_CHECKS: dict[Any, Check] = {}
+
 
 def _build(cls: type, data: Mapping[str, Any], kind: str, at: str = "") -> Any:
-    hints = _hints(cls)
-    values = {}
-    for f in dataclasses.fields(cls):
-        if f.name not in data:
-            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-                raise NotUnderstood(kind, f"{at}{f.name} is missing")
-            continue
-        values[f.name] = _value(data[f.name], hints[f.name], kind, at + f.name)
-    return cls(**values)
+    return _fields_check(cls)(data, kind, at)
 
 
-def _value(value: Any, hint: Any, kind: str, where: str) -> Any:
+def _fields_check(cls: type) -> Callable[[Mapping[str, Any], str, str], Any]:
+    key = ("fields", cls)
+    if key not in _CHECKS:
+        hints = typing.get_type_hints(cls)
+        plan = [(f.name, f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING,
+                 _check(hints[f.name])) for f in dataclasses.fields(cls)]
+
+        def build(data: Mapping[str, Any], kind: str, at: str) -> Any:
+            values = {}
+            for name, required, check in plan:
+                if name in data:
+                    values[name] = check(data[name], kind, at + name)
+                elif required:
+                    raise NotUnderstood(kind, f"{at}{name} is missing")
+            return cls(**values)
+
+        _CHECKS[key] = build
+    return _CHECKS[key]
+
+
+def _check(hint: Any) -> Check:
+    if hint not in _CHECKS:
+        _CHECKS[hint] = _make_check(hint)
+    return _CHECKS[hint]
+
+
+def _make_check(hint: Any) -> Check:
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if hint is Any:
-        return value
+        return lambda value, kind, where: value
     if origin is Union or type(hint).__name__ == "UnionType":
-        if value is None and type(None) in args:
-            return None
-        for option in (a for a in args if a is not type(None)):
-            try:
-                return _value(value, option, kind, where)
-            except NotUnderstood:
-                continue
-        raise _wrong(kind, where, hint, value)
+        optional = type(None) in args
+        options = [_check(a) for a in args if a is not type(None)]
+
+        def union(value: Any, kind: str, where: str) -> Any:
+            if value is None and optional:
+                return None
+            for option in options:
+                try:
+                    return option(value, kind, where)
+                except NotUnderstood:
+                    continue
+            raise _wrong(kind, where, hint, value)
+        return union
     if origin is tuple:
-        if not isinstance(value, list | tuple):
-            raise _wrong(kind, where, hint, value)
-        return tuple(_value(v, args[0], kind, f"{where}[{i}]") for i, v in enumerate(value))
+        item = _check(args[0])
+
+        def sequence(value: Any, kind: str, where: str) -> Any:
+            if not isinstance(value, list | tuple):
+                raise _wrong(kind, where, hint, value)
+            return tuple(item(v, kind, f"{where}[{i}]") for i, v in enumerate(value))
+        return sequence
     if origin is dict:
-        if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
-            raise _wrong(kind, where, hint, value)
-        return {k: _value(v, args[1], kind, f"{where}.{k}") for k, v in value.items()}
+        item = _check(args[1])
+
+        def mapping(value: Any, kind: str, where: str) -> Any:
+            if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+                raise _wrong(kind, where, hint, value)
+            return {k: item(v, kind, f"{where}.{k}") for k, v in value.items()}
+        return mapping
     if dataclasses.is_dataclass(hint):
-        if not isinstance(value, Mapping):
-            raise _wrong(kind, where, hint, value)
-        return _build(hint, value, kind, f"{where}.")
-    if hint is bool:
-        if isinstance(value, bool):
+        fields = _fields_check(hint)
+
+        def record(value: Any, kind: str, where: str) -> Any:
+            if not isinstance(value, Mapping):
+                raise _wrong(kind, where, hint, value)
+            return fields(value, kind, f"{where}.")
+        return record
+    accepts = {bool: lambda v: isinstance(v, bool), int: _is_int, str: lambda v: isinstance(v, str),
+               float: lambda v: isinstance(v, int | float) and not isinstance(v, bool)}.get(hint)
+    if accepts is None:
+        raise TypeError(f"events.py declares a type it cannot check: {hint!r}")  # a bug here, not in the capture
+
+    def scalar(value: Any, kind: str, where: str) -> Any:
+        if accepts(value):
             return value
         raise _wrong(kind, where, hint, value)
-    if hint is int:
-        if _is_int(value):
-            return value
-        raise _wrong(kind, where, hint, value)
-    if hint is float:
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return value
-        raise _wrong(kind, where, hint, value)
-    if hint is str:
-        if isinstance(value, str):
-            return value
-        raise _wrong(kind, where, hint, value)
-    raise TypeError(f"events.py declares a type it cannot check: {hint!r}")  # a bug here, not in the capture
+    return scalar
 
 
 def _is_int(value: Any) -> bool:
@@ -590,15 +668,6 @@ def _is_int(value: Any) -> bool:
 def _wrong(kind: str, where: str, hint: Any, value: Any) -> NotUnderstood:
     expected = getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
     return NotUnderstood(kind, f"{where}: expected {expected}, got {type(value).__name__}")
-
-
-_HINTS: dict[type, dict[str, Any]] = {}
-
-
-def _hints(cls: type) -> dict[str, Any]:
-    if cls not in _HINTS:
-        _HINTS[cls] = typing.get_type_hints(cls)
-    return _HINTS[cls]
 
 
 def _plain(value: Any) -> Any:

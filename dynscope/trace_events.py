@@ -8,10 +8,9 @@ imported run and an explained run are stored alike. Torch-free.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:  # dynscope.probes imports torch; this module must not
-    from dynscope.probes.sink import Sink
+from dynscope.events import Appender
 
 
 def event_name(metadata: dict[str, Any]) -> str:
@@ -32,7 +31,7 @@ def compile_id_of(metadata: dict[str, Any]) -> str | None:
     return frame_part
 
 
-def record_trace_event(sink: Sink, metadata: dict[str, Any], payload: str | None,
+def record_trace_event(sink: Appender, metadata: dict[str, Any], payload: str | None,
                        ts: float | None) -> tuple[int | None, str, str | None, Any]:
     """Store one structured-trace event; returns (event id, name, compile id, attempt)."""
     name = event_name(metadata)

@@ -29,6 +29,7 @@ from dynscope.analysis.overview import compile_seconds, not_understood_line, sta
 from dynscope.analysis import runtime
 from dynscope.analysis.problems import Problem, advice_for
 from dynscope.analysis.run_view import run_view
+from dynscope.analysis.summary import break_json, compile_json, error_json, kernel_json, recompile_json, stage_json
 from dynscope.analysis.ranks import rank_differences
 from dynscope.analysis.source import SourceAccess
 from dynscope.errors import DynscopeError
@@ -158,8 +159,8 @@ class _RankView:
             "breaks": [self._break(i, g) for i, g in enumerate(groups)],
             "recompiles": [self._recompile(i, r) for i, r in enumerate(recompiles)],
             "errors": [
-                {"compile_id": e.compile_id, "function": friendly_function(e.function),
-                 "where": location(e.file, e.line, self.cwd), "fail_type": e.fail_type, "reason": e.reason}
+                {**error_json(e), "shown_function": friendly_function(e.function),
+                 "where": location(e.file, e.line, self.cwd)}
                 for e in view.errors
             ],
             "compiles": [self._compile(c, c.compile_id in detailed) for c in compiles],
@@ -287,13 +288,11 @@ class _RankView:
         loc = group.location
         excerpt = self.sources.excerpt(loc.file, loc.line)
         return {
+            **break_json(group),
             "id": f"r{self.index}-break-{index}",
-            "headline": group.headline, "gb_id": group.gb_id, "count": group.count,
-            "doc_link": group.doc_link if (group.doc_link or "").startswith("https://") else None,
-            "explanation": group.explanation, "hints": list(group.hints), "reason": group.reason,
-            "consequences": group.consequences,
-            "where": location(loc.file, loc.line, self.cwd), "function": friendly_function(loc.function), "code": loc.code,
-            "compile_ids": group.compile_ids, "resumed_into": [friendly_function(r) for r in group.resumed_into],
+            "doc_url": group.doc_link if (group.doc_link or "").startswith("https://") else None,
+            "where": location(loc.file, loc.line, self.cwd), "shown_function": friendly_function(loc.function),
+            "shown_resumed_into": [friendly_function(r) for r in group.resumed_into],
             "stack": [{"where": location(f.file, f.line, self.cwd), "function": friendly_function(f.function),
                        "code": f.code} for f in group.first.user_stack],
             "excerpt": None if excerpt is None else [{"no": n, "text": t, "marked": n == loc.line}
@@ -313,12 +312,10 @@ class _RankView:
                 "guard_counts": (result.guards_a, result.guards_b),
             }
         return {
+            **recompile_json(recompile),
             "id": f"r{self.index}-recompile-{index}",
-            "function": friendly_function(recompile.function), "where": location(recompile.file, recompile.line, self.cwd),
-            "compile_id": recompile.compile_id,
-            "failures": [{"guard": f.guard or f.reason, "expected": f.expected, "actual": f.actual,
-                          "failed_compile_id": f.failed_compile_id, "user_code": f.user_code}
-                         for f in recompile.failures],
+            "shown_function": friendly_function(recompile.function),
+            "where": location(recompile.file, recompile.line, self.cwd),
             "diff": diff,
             "advice": advice_for(self.capture, recompile),  # which dimension of which input, what to do
         }
@@ -338,14 +335,12 @@ class _RankView:
         stages = self.capture.stages(c.compile_id) if detailed else []
         payload, note = (self._payload(c, stages) if detailed else (None, None))
         return {
+            **compile_json(c, self.capture.recorded_stage_names(c.compile_id)),
             "id": f"r{self.index}-c-{c.compile_id.replace('/', '-').replace('!', 'ca')}",
-            "compile_id": c.compile_id, "function": friendly_function(c.function),
-            "where": location(c.file, c.line, self.cwd), "status": c.status, "attempts": c.attempts,
-            "ops": c.graph_op_count, "time_s": compile_seconds(c),
-            "times": c.times.by_stage(),
+            "shown_function": friendly_function(c.function),
+            "where": location(c.file, c.line, self.cwd), "time_s": compile_seconds(c),
             "fail": f"{c.fail_type}: {c.fail_reason}" if c.fail_type else None,
-            "stages": [{"key": s.key, "recorded": s.recorded, "missing_reason": s.missing_reason,
-                        "language": s.language, "size": s.size} for s in stages],
+            "pipeline": [stage_json(s) for s in stages],
             "payload": payload, "payload_note": note,
             "modes": self._modes.get(c.compile_id, []),
         }
@@ -361,12 +356,8 @@ class _RankView:
                 truncated.append(stage.key)
             data["stages"][stage.key] = entry
         for kernel in self.capture.kernels(c.compile_id):
-            data["kernels"].append({
-                "key": kernel.key, "name": kernel.name, "language": kernel.language, "graph": kernel.graph,
-                "launch": kernel.launch, "provenance": kernel.provenance, "compile_time_s": kernel.compile_time_s,
-                "post_grad_nodes": list(kernel.post_grad_nodes), "origin_nodes": list(kernel.origin_nodes),
-                "lines": [self._line_ref(f.file, f.line) for f in kernel.source_lines[:12]],
-            })
+            data["kernels"].append({**kernel_json(kernel),
+                                    "lines": [self._line_ref(f.file, f.line) for f in kernel.source_lines[:12]]})
         raw = json.dumps(data, ensure_ascii=True, separators=(",", ":"))
         if len(raw) > self.payload_left:
             return None, "not embedded: the report's payload budget was used up (use `dynscope show`)"

@@ -10,7 +10,7 @@ import json
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from dynscope.analysis.summary import summary_document
+from dynscope.analysis.summary import kernel_json, stage_json, summary_document
 from dynscope.model import Capture
 from dynscope.reporters import ReportOptions
 
@@ -24,33 +24,8 @@ def report_document(capture: Capture) -> dict[str, Any]:
     document["summary_schema"] = "dynscope.summary/1"
     for entry in document["compiles"]:
         compile_id = entry["compile_id"]
-        entry["pipeline"] = [
-            {
-                "key": s.key,
-                "name": s.name,
-                "graph": s.graph,
-                "recorded": s.recorded,
-                "missing_reason": s.missing_reason,
-                "language": s.language,
-                "bytes": s.size,
-                "views": sorted(s.variants),
-            }
-            for s in capture.stages(compile_id)
-        ]
-        entry["kernels"] = [
-            {
-                "key": k.key,
-                "name": k.name,
-                "graph": k.graph,
-                "language": k.language,
-                "provenance": k.provenance,
-                "post_grad_nodes": list(k.post_grad_nodes),
-                "origin_nodes": list(k.origin_nodes),
-                "source_lines": [{"file": f.file, "line": f.line} for f in k.source_lines],
-                "compile_time_s": k.compile_time_s,
-            }
-            for k in capture.kernels(compile_id)
-        ]
+        entry["pipeline"] = [stage_json(s) for s in capture.stages(compile_id)]
+        entry["kernels"] = [kernel_json(k) for k in capture.kernels(compile_id)]
     return document
 
 

@@ -381,6 +381,10 @@ def _footer(view: RunView, console: Console) -> None:
     if not run.keep_caches:
         console.print("[dim]dynscope disabled the Inductor/AOTAutograd caches so every stage ran and was recorded "
                       "(--keep-caches keeps them).[/]")
+    missing = [name for name, ok in run.probes.items() if not ok]
+    if missing and run.imported is None:
+        why = [f"{name} ({run.probe_details[name]})" if run.probe_details.get(name) else name for name in missing]
+        console.print(Text(f"Not recorded on torch {run.torch_version}: " + "; ".join(why), style="yellow"))
     if run.probe_errors:
         console.print(f"[yellow]{plural(run.probe_errors, 'probe error')} recorded; the capture may be incomplete.[/]")
     unread = not_understood_line(view.not_understood)

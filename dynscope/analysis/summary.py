@@ -11,7 +11,7 @@ from typing import Any
 from dynscope.analysis import runtime
 from dynscope.analysis.breaks import BreakGroup
 from dynscope.analysis.run_view import run_view
-from dynscope.model import Capture, CompileError, Recompile, RecompileLimitHit, SkippedFrame
+from dynscope.model import Capture, Compile, CompileError, Kernel, Recompile, RecompileLimitHit, SkippedFrame, Stage
 
 SCHEMA = "dynscope.summary/1"
 SET_SCHEMA = "dynscope.summary-set/1"
@@ -69,21 +69,7 @@ def summary_document(capture: Capture) -> dict[str, Any]:
             "recompile_limit_hits": t.recompile_limit_hits,
             "compile_time_s": t.compile_time_s,
         },
-        "compiles": [
-            {
-                "compile_id": c.compile_id,
-                "function": c.function,
-                "file": c.file,
-                "line": c.line,
-                "status": c.status,
-                "attempts": c.attempts,
-                "stages": capture.recorded_stage_names(c.compile_id),
-                "graph_ops": c.graph_op_count,
-                "compile_time_s": c.times.total,
-                "times": c.times.by_stage(),
-            }
-            for c in view.compiles
-        ],
+        "compiles": [compile_json(c, capture.recorded_stage_names(c.compile_id)) for c in view.compiles],
         "graph_breaks": [{**break_json(g), "cost_s": _break_cost(capture, g)} for g in view.break_groups],
         "recompiles": [{**recompile_json(r), **_recompile_cost(capture, r)} for r in view.recompiles],
         "minify": [m.to_json() for m in view.minify_results],
@@ -181,7 +167,52 @@ def _vs_eager_json(v: runtime.VsEager | None) -> dict[str, Any] | None:
     }
 
 
-# One JSON form per record, shared by every document that lists them (summary, compare, check).
+# One JSON form per record, shared by every document that lists them: the summary and report JSON,
+# compare and check, and the HTML report's data (which adds display fields beside these).
+
+def compile_json(c: Compile, stages: list[str]) -> dict[str, Any]:
+    """``stages``: the names of the stages recorded (Capture.recorded_stage_names)."""
+    return {
+        "compile_id": c.compile_id,
+        "function": c.function,
+        "file": c.file,
+        "line": c.line,
+        "status": c.status,
+        "attempts": c.attempts,
+        "stages": stages,
+        "graph_ops": c.graph_op_count,
+        "compile_time_s": c.times.total,
+        "times": c.times.by_stage(),
+    }
+
+
+def stage_json(s: Stage) -> dict[str, Any]:
+    return {
+        "key": s.key,
+        "name": s.name,
+        "graph": s.graph,
+        "recorded": s.recorded,
+        "missing_reason": s.missing_reason,
+        "language": s.language,
+        "bytes": s.size,
+        "views": sorted(s.variants),
+    }
+
+
+def kernel_json(k: Kernel) -> dict[str, Any]:
+    return {
+        "key": k.key,
+        "name": k.name,
+        "graph": k.graph,
+        "language": k.language,
+        "launch": k.launch,
+        "provenance": k.provenance,
+        "post_grad_nodes": list(k.post_grad_nodes),
+        "origin_nodes": list(k.origin_nodes),
+        "source_lines": [{"file": f.file, "line": f.line} for f in k.source_lines],
+        "compile_time_s": k.compile_time_s,
+    }
+
 
 def break_json(g: BreakGroup) -> dict[str, Any]:
     return {
@@ -218,6 +249,7 @@ def recompile_json(r: Recompile) -> dict[str, Any]:
                 "expected": f.expected,
                 "actual": f.actual,
                 "reason": f.reason,
+                "user_code": f.user_code,
             }
             for f in r.failures
         ],

@@ -92,12 +92,11 @@ class Capture:
 
     def not_understood(self) -> dict[str, tuple[int, str]]:
         """Events the model could not read, per kind: (how many, why the first was not understood).
-        Kinds the contract does not name count too. Reads every whole-run record first (torch's
-        chromium events, read only by the timeline, count once it has read them)."""
+        Kinds the contract does not name count too. Reads every whole-run record first; what is
+        read per compile (FX structures, with its stages) or by one view (torch's chromium events,
+        by the timeline) counts once it has been read."""
         self.run, self.exception, self._compiles, self._graph_breaks, self._recompiles  # noqa: B018
         self.probe_errors(), self.minify_results(), self.graph_input_sizes(), self.dynamic_sources()
-        for event in self.reader.events([contract.FxGraphStructure.KIND]):
-            self._parse(contract.FxGraphStructure, event)
         found = {kind: (len(ids), next(iter(ids.values()))) for kind, ids in sorted(self._not_understood.items())}
         for kind, count in self.reader.name_counts().items():
             if not contract.is_known(kind):
@@ -121,28 +120,32 @@ class Capture:
 
     @cached_property
     def run(self) -> Run:
-        m = self.reader.meta
+        # Field by field: a run whose pid is text still has its command and times.
+        m, bad = contract.CaptureMeta.parse_each(self.reader.meta)
+        if bad:  # counted like events: one entry per field
+            with self._lock:
+                self._not_understood["meta"] = {-1 - i: why for i, why in enumerate(bad.values())}
         return Run(
             path=self.path,
-            dynscope_version=m.get("dynscope_version"),
-            torch_version=m.get("torch_version"),
-            python=m.get("python"),
-            command=list(m.get("command") or []),
-            cwd=m.get("cwd"),
-            hostname=m.get("hostname"),
-            pid=m.get("pid"),
-            rank=m.get("rank"),
-            world_size=m.get("world_size"),
-            started=m.get("started"),
-            finished=m.get("finished"),
-            exit_code=m.get("exit_code"),
-            signal=m.get("signal"),
-            keep_caches=bool(m.get("keep_caches")),
-            device=m.get("device") or {},
-            probes=m.get("probes") or {},
-            probe_details=m.get("probe_details") or {},
-            probe_errors=int(m.get("probe_errors") or 0),
-            imported=m.get("imported") if isinstance(m.get("imported"), dict) else None,
+            dynscope_version=m.dynscope_version,
+            torch_version=m.torch_version,
+            python=m.python,
+            command=list(m.command),
+            cwd=m.cwd,
+            hostname=m.hostname,
+            pid=m.pid,
+            rank=m.rank,
+            world_size=m.world_size,
+            started=m.started,
+            finished=m.finished,
+            exit_code=m.exit_code,
+            signal=m.signal,
+            keep_caches=m.keep_caches,
+            device=m.device,
+            probes=m.probes,
+            probe_details=m.probe_details,
+            probe_errors=m.probe_errors,
+            imported=m.imported,
         )
 
     @cached_property
@@ -364,7 +367,7 @@ class Capture:
 
     def autotuning(self) -> list[AutotuneResult]:
         """mode="max-autotune": every autotuned op, its benchmarked choices and the one picked."""
-        return read_autotuning(self.reader)
+        return read_autotuning(self.reader, self._not_parsed)
 
     def cudagraph_skips(self) -> list[CudagraphSkip]:
         """mode="reduce-overhead": why CUDA graphs were not used, per compile where torch says."""

@@ -4,9 +4,10 @@ skips, as typed records (torch-free)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
-from dynscope.events import AutotuneSeen, log_tap_kind
+from dynscope.events import AutotuneSeen, NotUnderstood, log_tap_kind
 from dynscope.store.reader import CaptureReader
 
 AUTOTUNE_EVENT = AutotuneSeen.KIND
@@ -35,17 +36,25 @@ class CudagraphSkip:
     reason: str
 
 
-def read_autotuning(reader: CaptureReader) -> list[AutotuneResult]:
+def read_autotuning(reader: CaptureReader,
+                    not_understood: Callable[[NotUnderstood, int], None] | None = None) -> list[AutotuneResult]:
+    """``not_understood(error, event id)`` hears of each event not of the declared shape (skipped)."""
     out = []
     for event in reader.events([AUTOTUNE_EVENT]):
         raw = reader.json_payload(event.payload_hash)
-        if not isinstance(raw, dict):
+        try:
+            seen = AutotuneSeen.parse(event.metadata)
+            if not isinstance(raw, dict):
+                raise NotUnderstood(AUTOTUNE_EVENT, "its payload is not a JSON object")
+        except NotUnderstood as e:
+            if not_understood is not None:
+                not_understood(e, event.id)
             continue
         choices = tuple(AutotuneChoice(str(c.get("name")), str(c.get("description") or ""),
                                        c.get("ms") if isinstance(c.get("ms"), (int, float)) else None)
                         for c in raw.get("choices") or () if isinstance(c, dict))
         out.append(AutotuneResult(event.compile_id, str(raw.get("op")), choices, raw.get("picked"),
-                                  int(event.metadata.get("choices_total") or len(choices))))
+                                  seen.choices_total or len(choices)))
     return out
 
 

@@ -140,7 +140,7 @@ def read_profile(reader: CaptureReader) -> RuntimeProfile | None:
         return RuntimeProfile(
             method=str(raw.get("method") or "perf_counter"),
             wall_s=float(raw.get("wall_s") or 0.0),
-            complete=bool(last.metadata.get("final")),
+            complete=RuntimeSnapshot.parse(last.metadata).final,
             graphs=tuple(GraphTiming(str(g["compile_id"]), g.get("file"), g.get("qualname"), str(g.get("device", "cpu")),
                                      int(g["calls"]), float(g["seconds"]), _float_or_none(g.get("first_call_seconds")))
                          for g in raw.get("graphs", ())),
@@ -175,10 +175,10 @@ def _eager_twin(reader: CaptureReader) -> EagerTwin | None:
         return None
     event = events[-1]
     raw = reader.json_payload(event.payload_hash)
-    md = event.metadata
+    twin = EagerTwinRun.parse(event.metadata)  # NotUnderstood is a ValueError: the profile is refused
     return EagerTwin(
-        exit_code=int(md.get("exit_code", -1)),
-        elapsed_s=float(md.get("elapsed_s") or 0.0),
+        exit_code=twin.exit_code,
+        elapsed_s=twin.elapsed_s,
         entries=_entries(raw.get("entries", ())) if isinstance(raw, dict) else (),
-        output_tail=str(md.get("output_tail") or ""),
+        output_tail=twin.output_tail,
     )

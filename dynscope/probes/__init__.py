@@ -34,60 +34,99 @@ class InstalledProbes:
 
 def install_probes(sink: Sink, *, keep_caches: bool = False, profile: bool = False,
                    force_eager: bool = False) -> InstalledProbes:
+    """Install what this torch allows. A probe that cannot install is recorded as unavailable,
+    with why, and the others (and the user's program) go on: never hide the run."""
     probes = InstalledProbes()
     restore_environment = compat.keep_environment()
     if force_eager:
         probes.details["forced_eager"] = compat.force_eager()
 
+    def attempt(name: str, install: Callable[[], bool | None]) -> None:
+        try:
+            ok = install()
+        except Exception as e:  # a torch whose internals moved: degrade, say what is missing
+            probes.available[name] = False
+            probes.details[name] = f"could not install on torch {compat.torch_version()}: {type(e).__name__}: {e}"
+            sink.note_error(f"probe {name}: {probes.details[name]}")
+            return
+        if ok is not None:
+            probes.available[name] = bool(ok)
+
     if not keep_caches:
-        probes._undo.append(compat.disable_compile_caches())
-    probes.details["provenance"], restore_provenance = compat.enable_provenance_tracking()
-    probes._undo.append(restore_provenance)
+        attempt("caches_off", lambda: probes._undo.append(compat.disable_compile_caches()))
+
+    def provenance() -> None:
+        probes.details["provenance"], restore_provenance = compat.enable_provenance_tracking()
+        probes._undo.append(restore_provenance)
+
+    attempt("provenance", provenance)
 
     printed_graphs = PrintedGraphs()
-    trace_logger = compat.trace_logger()
-    handler = TraceHandler(sink, printed_graphs)
-    saved_level = trace_logger.level
-    trace_logger.addHandler(handler)
-    if trace_logger.level == logging.NOTSET or trace_logger.level > logging.DEBUG:
-        trace_logger.setLevel(logging.DEBUG)
 
-    def remove_trace_handler() -> None:
-        trace_logger.removeHandler(handler)
-        trace_logger.setLevel(saved_level)
+    def trace() -> bool:
+        trace_logger = compat.trace_logger()
+        handler = TraceHandler(sink, printed_graphs)
+        saved_level = trace_logger.level
+        trace_logger.addHandler(handler)
+        if trace_logger.level == logging.NOTSET or trace_logger.level > logging.DEBUG:
+            trace_logger.setLevel(logging.DEBUG)
 
-    probes._undo.append(remove_trace_handler)
-    probes.available["trace"] = True
+        def remove_trace_handler() -> None:
+            trace_logger.removeHandler(handler)
+            trace_logger.setLevel(saved_level)
 
-    probes._undo.append(patch_print_readable(compat.graph_module_class(), printed_graphs, sink.note_error))
-    probes.available["fx_graphs"] = True
+        probes._undo.append(remove_trace_handler)
+        return True
 
-    translator = compat.instruction_translator_class()
-    probes.available["graph_breaks"] = translator is not None
-    if translator is not None:
-        probes._undo.append(patch_log_graph_break(translator, sink))
+    attempt("trace", trace)
 
-    guards = compat.guards_module()
-    probes.available["guard_failures"] = guards is not None
-    if guards is not None:
-        probes._undo.append(patch_get_guard_fail_reason(guards, sink))
+    def fx_graphs() -> bool:
+        probes._undo.append(patch_print_readable(compat.graph_module_class(), printed_graphs, sink.note_error))
+        return True
+
+    attempt("fx_graphs", fx_graphs)
+
+    def graph_breaks() -> bool:
+        translator = compat.instruction_translator_class()
+        if translator is not None:
+            probes._undo.append(patch_log_graph_break(translator, sink))
+        return translator is not None
+
+    attempt("graph_breaks", graph_breaks)
+
+    def guard_failures() -> bool:
+        guards = compat.guards_module()
+        if guards is not None:
+            probes._undo.append(patch_get_guard_fail_reason(guards, sink))
+        return guards is not None
+
+    attempt("guard_failures", guard_failures)
 
     if profile:
-        from dynscope.probes.runtime import install_runtime_profiler
+        def runtime() -> bool:
+            from dynscope.probes.runtime import install_runtime_profiler
 
-        profiler, undo_profiler = install_runtime_profiler(sink, forced_eager=force_eager)
-        probes._undo.append(undo_profiler)
-        probes.available["runtime"] = True
-        probes.available["runtime:graphs"] = profiler.times_graphs
+            profiler, undo_profiler = install_runtime_profiler(sink, forced_eager=force_eager)
+            probes._undo.append(undo_profiler)
+            probes.available["runtime:graphs"] = profiler.times_graphs
+            return True
 
-    undo_autotune = watch_autotuning(sink)
-    probes.available["autotune"] = undo_autotune is not None
-    if undo_autotune is not None:
-        probes._undo.append(undo_autotune)
+        attempt("runtime", runtime)
 
-    tapped, undo_taps = tap_artifact_logs(sink)
-    probes._undo.append(undo_taps)
-    for artifact in ("bytecode", "ir_pre_fusion", "ir_post_fusion", "cudagraphs"):
-        probes.available[f"log:{artifact}"] = artifact in tapped
+    def autotune() -> bool:
+        undo_autotune = watch_autotuning(sink)
+        if undo_autotune is not None:
+            probes._undo.append(undo_autotune)
+        return undo_autotune is not None
+
+    attempt("autotune", autotune)
+
+    def artifact_logs() -> None:
+        tapped, undo_taps = tap_artifact_logs(sink)
+        probes._undo.append(undo_taps)
+        for artifact in ("bytecode", "ir_pre_fusion", "ir_post_fusion", "cudagraphs"):
+            probes.available[f"log:{artifact}"] = artifact in tapped
+
+    attempt("artifact_logs", artifact_logs)
     restore_environment()
     return probes

@@ -26,6 +26,17 @@ def trace_logger() -> logging.Logger:
     return logging.getLogger(TRACE_LOGGER_NAME)
 
 
+def config_module(name: str) -> Any | None:
+    """A torch config module by name, or None where this torch has none (torch.compiler.config
+    is new in 2.7; torch.compiler does not import it as an attribute before then)."""
+    import importlib
+
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        return None
+
+
 def instruction_translator_class() -> type | None:
     """The class whose ``log_graph_break(code_options, reason, exc)`` sees every graph break."""
     try:
@@ -106,7 +117,8 @@ def tracing_user_stack() -> list[Any]:
 def disable_compile_caches() -> Callable[[], None]:
     """Cache hits skip most stage artifacts; a full capture needs every stage to run.
     Returns the function that restores the user's settings."""
-    configs = [c for c in (torch.compiler.config, torch._inductor.config) if hasattr(c, "force_disable_caches")]
+    configs = [c for c in map(config_module, ("torch.compiler.config", "torch._inductor.config"))
+               if c is not None and hasattr(c, "force_disable_caches")]
     saved = [(c, c.force_disable_caches) for c in configs]
     for config in configs:
         config.force_disable_caches = True
@@ -161,7 +173,8 @@ def keep_environment(names: tuple[str, ...] = ("TORCHINDUCTOR_CACHE_DIR",)) -> C
 
 def enable_provenance_tracking() -> tuple[str, Callable[[], None]]:
     """Turn on inductor's kernel <-> node <-> source maps. Returns (how, restore)."""
-    trace = torch._inductor.config.trace
+    inductor = config_module("torch._inductor.config")
+    trace = getattr(inductor, "trace", None)
     for option, value in (("provenance_tracking_level", 1), ("provenance_tracking", True)):  # >= 2.12, ~2.8-2.9
         if hasattr(trace, option):
             saved = getattr(trace, option)

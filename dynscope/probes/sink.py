@@ -4,18 +4,11 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from dynscope.events import Appender
 
-class Sink(Protocol):
-    def append(
-        self,
-        name: str,
-        metadata: dict[str, Any],
-        payload: str | None = None,
-        *,
-        compile_id: str | None = None,
-        attempt: int | None = None,
-        ts: float | None = None,
-    ) -> int | None: ...
+
+class Sink(Appender, Protocol):
+    """``append`` (dynscope.events.Appender: what ``events.write`` writes through), plus:"""
 
     def append_json(
         self,

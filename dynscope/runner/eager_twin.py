@@ -17,7 +17,8 @@ import time
 import json
 
 from dynscope.errors import CaptureError
-from dynscope.model.runtime import EAGER_EVENT, PROFILE_EVENT, last_snapshot
+from dynscope.events import EagerTwinRun, write
+from dynscope.model.runtime import PROFILE_EVENT, last_snapshot
 from dynscope.store.reader import CaptureReader
 from dynscope.store.schema import FILE_SUFFIX
 from dynscope.store.writer import CaptureWriter
@@ -44,9 +45,8 @@ def record_eager_twin(program: Program, capture_path: str, *, command: list[str]
             tail = output.read().decode("utf-8", "replace")
     writer = CaptureWriter.reopen(capture_path)
     try:
-        writer.append(EAGER_EVENT, {"exit_code": result.returncode, "elapsed_s": elapsed,
-                                    "output_tail": tail},
-                      None if profile is None else json.dumps(profile, separators=(",", ":")))
+        write(writer, EagerTwinRun(exit_code=result.returncode, elapsed_s=elapsed, output_tail=tail),
+              None if profile is None else json.dumps(profile, separators=(",", ":")))
     finally:
         writer.close()
     return result.returncode

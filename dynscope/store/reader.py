@@ -105,19 +105,13 @@ class CaptureReader:
         metadata of a compile's metrics is ~10 KB, and overviews list thousands of compiles.
         Values come back as JSON has them (true stays True, a list a list); absent is None."""
         names = list(names)
-        columns = "".join(", json_type(metadata, ?), json_extract(metadata, ?)" for _ in fields)
-        sql = (f"SELECT id, ts, name, compile_id, attempt{columns} FROM events "
+        # json_extract with several paths answers one JSON array: types kept, one small parse a row.
+        paths = list(fields.values()) * (2 if len(fields) == 1 else 1)
+        sql = (f"SELECT id, ts, name, compile_id, attempt, json_extract(metadata{', ?' * len(paths)}) FROM events "
                f"WHERE name IN ({','.join('?' * len(names))}) ORDER BY id")
-        paths = [p for path in fields.values() for p in (path, path)]
         rows = self._query(sql, [*paths, *names])
         keys = ["id", "ts", "name", "compile_id", "attempt"]
-        out = []
-        for row in rows:
-            found = dict(zip(keys, row[:5]))
-            for i, key in enumerate(fields):
-                found[key] = _json_value(row[5 + 2 * i], row[6 + 2 * i])
-            out.append(found)
-        return out
+        return [{**dict(zip(keys, row[:5])), **dict(zip(fields, json.loads(row[5])))} for row in rows]
 
     def name_counts(self) -> dict[str, int]:
         """How many events of each kind the capture holds (one pass over the name index)."""
@@ -182,15 +176,6 @@ class CaptureReader:
                 return self._db.execute(sql, tuple(args)).fetchall()
             except sqlite3.DatabaseError as e:
                 raise _as_capture_error(self.path, e) from None
-
-
-def _json_value(kind: str | None, value: Any) -> Any:
-    """SQLite's json_extract value as JSON means it (it gives 1 for true and text for a list)."""
-    if kind in ("true", "false"):
-        return kind == "true"
-    if kind in ("array", "object"):
-        return json.loads(value)
-    return value
 
 
 def _validate_file(path: str) -> None:

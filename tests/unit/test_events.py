@@ -125,3 +125,14 @@ def test_the_minify_result_has_one_form():
     names = {f.name for f in dataclasses.fields(events.MinifyResult)}
     assert {"culprit", "verify", "passed_backends", "checks_run"} <= names
     assert set(events.MinifyResult(culprit="x").to_json()) == names
+
+
+def test_a_bad_meta_field_costs_only_itself(tmp_path):
+    path = _crafted(tmp_path / "run.dynscope")
+    w = CaptureWriter.reopen(path)
+    w.set_meta(pid="four", probe_errors=2)
+    w.close()
+    with Capture.open(str(path)) as capture:
+        run = capture.run
+        assert (run.pid, run.probe_errors, run.command, run.exit_code) == (None, 2, ["prog.py"], 0)
+        assert capture.not_understood()["meta"] == (1, "pid: expected int | None, got str")
