@@ -27,7 +27,7 @@ from dynscope.analysis.dot import render_svg, stage_to_dot
 from dynscope.analysis.names import friendly_function, location, seconds_text, short_path
 from dynscope.analysis.overview import compile_seconds, not_understood_line, stage_seconds
 from dynscope.analysis import runtime
-from dynscope.analysis.problems import Problem
+from dynscope.analysis.problems import Problem, advice_for
 from dynscope.analysis.run_view import run_view
 from dynscope.analysis.summary import break_json, compile_json, error_json, kernel_json, recompile_json, stage_json
 from dynscope.analysis.ranks import rank_differences
@@ -314,6 +314,7 @@ class _RankView:
             "shown_function": friendly_function(recompile.function),
             "where": location(recompile.file, recompile.line, self.cwd),
             "diff": diff,
+            "advice": advice_for(self.capture, recompile),  # which dimension of which input, what to do
         }
 
     def _detailed_ids(self, compiles, groups, recompiles) -> set[str]:
