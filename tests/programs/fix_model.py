@@ -1,7 +1,7 @@
 """A model in the style of the examples with an .item() break, a print() break and a batch-size
 recompile: what `dynscope fix` must fix (tests/integration/test_fix.py).
 
-    python tests/programs/fix_model.py [--backend eager|aot_eager|inductor]
+    python tests/programs/fix_model.py [--backend eager|aot_eager|inductor] [--device cpu|cuda]
 """
 
 import argparse
@@ -27,14 +27,15 @@ class Net(torch.nn.Module):
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--backend", default="eager")
+    parser.add_argument("--device", default="cpu")
     args = parser.parse_args()
     torch.manual_seed(0)
-    model = Net()
+    model = Net().to(args.device)
     compiled = torch.compile(model, backend=args.backend)
     total = 0.0
     with torch.no_grad():
         for batch in (4, 8, 16):  # 4 -> 8: forward recompiles, then its batch dimension is dynamic
-            total += compiled(torch.randn(batch, 8)).sum().item()
+            total += compiled(torch.randn(batch, 8).to(args.device)).sum().item()
     print(f"total: {total:.4f}")
 
 

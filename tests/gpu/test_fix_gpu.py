@@ -1,0 +1,36 @@
+"""`dynscope fix` on an NVIDIA GPU: the fix program's model on CUDA, compiled with Inductor
+(Triton kernels); every remedy verified with equal outputs there too.
+
+Skipped without CUDA. Run on the GPU machine (torch 2.11 + Triton there).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU with Triton")
+
+from conftest import REPO, run_dynscope  # noqa: E402
+
+
+def test_every_problem_fixed_on_the_gpu(tmp_path):
+    for name in ("fix_model.py", "fix_helpers.py"):
+        shutil.copy(REPO / "tests" / "programs" / name, tmp_path / name)
+    started = time.perf_counter()
+    result = run_dynscope("fix", "-o", "fix.json", "fix_model.py", "--backend", "inductor", "--device", "cuda",
+                          cwd=tmp_path, timeout=590)
+    elapsed = time.perf_counter() - started
+    assert result.returncode == 0, result.stderr[-4000:]
+    doc = json.loads((tmp_path / "fix.json").read_text())
+    print(f"dynscope fix on the GPU: {elapsed:.1f} s, {len(doc['trials'])} trials, runs {doc['runs']}")
+    print(json.dumps([{k: t[k] for k in ("remedy", "verdict", "max_abs_diff")} for t in doc["trials"]], indent=1))
+    by_remedy = {t["remedy"]: t for t in doc["trials"]}
+    for part in ("capture_scalar_outputs", "reorderable_logging_functions.add(print)", "mark_dynamic(x, 0)"):
+        row = next(t for remedy, t in by_remedy.items() if part in remedy)
+        assert row["verdict"] == "fixed" and row["correct"] is True, row
+    assert doc["combined"]["verdict"] == "fixed" and doc["combined"]["problems_left"] == []
