@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from dynscope.analysis.aot import saved_for_backward
 from dynscope.analysis.diff import diff_compiles, diff_stages, previous_recorded
@@ -24,6 +25,7 @@ from dynscope.model.guards import parse_guard_tree
 from dynscope.model.output_code import graph_role, kernel_names, split_kernels
 from dynscope.model.stages import CANONICAL_STAGES
 from dynscope.reporters import prepare_report
+from dynscope.reporters.terminal import render_summary
 
 ROOT = Path(__file__).resolve().parents[2]
 CAPTURES = ROOT / "tests" / "data" / "captures"
@@ -125,6 +127,16 @@ def test_reports_render_the_recorded_facts(version):
     markdown = io.StringIO()
     prepare_report("md", [c]).render(markdown)
     assert all(f"graph_breaks.py:{line}" in markdown.getvalue() for line in lines)
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_the_summary_names_what_this_torch_could_not_record(version):
+    c = capture(version, "graph_breaks_eager")
+    out = io.StringIO()
+    render_summary(c, Console(file=out, width=200, color_system=None))
+    unavailable = [name for name, ok in c.run.probes.items() if not ok]
+    line = next((ln for ln in out.getvalue().splitlines() if ln.startswith("Not recorded on torch")), "")
+    assert all(name in line for name in unavailable) and bool(line) == bool(unavailable), line
 
 
 # --- graph breaks: examples/graph_breaks.py --------------------------------------------------
