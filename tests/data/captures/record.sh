@@ -36,7 +36,7 @@ record conv_net_inductor conv_net.py --backend inductor
 {
     echo "# Captures recorded with torch $version"
     echo
-    echo "Made $(date -u +%Y-%m-%d) by \`tests/data/captures/record.sh\` at dynscope $(git rev-parse --short HEAD 2>/dev/null || echo '?'),"
+    echo "Made $(date -u +%Y-%m-%d) by \`tests/data/captures/record.sh\` at dynscope $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD -- dynscope 2>/dev/null || echo ' with uncommitted changes'),"
     "$python" -c 'import platform, sys, torch
 device = f"CUDA ({torch.cuda.get_device_name()}, Triton)" if torch.cuda.is_available() else "CPU"
 print(f"on {platform.system()} {platform.machine()}, Python {sys.version.split()[0]}, torch {torch.__version__}, {device}:")'
