@@ -30,21 +30,38 @@ def conv(make_capture) -> Capture:
     return Capture.open(str(make_capture("conv_net.py", "--backend", "inductor")))
 
 
+# What an older torch does not record (README "Supported"), read from the capture itself: the
+# tests below then check what that torch does give, and skip only what needs the missing part.
+def unlogged_stages(capture: Capture) -> set[str]:
+    """Stages the capture says this torch does not log (torch 2.6: pre_grad, scheduler_ir)."""
+    return {s.key for s in capture.stages("0/0") if not s.recorded and "this torch" in (s.missing_reason or "")}
+
+
+def needs_provenance(capture: Capture) -> None:
+    if not list(capture.reader.events(["artifact:inductor_provenance_tracking_node_mappings"])):
+        pytest.skip(f"torch {capture.run.torch_version} writes no kernel provenance")
+
+
 @pytest.mark.inductor
 def test_training_compile_records_every_stage_in_pipeline_order(conv):
     keys = [s.key for s in conv.stages("0/0") if s.recorded]
-    expected = ["bytecode", "dynamo", "pre_grad", "aot_joint", "aot_forward", "aot_backward", "post_grad",
-                "post_grad.backward", "scheduler_ir", "scheduler_ir.backward", "output_code", "output_code.backward"]
+    unlogged = unlogged_stages(conv)
+    assert unlogged <= {"pre_grad", "scheduler_ir", "scheduler_ir.backward"}
+    expected = [k for k in ["bytecode", "dynamo", "pre_grad", "aot_joint", "aot_forward", "aot_backward", "post_grad",
+                            "post_grad.backward", "scheduler_ir", "scheduler_ir.backward", "output_code",
+                            "output_code.backward"] if k not in unlogged]
     assert keys[: len(expected)] == expected
     assert all(k.startswith("kernel:") for k in keys[len(expected):]) and len(keys) > len(expected)
-    assert conv.recorded_stage_names("0/0") == [
+    assert conv.recorded_stage_names("0/0") == [n for n in [
         "bytecode", "dynamo", "pre_grad", "aot_joint", "aot_forward", "aot_backward", "post_grad", "scheduler_ir",
-        "output_code"]
-    assert set(conv.stage("0/0", "scheduler_ir").variants) == {"before", "after"}
+        "output_code"] if n not in unlogged]
+    if "scheduler_ir" not in unlogged:
+        assert set(conv.stage("0/0", "scheduler_ir").variants) == {"before", "after"}
 
 
 @pytest.mark.inductor
 def test_gelu_decomposes_into_aten_ops_computed_by_a_cpp_kernel_from_the_users_line(conv):
+    needs_provenance(conv)
     gelu_line = line_of("F.gelu(")
     dynamo = conv.fx_graph(conv.stage("0/0", "dynamo"))
     gelu = next(n for n in dynamo.nodes if n.op_kind == "gelu")
@@ -82,6 +99,7 @@ def test_forward_saves_tensors_the_backward_receives(conv):
 @pytest.mark.inductor
 def test_the_assert_becomes_an_assert_async_node_and_kernel(conv):
     """'Why is there an _assert_async in my forward?' -> it is the user's assert, traced."""
+    needs_provenance(conv)
     assert_line = line_of("assert torch.all")
     dynamo = conv.fx_graph(conv.stage("0/0", "dynamo"))
     node = next(n for n in dynamo.nodes if n.target.endswith("_assert_async"))
@@ -93,7 +111,8 @@ def test_the_assert_becomes_an_assert_async_node_and_kernel(conv):
 @pytest.mark.inductor
 def test_extern_kernels_are_kernels_too(conv):
     kernels = {k.name: k for k in conv.kernels("0/0") if k.graph == "forward"}
-    assert kernels["extern_kernels.convolution"].origin_nodes == ("conv2d",)
+    assert kernels["extern_kernels.convolution"].origin_nodes == ("conv2d",)  # from Inductor's comments
+    needs_provenance(conv)
     assert kernels["extern_kernels.addmm"].source_lines[0].line == line_of("self.head(y)")
 
 
@@ -102,9 +121,13 @@ def test_every_stage_steps_from_the_one_it_came_from(conv):
     stages = conv.stages("0/0")
     parents = {s.key: (previous_recorded(stages, s).key if previous_recorded(stages, s) else None)
                for s in stages if s.recorded}
-    assert parents["pre_grad"] == "dynamo" and parents["aot_joint"] == "pre_grad"
+    if "pre_grad" in unlogged_stages(conv):
+        assert parents["aot_joint"] == "dynamo"
+    else:
+        assert parents["pre_grad"] == "dynamo" and parents["aot_joint"] == "pre_grad"
     assert parents["aot_backward"] == "aot_joint" and parents["post_grad.backward"] == "aot_backward"
-    assert parents["post_grad"] == "aot_forward" and parents["output_code"] == "scheduler_ir"
+    assert parents["post_grad"] == "aot_forward"
+    assert parents["output_code"] == ("post_grad" if "scheduler_ir" in unlogged_stages(conv) else "scheduler_ir")
     for key, parent in parents.items():
         if key.startswith("kernel:"):
             assert parent == ("output_code.backward" if key.endswith(".backward") else "output_code")
@@ -112,6 +135,7 @@ def test_every_stage_steps_from_the_one_it_came_from(conv):
 
 @pytest.mark.inductor
 def test_graph_drawing_clusters_post_grad_nodes_by_kernel(conv, tmp_path):
+    needs_provenance(conv)  # which post-grad nodes each kernel computes
     stage = conv.stage("0/0", "post_grad")
     dot = stage_to_dot(conv, stage)
     kernels = [k.name for k in conv.kernels("0/0") if k.graph == "forward" and k.language in ("cpp", "triton")]
@@ -199,10 +223,14 @@ def test_keep_caches_names_the_cache_hit_as_the_reason_a_stage_is_missing(tmp_pa
         assert result.returncode == 0, result.stderr[-2000:]
         assert "disabled the Inductor/AOTAutograd caches" not in result.stderr
     cold, warm = (Capture.open(str(tmp_path / f"{n}.dynscope")) for n in ("cold", "warm"))
-    assert cold.stage("0/0", "scheduler_ir").recorded
+    unlogged = unlogged_stages(cold)
+    assert all(cold.stage("0/0", k).recorded for k in ("pre_grad", "scheduler_ir") if k not in unlogged)
     missing = {s.key: s.missing_reason for s in warm.stages("0/0") if not s.recorded}
-    assert "cache hit" in missing["pre_grad"] and "cache hit" in missing["scheduler_ir"]
-    assert warm.stage("0/0", "output_code").recorded and warm.stage("0/0", "post_grad").recorded  # replayed
+    assert all("cache hit" in missing[k] for k in ("pre_grad", "scheduler_ir") if k not in unlogged)
+    assert warm.stage("0/0", "output_code").recorded
+    # Newer torch replays the post-grad graph from the cache; 2.6 does not, and the capture says why.
+    post_grad = warm.stage("0/0", "post_grad")
+    assert post_grad.recorded or "cache hit" in post_grad.missing_reason
 
 
 @pytest.mark.inductor
