@@ -282,11 +282,11 @@ def test_kernel_provenance_points_into_the_models_forward(version):
     # Where torch wrote provenance, every generated kernel uses it.
     assert all(k.provenance == "torch" for k in c.kernels("0/0") if k.language != "extern")
     gelu_line = line_of("conv_net.py", "F.gelu(")
-    gelu = next(k for k in c.kernels("0/0") if k.graph == "forward" and "gelu" in k.name)
-    assert gelu.provenance == "torch" and any(f.line == gelu_line for f in gelu.source_lines)
-    head = c.kernels("0/0")
-    assert next(k for k in head if k.name == "extern_kernels.addmm").source_lines[0].line == line_of(
-        "conv_net.py", "self.head(y)")
+    # The gelu is fused into a generated forward kernel (its name depends on the device and torch).
+    forward = [k for k in c.kernels("0/0") if k.graph == "forward"]
+    assert any(f.line == gelu_line for k in forward if k.language != "extern" for f in k.source_lines)
+    addmm = next(k for k in forward if k.name == "extern_kernels.addmm")
+    assert addmm.source_lines[0].line == line_of("conv_net.py", "self.head(y)")
 
 
 @pytest.mark.parametrize("version", VERSIONS)
