@@ -24,7 +24,12 @@ from dynscope.minifier.signature import RUNTIME_ERROR, from_exception
 from dynscope.probes import compat
 
 _MAX_APPLICATIONS = 2000  # per subsystem: a big graph lowers thousands of nodes
-_DEVICE_POISON = ("CUDA error", "device-side assert", "illegal memory access")
+# Words of errors after which a GPU context is unusable (CUDA's errors are sticky: every later
+# call in the process fails the same way), torch's, Triton's and the HIP runtime's spelling.
+_DEVICE_POISON = ("CUDA error", "device-side assert", "illegal memory access", "Triton Error [CUDA]",
+                  "unspecified launch failure", "illegal instruction", "misaligned address",
+                  "CUBLAS_STATUS_EXECUTION_FAILED", "HIP error", "hipError")
+_DEVICE_ERROR_TYPES = ("AcceleratorError",)  # torch >= 2.8 raises CUDA errors as torch.AcceleratorError
 
 
 def run_check(request: dict[str, Any], notify: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
@@ -63,8 +68,7 @@ def run_check(request: dict[str, Any], notify: Callable[[dict[str, Any]], None] 
         undo_configs()
         if undo_decider is not None:
             undo_decider()
-    broken = escaped or _device_broken(inputs) or (
-        signature is not None and any(word in signature.detail for word in _DEVICE_POISON))
+    broken = escaped or _device_broken() or _names_device_error(signature)
     return {
         "signature": signature.to_json() if signature else None,
         "applications": {k: v[:_MAX_APPLICATIONS] for k, v in applications.items()},
@@ -74,14 +78,21 @@ def run_check(request: dict[str, Any], notify: Callable[[dict[str, Any]], None] 
     }
 
 
-def _device_broken(inputs: list[Any]) -> bool:
+def _device_broken() -> bool:
     """A GPU error that nothing reported yet (a kernel that Inductor's autotuning ran and
-    whose failure it swallowed leaves the context broken all the same)."""
+    whose failure it swallowed leaves the context broken all the same). Whatever the graph's
+    inputs: a graph may make its GPU tensors itself. A device-side assert is sticky, so this
+    synchronization fails again after the check already saw it."""
     try:
-        compat.synchronize_devices(inputs)
+        compat.synchronize_cuda()
         return False
     except Exception:
         return True
+
+
+def _names_device_error(signature: Any) -> bool:
+    return signature is not None and (signature.exc_type in _DEVICE_ERROR_TYPES
+                                      or any(word in signature.detail for word in _DEVICE_POISON))
 
 
 def _compile_and_run(module: torch.fx.GraphModule, inputs: list[Any], fragment: Fragment,
@@ -99,7 +110,7 @@ def _compile_and_run(module: torch.fx.GraphModule, inputs: list[Any], fragment: 
         torch.manual_seed(seed)
         try:
             actual, actual_grads = standalone.run_with_grads(compiled, standalone.clone_inputs(inputs))
-            compat.synchronize_devices(inputs)
+            compat.synchronize_cuda()  # a kernel's failure surfaces here, as this check's
         except Exception as e:
             return from_exception(e, watch.kind_of(e))
         if not accuracy or fragment.has_random_ops():
@@ -183,11 +194,17 @@ def _imports_for(globals_: dict[str, Any], source: str) -> list[str]:
     return sorted(set(lines), key=lambda l: (not l.startswith("import"), l))
 
 
-def warm_up(*, run: bool = True) -> dict[str, Any]:
+def warm_up(*, run: bool = True, compile: bool = True) -> dict[str, Any]:
     """Pay Inductor's one-time costs (imports, the C++ toolchain probe) before the first
     real check. ``run=False`` compiles without running the result, so that no OpenMP thread
-    exists afterwards and the process can still fork safely."""
+    exists afterwards and the process can still fork safely. ``compile=False`` only imports
+    what a compile for a GPU imports: where a GPU is present, Inductor's first compile
+    initializes CUDA (it traces its pattern-matcher patterns on "cuda"), and the fork server
+    must not (its forked workers could not use CUDA then)."""
     started = time.perf_counter()
+    if not compile:
+        failed = compat.import_compiler_modules()
+        return {"seconds": time.perf_counter() - started, "not_imported": failed}
     undo = compat.patch_configs(compat.CACHES_OFF)  # a cache hit would skip the code generation to warm up
     try:
         if run:

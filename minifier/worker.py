@@ -5,11 +5,15 @@ segfault in generated code) or outlives its timeout (a hang) becomes a result, n
 error: the worker is killed with its process group (Inductor's compile subprocesses
 included) and the next request goes to a new one.
 
-Where the platform can fork and pass file descriptors (Linux, macOS) and no GPU is present,
-workers are forked from a fork server that has imported torch and warmed Inductor up once
+Where the platform can fork and pass file descriptors (Linux, macOS), workers are forked
+from a fork server that has imported torch and warmed Inductor up once
 (minifier/worker_main.py): a replacement costs milliseconds, where a fresh interpreter costs
-seconds of imports and first-compile work. Elsewhere (CUDA does not survive a fork) each
-worker is a fresh process.
+seconds of imports and first-compile work. With a GPU the server never initializes CUDA (a
+process that did cannot fork CUDA users): it imports what a GPU compile needs and proves with
+a forked test child that CUDA works after a fork; each worker then creates its own CUDA
+context, so that a check that poisons it (a device-side assert) costs a fork and a new
+context (about a second), not a fresh interpreter. Where the server cannot promise that, and
+on platforms without fork, each worker is a fresh process.
 """
 
 from __future__ import annotations
@@ -88,8 +92,9 @@ class _ForkServer:
     def spawn(self) -> _Channel:
         if not self.ready:  # its warm-up runs while the program does; wait for it here
             self.sock.settimeout(STARTUP_TIMEOUT_S)
-            if not self._answer().get("ready"):
-                raise OSError("the fork server cannot fork workers here (CUDA was initialized while warming up)")
+            answer = self._answer()
+            if not answer.get("ready"):
+                raise OSError(f"the fork server cannot fork workers here: {answer.get('why')}")
             self.ready = True
         request_read, request_write = os.pipe()
         reply_read, reply_write = os.pipe()
@@ -122,10 +127,10 @@ class _ForkServer:
 
 
 def _can_fork_workers() -> bool:
-    """Forking needs fork and fd passing, and no GPU: CUDA, once a driver call has been made
-    in a process, does not work in its forked children, and torch may make one on import."""
-    gpu = any(os.path.exists(p) for p in ("/dev/nvidiactl", "/dev/nvidia0", "/dev/kfd"))
-    return hasattr(os, "fork") and hasattr(socket, "send_fds") and not gpu
+    """Forking needs fork and fd passing. A GPU is no obstacle: the fork server creates no
+    CUDA context, and says so before the first fork (it answers "not ready" otherwise, and the
+    workers are fresh processes then)."""
+    return hasattr(os, "fork") and hasattr(socket, "send_fds")
 
 
 class Worker:

@@ -220,3 +220,71 @@ def test_worker_is_reused_and_survives_a_check_that_hangs(tmp_path, fork):
         assert worker.request({"op": "ping"}, timeout=60).data["pid"] != pid
     finally:
         worker.close()
+
+
+def test_fork_server_forks_where_a_gpu_is_present_and_cuda_is_not_initialized():
+    """The fork server's answer, decided without a GPU: fork unless the warm-up initialized
+    CUDA; where a GPU is present, only once a forked test child has used CUDA."""
+    from dynscope.minifier.worker import _can_fork_workers
+    from dynscope.minifier.worker_main import fork_readiness
+
+    asked = []
+
+    def child_ok() -> bool:
+        asked.append(True)
+        return True
+
+    def never() -> bool:
+        raise AssertionError("no test child without a GPU")
+
+    ready, why = fork_readiness(cuda_initialized=False, gpu=True, child_can_use_cuda=child_ok)
+    assert ready and asked and why == "forking workers (each creates its own CUDA context)"
+    assert not fork_readiness(cuda_initialized=False, gpu=True, child_can_use_cuda=lambda: False)[0]
+    assert not fork_readiness(cuda_initialized=True, gpu=True, child_can_use_cuda=child_ok)[0]
+    assert not fork_readiness(cuda_initialized=True, gpu=False, child_can_use_cuda=never)[0]
+    assert fork_readiness(cuda_initialized=False, gpu=False, child_can_use_cuda=never) == (True, "forking workers")
+    assert _can_fork_workers()  # Linux: a GPU no longer rules the fork server out
+
+
+# torch says a GPU is present; creating a CUDA context (torch.cuda._lazy_init) is recorded and refused.
+_PRETEND_GPU = """
+import json, sys
+import torch
+calls = []
+def refuse(*args, **kwargs):
+    calls.append("cuda init")
+    raise RuntimeError("the fork server must not initialize CUDA")
+torch.cuda._lazy_init = torch.cuda.init = refuse
+torch.cuda.is_available = lambda: True
+torch.cuda.device_count = lambda: 1
+from dynscope.minifier import worker_main
+from dynscope.probes import compat
+compat.inductor_compile = lambda *args: calls.append("compile")
+worker_main._cuda_works_in_a_child = lambda: calls.append("test child") or True
+ready, why = worker_main.prepare_server()
+print(json.dumps({"ready": ready, "why": why, "calls": calls, "initialized": torch.cuda.is_initialized(),
+                  "imported": "torch._inductor.compile_fx" in sys.modules}))
+"""
+
+
+def test_fork_server_warm_up_creates_no_cuda_context_where_a_gpu_is_present():
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", _PRETEND_GPU], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert found == {"ready": True, "why": "forking workers (each creates its own CUDA context)",
+                     "calls": ["test child"], "initialized": False, "imported": True}
+
+
+def test_a_gpu_error_means_a_new_worker():
+    from dynscope.minifier.checks import _names_device_error
+
+    assert _names_device_error(from_exception(RuntimeError(
+        "CUDA error: device-side assert triggered\nCUDA kernel errors might be asynchronously reported"), "runtime_error"))
+    assert _names_device_error(Signature("runtime_error", "AcceleratorError", "x", "x"))
+    assert _names_device_error(from_exception(RuntimeError("Triton Error [CUDA]: an illegal memory access"),
+                                              "runtime_error"))
+    assert not _names_device_error(from_exception(RuntimeError("shape mismatch"), "runtime_error"))
+    assert not _names_device_error(None)
