@@ -75,6 +75,7 @@ def run_check(request: dict[str, Any], notify: Callable[[dict[str, Any]], None] 
         "seconds": time.perf_counter() - started,
         # After a device-side assert the CUDA context is unusable: the next check needs a new worker.
         "restart": broken,
+        "cuda": compat.cuda_initialized(),  # the next worker may as well create its CUDA context early
     }
 
 
@@ -216,6 +217,16 @@ def warm_up(*, run: bool = True, compile: bool = True) -> dict[str, Any]:
     finally:
         undo()
         compat.reset_dynamo()
+    return {"seconds": time.perf_counter() - started}
+
+
+def prepare(*, cuda: bool) -> dict[str, Any]:
+    """A spare worker's warm-up, while another worker checks: create the CUDA context that
+    the next check would otherwise create (nothing else: no compile, no torch state that a
+    check could see)."""
+    started = time.perf_counter()
+    if cuda:
+        compat.cuda_smoke_test()
     return {"seconds": time.perf_counter() - started}
 
 

@@ -88,6 +88,7 @@ class _ForkServer:
         self.sock = ours
         self.lines = ours.makefile("rb")
         self.ready = False
+        self.gpu = False  # a GPU is present: each forked worker creates its own CUDA context
 
     def spawn(self) -> _Channel:
         if not self.ready:  # its warm-up runs while the program does; wait for it here
@@ -95,7 +96,7 @@ class _ForkServer:
             answer = self._answer()
             if not answer.get("ready"):
                 raise OSError(f"the fork server cannot fork workers here: {answer.get('why')}")
-            self.ready = True
+            self.ready, self.gpu = True, bool(answer.get("gpu"))
         request_read, request_write = os.pipe()
         reply_read, reply_write = os.pipe()
         socket.send_fds(self.sock, [json.dumps({"op": "spawn"}).encode()], [request_read, reply_write])
@@ -134,13 +135,21 @@ def _can_fork_workers() -> bool:
 
 
 class Worker:
-    def __init__(self, log_path: str, *, fork: bool | None = None) -> None:
+    """``spare``: keep a second forked worker ready, warmed up while the current one checks,
+    to take over when a check ends the current one. By default only once checks use CUDA
+    (where a fork is cheap but a new CUDA context is not, and every check that hits a
+    device-side assert ends its worker)."""
+
+    def __init__(self, log_path: str, *, fork: bool | None = None, spare: bool | None = None) -> None:
         self.log_path = log_path
         self.fork = _can_fork_workers() if fork is None else fork
-        self.started = 0  # worker processes started so far
+        self.spare = spare
+        self.started = 0  # worker processes started so far (spares once they serve)
         self._log: IO[bytes] | None = None
         self._server: _ForkServer | None = None
         self._channel: _Channel | None = None
+        self._spare: _Channel | None = None
+        self._uses_cuda = False  # a check has used CUDA in its worker
         self._next_id = 0
 
     def start(self) -> None:
@@ -157,9 +166,12 @@ class Worker:
         if channel.warming is not None:  # let a warm-up finish first: its time is not the check's
             warm = self._receive(channel, channel.warming, STARTUP_TIMEOUT_S)
             channel.warming = None
-            if warm.data is None:
+            if warm.data is None:  # it died warming up: the next one
+                self._channel = None
                 channel = self._ensure_channel()
         reply = self._receive(channel, self._send(channel, request), timeout)
+        if reply.data is not None and reply.data.get("cuda"):
+            self._uses_cuda = True
         if reply.data is not None and reply.data.get("restart"):
             channel.kill()  # its state cannot be trusted any more
         if reply.data is None or reply.data.get("restart"):
@@ -169,9 +181,10 @@ class Worker:
     def close(self) -> None:
         # No graceful exit: torch's interpreter teardown costs seconds and the workers hold
         # nothing worth keeping.
-        if self._channel is not None:
-            self._channel.kill()
-            self._channel = None
+        for channel in (self._channel, self._spare):
+            if channel is not None:
+                channel.kill()
+        self._channel = self._spare = None
         if self._server is not None:
             self._server.close()
             self._server = None
@@ -184,7 +197,9 @@ class Worker:
     def _ensure_channel(self) -> _Channel:
         self.start()
         if self._channel is None:
-            if self._server is not None:
+            if self._spare is not None:
+                self._channel, self._spare = self._spare, None
+            elif self._server is not None:
                 try:
                     self._channel = self._server.spawn()
                 except OSError:  # no fork server after all: fresh processes from now on
@@ -194,7 +209,21 @@ class Worker:
             else:
                 self._channel = self._spawn_plain(warm_up=self.started == 0)
             self.started += 1
+        if self._spare is None and self._wants_spare():
+            try:
+                self._spare = self._server.spawn()  # type: ignore[union-attr]
+            except OSError:  # the server went away: the next replacement finds out
+                pass
+            else:  # its warm-up (a CUDA context) runs while the current worker checks
+                self._spare.warming = self._send(self._spare, {"op": "prepare", "cuda": self._uses_cuda})
         return self._channel
+
+    def _wants_spare(self) -> bool:
+        if self._server is None or not self._server.ready:
+            return False
+        if self.spare is not None:
+            return self.spare
+        return self._server.gpu and self._uses_cuda
 
     def _spawn_plain(self, *, warm_up: bool) -> _Channel:
         proc = subprocess.Popen(_WORKER, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,

@@ -44,6 +44,7 @@ def serve(requests: IO[str], replies: IO[str]) -> None:
             request, lambda progress: send({"id": request.get("id"), "progress": progress})),
         "source": lambda request: checks.forward_source(request["graph"]),
         "warmup": lambda request: checks.warm_up(),
+        "prepare": lambda request: checks.prepare(cuda=bool(request.get("cuda"))),
         "configs": lambda request: {"configs": checks.nondefault_from_dumps(request["dumps"])},
         "repro_values": checks.save_repro_values,
         "plan": lambda request: {"plan": compat.compiler_bisector_subsystems() or {}},
@@ -67,10 +68,10 @@ def fork_server(sock: socket.socket) -> None:
     # then asks NVML, where CUDA's runtime would call cuInit and leave forked children
     # unable to use CUDA ("poison fork", see torch.cuda.is_available's docstring).
     os.environ[NVML_CUDA_CHECK] = "1"
-    ready, why = prepare_server()
-    print(f"dynscope fork server: {why}", file=sys.stderr, flush=True)
-    sock.sendall(json.dumps({"ready": ready, "why": why}).encode() + b"\n")
-    if not ready:  # the parent starts fresh workers instead
+    state = prepare_server()
+    print(f"dynscope fork server: {state['why']}", file=sys.stderr, flush=True)
+    sock.sendall(json.dumps(state).encode() + b"\n")
+    if not state["ready"]:  # the parent starts fresh workers instead
         return
     while True:
         message, fds, _flags, _addr = socket.recv_fds(sock, 4096, 2)
@@ -95,9 +96,9 @@ def fork_server(sock: socket.socket) -> None:
             sock.sendall(json.dumps({"returncode": _returncode(status)}).encode() + b"\n")
 
 
-def prepare_server() -> tuple[bool, str]:
+def prepare_server() -> dict[str, Any]:
     """Import torch and warm Inductor up without creating a CUDA context; whether forked
-    workers will work (and why not).
+    workers will work ("ready", "why") and whether a GPU is present ("gpu").
 
     Without a GPU, a compile (never run) of a small graph pays Inductor's first-compile costs.
     With one, only the modules a GPU compile needs are imported: Inductor's first compile
@@ -109,8 +110,9 @@ def prepare_server() -> tuple[bool, str]:
     compat.single_threaded_compiles()  # no compile pool (its threads would not survive a fork)
     gpu = compat.gpu_present()
     checks.warm_up(run=False, compile=not gpu)
-    return fork_readiness(cuda_initialized=compat.cuda_initialized(), gpu=gpu,
-                          child_can_use_cuda=_cuda_works_in_a_child)
+    ready, why = fork_readiness(cuda_initialized=compat.cuda_initialized(), gpu=gpu,
+                                child_can_use_cuda=_cuda_works_in_a_child)
+    return {"ready": ready, "why": why, "gpu": gpu}
 
 
 def fork_readiness(*, cuda_initialized: bool, gpu: bool, child_can_use_cuda: Callable[[], bool]) -> tuple[bool, str]:

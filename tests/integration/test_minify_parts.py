@@ -261,8 +261,8 @@ from dynscope.minifier import worker_main
 from dynscope.probes import compat
 compat.inductor_compile = lambda *args: calls.append("compile")
 worker_main._cuda_works_in_a_child = lambda: calls.append("test child") or True
-ready, why = worker_main.prepare_server()
-print(json.dumps({"ready": ready, "why": why, "calls": calls, "initialized": torch.cuda.is_initialized(),
+state = worker_main.prepare_server()
+print(json.dumps({**state, "calls": calls, "initialized": torch.cuda.is_initialized(),
                   "imported": "torch._inductor.compile_fx" in sys.modules}))
 """
 
@@ -274,7 +274,7 @@ def test_fork_server_warm_up_creates_no_cuda_context_where_a_gpu_is_present():
     proc = subprocess.run([sys.executable, "-c", _PRETEND_GPU], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-4000:]
     found = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert found == {"ready": True, "why": "forking workers (each creates its own CUDA context)",
+    assert found == {"ready": True, "why": "forking workers (each creates its own CUDA context)", "gpu": True,
                      "calls": ["test child"], "initialized": False, "imported": True}
 
 
@@ -288,3 +288,31 @@ def test_a_gpu_error_means_a_new_worker():
                                               "runtime_error"))
     assert not _names_device_error(from_exception(RuntimeError("shape mismatch"), "runtime_error"))
     assert not _names_device_error(None)
+
+
+def test_a_spare_worker_takes_over_when_a_check_ends_its_worker(tmp_path):
+    # By default only once checks use CUDA; here forced, to test the hand-over on CPU.
+    _, fragment = traced(lambda x: x.sin() * 2, torch.randn(3))
+    request = {"op": "check", "fragment": fragment.to_json(), "backend": {"name": "eager"}, "configs": {},
+               "grad_enabled": True, "accuracy": None}
+    worker = Worker(str(tmp_path / "worker.log"), fork=True, spare=True)
+    try:
+        first = worker.request(request, timeout=300)
+        assert first.data is not None and first.data["signature"] is None and first.data["cuda"] is False
+        pid = worker.request({"op": "ping"}, timeout=60).data["pid"]
+        spare = worker._spare.pid
+        assert spare != pid
+        assert worker.request(request, timeout=0.001).hung_after == 0.001  # ends the worker
+        assert worker.request({"op": "ping"}, timeout=60).data["pid"] == spare  # the spare took over
+        assert worker._spare is not None and worker._spare.pid not in (pid, spare)  # and has a successor
+        again = worker.request(request, timeout=300)
+        assert again.data is not None and again.data["signature"] is None
+        assert worker.started == 2
+    finally:
+        worker.close()
+    default = Worker(str(tmp_path / "default.log"), fork=True)
+    try:
+        assert default.request({"op": "ping"}, timeout=300).data is not None
+        assert default._spare is None  # no GPU in use: forks are cheap enough
+    finally:
+        default.close()
