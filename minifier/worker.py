@@ -163,7 +163,9 @@ class Worker:
 
     def request(self, request: dict[str, Any], timeout: float) -> Reply:
         channel = self._ensure_channel()
-        if channel.warming is not None:  # let a warm-up finish first: its time is not the check's
+        for _ in range(3):  # let a warm-up finish first: its time is not the check's
+            if channel.warming is None:
+                break
             warm = self._receive(channel, channel.warming, STARTUP_TIMEOUT_S)
             channel.warming = None
             if warm.data is None:  # it died warming up: the next one

@@ -64,9 +64,10 @@ def serve(requests: IO[str], replies: IO[str]) -> None:
 def fork_server(sock: socket.socket) -> None:
     """Fork a worker per "spawn" message; report a worker's exit status on "reap"."""
     nvml_check = os.environ.get(NVML_CUDA_CHECK)
-    # Before torch is imported: torch.cuda.is_available(), which Inductor and Triton call,
-    # then asks NVML, where CUDA's runtime would call cuInit and leave forked children
-    # unable to use CUDA ("poison fork", see torch.cuda.is_available's docstring).
+    # Before anything asks: torch.cuda.is_available(), which Inductor and Triton call, then
+    # counts devices with NVML, where CUDA's runtime would call cuInit and leave forked
+    # children unable to use CUDA ("poison fork", see torch.cuda.is_available's docstring).
+    # Read at each call; workers get the program's own setting back.
     os.environ[NVML_CUDA_CHECK] = "1"
     state = prepare_server()
     print(f"dynscope fork server: {state['why']}", file=sys.stderr, flush=True)
