@@ -20,7 +20,7 @@ from dynscope.minifier import standalone
 from dynscope.minifier.fragment import Fragment
 from dynscope.minifier.probe import CompileWatch, own_random_stream
 from dynscope.minifier.rebuild import RebuildError, build_module, load_values, make_inputs, recorded_inputs
-from dynscope.minifier.signature import RUNTIME_ERROR, from_exception
+from dynscope.minifier.signature import GPU_FAULT, RUNTIME_ERROR, from_exception
 from dynscope.probes import compat
 
 _MAX_APPLICATIONS = 2000  # per subsystem: a big graph lowers thousands of nodes
@@ -29,7 +29,7 @@ _MAX_APPLICATIONS = 2000  # per subsystem: a big graph lowers thousands of nodes
 _DEVICE_POISON = ("CUDA error", "device-side assert", "illegal memory access", "Triton Error [CUDA]",
                   "unspecified launch failure", "illegal instruction", "misaligned address",
                   "CUBLAS_STATUS_EXECUTION_FAILED", "HIP error", "hipError")
-_DEVICE_ERROR_TYPES = ("AcceleratorError",)  # torch >= 2.8 raises CUDA errors as torch.AcceleratorError
+_DEVICE_ERROR_TYPES = (GPU_FAULT, "AcceleratorError")  # torch >= 2.8 raises CUDA errors as torch.AcceleratorError
 
 
 def run_check(request: dict[str, Any], notify: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:

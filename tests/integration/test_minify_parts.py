@@ -316,3 +316,23 @@ def test_a_spare_worker_takes_over_when_a_check_ends_its_worker(tmp_path):
         assert default._spare is None  # no GPU in use: forks are cheap enough
     finally:
         default.close()
+
+
+def test_a_gpu_fault_is_one_failure_wherever_it_surfaces():
+    # Reported asynchronously: at a later kernel launch (Triton's or Inductor's launcher) or at
+    # a synchronization (torch), depending on timing and on the kernels after the faulty one.
+    class AcceleratorError(RuntimeError):
+        pass
+
+    surfaced = [
+        AcceleratorError("CUDA error: device-side assert triggered\nCUDA kernel errors might be asynchronously "
+                         "reported at some other API call, so the stacktrace below might be incorrect."),
+        RuntimeError("Triton Error [CUDA]: device-side assert triggered"),
+        RuntimeError("CUDA driver error: device-side assert triggered"),
+    ]
+    first, *others = [from_exception(e, "runtime_error") for e in surfaced]
+    assert all(first.same_as(other) for other in others)
+    assert (first.exc_type, first.key) == ("GPU fault", "device-side assert triggered")
+    assert "CUDA error: device-side assert triggered" in first.describe()
+    illegal = from_exception(RuntimeError("CUDA error: an illegal memory access was encountered"), "runtime_error")
+    assert not illegal.same_as(first)
