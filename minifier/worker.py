@@ -135,10 +135,10 @@ def _can_fork_workers() -> bool:
 
 
 class Worker:
-    """``spare``: keep a second forked worker ready, warmed up while the current one checks,
-    to take over when a check ends the current one. By default only once checks use CUDA
-    (where a fork is cheap but a new CUDA context is not, and every check that hits a
-    device-side assert ends its worker)."""
+    """``spare``: keep a second worker ready, warmed up while the current one checks, to take
+    over when a check ends the current one. By default only once checks use CUDA (where a
+    fork is cheap but a new CUDA context is not, a fresh process costlier still, and every
+    check that hits a device-side assert ends its worker)."""
 
     def __init__(self, log_path: str, *, fork: bool | None = None, spare: bool | None = None) -> None:
         self.log_path = log_path
@@ -158,8 +158,9 @@ class Worker:
             self._log = open(self.log_path, "ab")
         if self.fork and self._server is None:
             self._server = _ForkServer(self._log)
-        elif not self.fork and self._channel is None:
+        elif not self.fork and self._channel is None and self.started == 0:
             self._channel = self._spawn_plain(warm_up=True)
+            self.started += 1
 
     def request(self, request: dict[str, Any], timeout: float) -> Reply:
         channel = self._ensure_channel()
@@ -207,25 +208,36 @@ class Worker:
                 except OSError:  # no fork server after all: fresh processes from now on
                     self._server.close()
                     self._server, self.fork = None, False
-                    self._channel = self._spawn_plain(warm_up=self.started == 0)
+                    self._channel = self._spawn_plain(warm_up=True)
             else:
-                self._channel = self._spawn_plain(warm_up=self.started == 0)
+                self._channel = self._spawn_plain(warm_up=True)
             self.started += 1
         if self._spare is None and self._wants_spare():
-            try:
-                self._spare = self._server.spawn()  # type: ignore[union-attr]
-            except OSError:  # the server went away: the next replacement finds out
-                pass
-            else:  # its warm-up (a CUDA context) runs while the current worker checks
-                self._spare.warming = self._send(self._spare, {"op": "prepare", "cuda": self._uses_cuda})
+            self._spare = self._spawn_spare()
         return self._channel
 
     def _wants_spare(self) -> bool:
-        if self._server is None or not self._server.ready:
+        if self._server is not None and not self._server.ready:
             return False
         if self.spare is not None:
             return self.spare
-        return self._server.gpu and self._uses_cuda
+        if self._server is not None:
+            return self._server.gpu and self._uses_cuda
+        return self._uses_cuda  # fresh processes on a GPU: the next one imports torch while this one checks
+
+    def _spawn_spare(self) -> _Channel | None:
+        """A worker whose warm-up runs while the current one checks: forked, it creates its
+        CUDA context; a fresh process also imports torch and warms Inductor up."""
+        if self._server is None:
+            spare = self._spawn_plain(warm_up=False)
+            spare.warming = self._send(spare, {"op": "warmup", "cuda": self._uses_cuda})
+            return spare
+        try:
+            spare = self._server.spawn()
+        except OSError:  # the server went away: the next replacement finds out
+            return None
+        spare.warming = self._send(spare, {"op": "prepare", "cuda": self._uses_cuda})
+        return spare
 
     def _spawn_plain(self, *, warm_up: bool) -> _Channel:
         proc = subprocess.Popen(_WORKER, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,

@@ -43,7 +43,7 @@ def serve(requests: IO[str], replies: IO[str]) -> None:
         "check": lambda request: checks.run_check(
             request, lambda progress: send({"id": request.get("id"), "progress": progress})),
         "source": lambda request: checks.forward_source(request["graph"]),
-        "warmup": lambda request: checks.warm_up(),
+        "warmup": lambda request: {**checks.warm_up(), "prepare": checks.prepare(cuda=bool(request.get("cuda")))},
         "prepare": lambda request: checks.prepare(cuda=bool(request.get("cuda"))),
         "configs": lambda request: {"configs": checks.nondefault_from_dumps(request["dumps"])},
         "repro_values": checks.save_repro_values,

@@ -290,12 +290,13 @@ def test_a_gpu_error_means_a_new_worker():
     assert not _names_device_error(None)
 
 
-def test_a_spare_worker_takes_over_when_a_check_ends_its_worker(tmp_path):
+@pytest.mark.parametrize("fork", [True, False], ids=["forked", "fresh-process"])
+def test_a_spare_worker_takes_over_when_a_check_ends_its_worker(tmp_path, fork):
     # By default only once checks use CUDA; here forced, to test the hand-over on CPU.
     _, fragment = traced(lambda x: x.sin() * 2, torch.randn(3))
     request = {"op": "check", "fragment": fragment.to_json(), "backend": {"name": "eager"}, "configs": {},
                "grad_enabled": True, "accuracy": None}
-    worker = Worker(str(tmp_path / "worker.log"), fork=True, spare=True)
+    worker = Worker(str(tmp_path / "worker.log"), fork=fork, spare=True)
     try:
         first = worker.request(request, timeout=300)
         assert first.data is not None and first.data["signature"] is None and first.data["cuda"] is False
@@ -310,7 +311,7 @@ def test_a_spare_worker_takes_over_when_a_check_ends_its_worker(tmp_path):
         assert worker.started == 2
     finally:
         worker.close()
-    default = Worker(str(tmp_path / "default.log"), fork=True)
+    default = Worker(str(tmp_path / "default.log"), fork=fork)
     try:
         assert default.request({"op": "ping"}, timeout=300).data is not None
         assert default._spare is None  # no GPU in use: forks are cheap enough
