@@ -124,6 +124,9 @@ _ARTIFACT_HEAD = re.compile(r"^Graph break in user code at (?P<file>.+):(?P<line
 # The preambles log_graph_break's callers put before the exception's message (symbolic_convert.py).
 _REASON_PREFIX = re.compile(r"^(?:Encountered graph break when attempting to trace |Failed to handle graph break "
                             r"gracefully\. |Encountered graph break that we cannot resume from\. )[^\n]*:\n\n")
+# torch <= 2.6 wrote "Reason: " where later ones write "Graph Break Reason: ", and put the
+# exception's class before an Unsupported break's message.
+_OLD_REASON, _OLD_UNSUPPORTED = "Reason: ", "Unsupported: "
 _TRACEBACK_FRAME = re.compile(r'^  File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<function>.+)$')
 _GB_ID = re.compile(r"/gb(\d+)\.html")
 
@@ -145,8 +148,13 @@ def parse_break_artifact(text: str) -> BreakArtifact:
     head = _ARTIFACT_HEAD.match(text)
     body = text[head.end():] if head else text
     body, _, traceback = body.partition("\nUser code traceback:\n")
-    reason = body.removeprefix("Graph Break Reason: ").strip("\n")
-    message = _REASON_PREFIX.sub("", reason, count=1)
+    if body.startswith(_OLD_REASON):
+        # torch <= 2.6: "Reason: Unsupported: <message>"; its counters key the break by <message>.
+        reason = body.removeprefix(_OLD_REASON).strip("\n")
+        message = reason.removeprefix(_OLD_UNSUPPORTED)
+    else:
+        reason = body.removeprefix("Graph Break Reason: ").strip("\n")
+        message = _REASON_PREFIX.sub("", reason, count=1)
     parsed = parse_break_message(message)
     stack: list[tuple[str, int, str, str | None]] = []
     # Under verbose logging torch appends the internal traceback after a blank line.

@@ -717,7 +717,8 @@ class _StageBuilder:
             return 'not run: the backend does not use Inductor (e.g. backend="aot_eager")'
         if "artifact:fx_graph_cache_hit" in self.names and name in ("pre_grad", "post_grad", "scheduler_ir"):
             return "skipped: Inductor FX graph cache hit (run without --keep-caches to record it)"
-        if graph == "backward":
+        # Only when no stage of the backward graph exists: with one, this stage is missing for its own reason.
+        if graph == "backward" and not any(s.graph == "backward" for s in stages.values()):
             return "not compiled: Inductor compiles the backward graph on the first .backward(), which this run did not reach"
         if name == "scheduler_ir":
             if probes.get("log:ir_pre_fusion") is False:

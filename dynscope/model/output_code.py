@@ -72,9 +72,11 @@ def split_kernels(output_code: str) -> list[KernelCode]:
     kernels: list[KernelCode] = []
     for match in _DEFINITION.finditer(output_code):
         start = output_code.find("'''", match.end())
-        end = output_code.find("'''", start + 3) if start != -1 else -1
-        if start == -1 or end == -1:
+        if start == -1:
             continue
+        end = output_code.find("'''", start + 3)
+        if end == -1:  # output code shown cut (a stage over the read bound): keep the kernel's start
+            end = len(output_code)
         method = match.group("method")
         language = "triton" if method == "triton" else "cpp" if method.startswith("cpp") else method
         kernel = KernelCode(match.group("name"), language, output_code[start + 3 : end].strip("\n"))

@@ -27,6 +27,7 @@ GRAPH_EVENTS = frozenset(
         "artifact:after_pre_grad_graph",
         "artifact:before_post_grad_graph",
         "artifact:inductor_post_grad_graph",
+        "inductor_post_grad_graph",  # torch <= 2.6 logs it as an event of its own, not an artifact
     }
 )
 

@@ -56,15 +56,20 @@ def test_graph_breaks_match_torch(recorded, backend):
     assert sorted((b.location.file, b.location.line) for b in breaks) == sorted(
         (r["file"], r["line"]) for r in torch_breaks
     )
-    # Same reason text: torch counts each break under its message (data-dependent branching
-    # under "unimplemented", the others under "graph_break").
+    # Same reason text: torch counts a break under its message (data-dependent branching under
+    # "unimplemented", the others under "graph_break"), and each of ours carries that message.
     counted = Counter()
     for category in ("graph_break", "unimplemented"):
         counted.update(torch_record["counters"].get(category, {}))
-    assert Counter(b.message for b in breaks) == +Counter({m: counted[m] for m in {b.message for b in breaks}})
-    assert sum(torch_record["counters"].get("graph_break", {}).values()) == sum(
-        1 for b in breaks if b.gb_type != "Data-dependent branching"
-    )
+    ours = Counter(b.message for b in breaks)
+    assert {m: ours[m] for m in torch_record["counters"].get("graph_break", {})} == torch_record["counters"]["graph_break"]
+    # A break torch counted nowhere (before 2.7 a data-dependent jump) is one it listed, at that line,
+    # under a reason it did not count either.
+    torch_reason_at = {r["line"]: r["reason"] for r in torch_breaks}
+    for b in breaks:
+        if not counted[b.message]:
+            assert not counted[torch_reason_at[b.location.line]], b.message
+    assert all(ours[m] == counted[m] for m in ours if counted[m])
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -75,10 +80,11 @@ def test_break_reason_is_torchs_graph_break_log_text(recorded, backend):
     for event in capture.reader.events(["artifact:dynamo_graph_break_reason"]):
         text = capture.reader.payload(event.payload_hash)
         where = re.search(r"Graph break in user code at (.+):(\d+)", text)
-        reason = text.split("Graph Break Reason: ", 1)[1].split("\n\nUser code traceback:", 1)[0]
+        # "Graph Break Reason: " since torch 2.7, "Reason: " before.
+        reason = re.search(r"^(?:Graph Break )?Reason: (.*?)\n+User code traceback:", text, re.S | re.M).group(1)
         logged.append((where.group(1), int(where.group(2)), reason))
     ours = [(b.location.file, b.location.line, b.reason) for b in capture.graph_breaks()]
-    assert sorted(ours) == sorted(logged)
+    assert len(logged) == 4 and sorted(ours) == sorted(logged)  # torch logged each of the four breaks
 
 
 def test_break_details_are_structured(recorded):
@@ -86,6 +92,13 @@ def test_break_details_are_structured(recorded):
     by_line = {b.location.line: b for b in capture.graph_breaks()}
     source = (EXAMPLES / "graph_breaks.py").read_text().splitlines()
     printing = by_line[next(i for i, line in enumerate(source, 1) if line.strip().startswith("print("))]
+    if not capture.run.probes["graph_breaks"]:
+        # torch < 2.7 has no structured graph breaks: the capture says the probe was unavailable and the
+        # break is read from torch's log text, with no type or id made up.
+        assert (printing.gb_type, printing.gb_id, printing.hints) == (None, None, ())
+        assert "print" in printing.message and printing.location.code.startswith('print("block output mean computed")')
+        assert printing.resumed_into in {c.function for c in capture.compiles()}
+        pytest.skip(f"torch {capture.run.torch_version} has no structured graph breaks (gb_type, hints)")
     assert printing.gb_type == "Failed to trace builtin operator"
     assert printing.gb_id == "GB0059" and printing.doc_link.endswith("gb0059.html")
     assert "print" in printing.explanation and printing.hints

@@ -240,3 +240,24 @@ def test_reading_a_capture_imports_neither_torch_nor_other_views(tmp_path):
         assert unexpected == [], f"`dynscope {label}` imported {unexpected}"
         if allowed:  # the check sees imports: the view this command needs is there
             assert any(_within(m, allowed[-1:]) for m in result["loaded"]), (label, result)
+
+
+# -- the unit layer itself runs without torch -------------------------------------------
+
+_IMPORT_UNIT_TESTS = r"""
+import importlib, json, sys
+from pathlib import Path
+unit = Path(sys.argv[1])
+sys.path[:0] = [str(unit), str(unit.parent)]  # as pytest puts them (rootdir-relative, no __init__.py)
+for path in sorted(unit.glob("*.py")):
+    importlib.import_module(path.stem)
+print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] == "torch")))
+"""
+
+
+def test_no_unit_test_module_imports_torch():
+    """Collecting tests/unit loads no torch (the autouse check in tests/unit/conftest.py covers running them)."""
+    result = subprocess.run([sys.executable, "-c", _IMPORT_UNIT_TESTS, str(ROOT / "tests" / "unit")],
+                            capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == []

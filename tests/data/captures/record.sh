@@ -15,8 +15,10 @@ out="$here/$version"
 mkdir -p "$out"
 cd "$repo"   # captures record paths relative to the program's directory as the user ran it
 
+made=()  # one README line per capture
 record() {  # name, example, args...
     local name=$1 example=$2; shift 2
+    made+=("- \`$name.dynscope\`: \`dynscope explain -q -o $name.dynscope examples/$example $*\`")
     rm -f "$out/$name.dynscope"
     "$python" -m dynscope explain -q -o "$out/$name.dynscope" "examples/$example" "$@"
     "$python" - "$out/$name.dynscope" <<'PY'
@@ -30,4 +32,15 @@ record graph_breaks_eager graph_breaks.py --backend eager
 record recompiles_eager recompiles.py --backend eager
 record train_loop_aot_eager train_loop.py --backend aot_eager --steps 2
 record conv_net_inductor conv_net.py --backend inductor
+# How they were made, beside them (the unit tests take the version from the directory name).
+{
+    echo "# Captures recorded with torch $version"
+    echo
+    echo "Made $(date -u +%Y-%m-%d) by \`tests/data/captures/record.sh\` at dynscope $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet HEAD -- dynscope 2>/dev/null || echo ' with uncommitted changes'),"
+    "$python" -c 'import platform, sys, torch
+device = f"CUDA ({torch.cuda.get_device_name()}, Triton)" if torch.cuda.is_available() else "CPU"
+print(f"on {platform.system()} {platform.machine()}, Python {sys.version.split()[0]}, torch {torch.__version__}, {device}:")'
+    echo
+    printf '%s\n' "${made[@]}"
+} > "$out/README.md"
 ls -l "$out"
