@@ -2,7 +2,8 @@
 
 Processes: the command (no torch) drives everything; the detection run is the user's
 program in a child process under the recorder and the failure probe; checks run in one
-long-lived worker process (forked afresh from a warm fork server when a check kills it);
+long-lived worker process (forked afresh from a warm fork server when a check kills it or
+poisons its CUDA context; the server itself never initializes CUDA);
 the repro is proven in a fresh process.
 
 Modules, one job each:

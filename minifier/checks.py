@@ -20,11 +20,16 @@ from dynscope.minifier import standalone
 from dynscope.minifier.fragment import Fragment
 from dynscope.minifier.probe import CompileWatch, own_random_stream
 from dynscope.minifier.rebuild import RebuildError, build_module, load_values, make_inputs, recorded_inputs
-from dynscope.minifier.signature import RUNTIME_ERROR, from_exception
+from dynscope.minifier.signature import GPU_FAULT, RUNTIME_ERROR, from_exception
 from dynscope.probes import compat
 
 _MAX_APPLICATIONS = 2000  # per subsystem: a big graph lowers thousands of nodes
-_DEVICE_POISON = ("CUDA error", "device-side assert", "illegal memory access")
+# Words of errors after which a GPU context is unusable (CUDA's errors are sticky: every later
+# call in the process fails the same way), torch's, Triton's and the HIP runtime's spelling.
+_DEVICE_POISON = ("CUDA error", "device-side assert", "illegal memory access", "Triton Error [CUDA]",
+                  "unspecified launch failure", "illegal instruction", "misaligned address",
+                  "CUBLAS_STATUS_EXECUTION_FAILED", "HIP error", "hipError")
+_DEVICE_ERROR_TYPES = (GPU_FAULT, "AcceleratorError")  # torch >= 2.8 raises CUDA errors as torch.AcceleratorError
 
 
 def run_check(request: dict[str, Any], notify: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
@@ -63,25 +68,32 @@ def run_check(request: dict[str, Any], notify: Callable[[dict[str, Any]], None] 
         undo_configs()
         if undo_decider is not None:
             undo_decider()
-    broken = escaped or _device_broken(inputs) or (
-        signature is not None and any(word in signature.detail for word in _DEVICE_POISON))
+    broken = escaped or _device_broken() or _names_device_error(signature)
     return {
         "signature": signature.to_json() if signature else None,
         "applications": {k: v[:_MAX_APPLICATIONS] for k, v in applications.items()},
         "seconds": time.perf_counter() - started,
         # After a device-side assert the CUDA context is unusable: the next check needs a new worker.
         "restart": broken,
+        "cuda": compat.cuda_initialized(),  # the next worker may as well create its CUDA context early
     }
 
 
-def _device_broken(inputs: list[Any]) -> bool:
+def _device_broken() -> bool:
     """A GPU error that nothing reported yet (a kernel that Inductor's autotuning ran and
-    whose failure it swallowed leaves the context broken all the same)."""
+    whose failure it swallowed leaves the context broken all the same). Whatever the graph's
+    inputs: a graph may make its GPU tensors itself. A device-side assert is sticky, so this
+    synchronization fails again after the check already saw it."""
     try:
-        compat.synchronize_devices(inputs)
+        compat.synchronize_cuda()
         return False
     except Exception:
         return True
+
+
+def _names_device_error(signature: Any) -> bool:
+    return signature is not None and (signature.exc_type in _DEVICE_ERROR_TYPES
+                                      or any(word in signature.detail for word in _DEVICE_POISON))
 
 
 def _compile_and_run(module: torch.fx.GraphModule, inputs: list[Any], fragment: Fragment,
@@ -99,7 +111,7 @@ def _compile_and_run(module: torch.fx.GraphModule, inputs: list[Any], fragment: 
         torch.manual_seed(seed)
         try:
             actual, actual_grads = standalone.run_with_grads(compiled, standalone.clone_inputs(inputs))
-            compat.synchronize_devices(inputs)
+            compat.synchronize_cuda()  # a kernel's failure surfaces here, as this check's
         except Exception as e:
             return from_exception(e, watch.kind_of(e))
         if not accuracy or fragment.has_random_ops():
@@ -183,11 +195,17 @@ def _imports_for(globals_: dict[str, Any], source: str) -> list[str]:
     return sorted(set(lines), key=lambda l: (not l.startswith("import"), l))
 
 
-def warm_up(*, run: bool = True) -> dict[str, Any]:
+def warm_up(*, run: bool = True, compile: bool = True) -> dict[str, Any]:
     """Pay Inductor's one-time costs (imports, the C++ toolchain probe) before the first
     real check. ``run=False`` compiles without running the result, so that no OpenMP thread
-    exists afterwards and the process can still fork safely."""
+    exists afterwards and the process can still fork safely. ``compile=False`` only imports
+    what a compile for a GPU imports: where a GPU is present, Inductor's first compile
+    initializes CUDA (it traces its pattern-matcher patterns on "cuda"), and the fork server
+    must not (its forked workers could not use CUDA then)."""
     started = time.perf_counter()
+    if not compile:
+        failed = compat.import_compiler_modules()
+        return {"seconds": time.perf_counter() - started, "not_imported": failed}
     undo = compat.patch_configs(compat.CACHES_OFF)  # a cache hit would skip the code generation to warm up
     try:
         if run:
@@ -199,6 +217,16 @@ def warm_up(*, run: bool = True) -> dict[str, Any]:
     finally:
         undo()
         compat.reset_dynamo()
+    return {"seconds": time.perf_counter() - started}
+
+
+def prepare(*, cuda: bool) -> dict[str, Any]:
+    """A spare worker's warm-up, while another worker checks: create the CUDA context that
+    the next check would otherwise create (nothing else: no compile, no torch state that a
+    check could see)."""
+    started = time.perf_counter()
+    if cuda:
+        compat.cuda_smoke_test()
     return {"seconds": time.perf_counter() - started}
 
 

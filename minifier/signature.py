@@ -83,11 +83,24 @@ def innermost(exc: BaseException) -> BaseException:
     return exc
 
 
+# A GPU kernel's fault is reported asynchronously: the same fault surfaces at a later kernel
+# launch (Triton's launcher: "Triton Error [CUDA]: ...", Inductor's: "CUDA driver error: ...")
+# or at a synchronization (torch: "CUDA error: ...", a RuntimeError or torch.AcceleratorError),
+# whichever comes first, which depends on timing and on how many kernels follow the faulty one.
+# Its signature is the fault itself, however it surfaced.
+GPU_FAULT = "GPU fault"
+_GPU_FAULTS = ("device-side assert triggered", "an illegal memory access was encountered",
+               "unspecified launch failure", "an illegal instruction was encountered", "misaligned address")
+
+
 def from_exception(exc: BaseException, kind: str) -> Signature:
     if kind == ACCURACY or isinstance(exc, AssertionError) and ACCURACY_TAG.search(_text(exc)):
         return accuracy_signature(_text(exc))
     inner = innermost(exc)
     text = _text(inner)
+    fault = next((f for f in _GPU_FAULTS if f in text), None)
+    if fault is not None:
+        return Signature(kind, GPU_FAULT, fault, text[:_MAX_DETAIL])
     return Signature(kind, type(inner).__name__, normalize_message(text), text[:_MAX_DETAIL])
 
 

@@ -5,11 +5,15 @@ segfault in generated code) or outlives its timeout (a hang) becomes a result, n
 error: the worker is killed with its process group (Inductor's compile subprocesses
 included) and the next request goes to a new one.
 
-Where the platform can fork and pass file descriptors (Linux, macOS) and no GPU is present,
-workers are forked from a fork server that has imported torch and warmed Inductor up once
+Where the platform can fork and pass file descriptors (Linux, macOS), workers are forked
+from a fork server that has imported torch and warmed Inductor up once
 (minifier/worker_main.py): a replacement costs milliseconds, where a fresh interpreter costs
-seconds of imports and first-compile work. Elsewhere (CUDA does not survive a fork) each
-worker is a fresh process.
+seconds of imports and first-compile work. With a GPU the server never initializes CUDA (a
+process that did cannot fork CUDA users): it imports what a GPU compile needs and proves with
+a forked test child that CUDA works after a fork; each worker then creates its own CUDA
+context, so that a check that poisons it (a device-side assert) costs a fork and a new
+context (about a second), not a fresh interpreter. Where the server cannot promise that, and
+on platforms without fork, each worker is a fresh process.
 """
 
 from __future__ import annotations
@@ -84,13 +88,15 @@ class _ForkServer:
         self.sock = ours
         self.lines = ours.makefile("rb")
         self.ready = False
+        self.gpu = False  # a GPU is present: each forked worker creates its own CUDA context
 
     def spawn(self) -> _Channel:
         if not self.ready:  # its warm-up runs while the program does; wait for it here
             self.sock.settimeout(STARTUP_TIMEOUT_S)
-            if not self._answer().get("ready"):
-                raise OSError("the fork server cannot fork workers here (CUDA was initialized while warming up)")
-            self.ready = True
+            answer = self._answer()
+            if not answer.get("ready"):
+                raise OSError(f"the fork server cannot fork workers here: {answer.get('why')}")
+            self.ready, self.gpu = True, bool(answer.get("gpu"))
         request_read, request_write = os.pipe()
         reply_read, reply_write = os.pipe()
         socket.send_fds(self.sock, [json.dumps({"op": "spawn"}).encode()], [request_read, reply_write])
@@ -122,20 +128,28 @@ class _ForkServer:
 
 
 def _can_fork_workers() -> bool:
-    """Forking needs fork and fd passing, and no GPU: CUDA, once a driver call has been made
-    in a process, does not work in its forked children, and torch may make one on import."""
-    gpu = any(os.path.exists(p) for p in ("/dev/nvidiactl", "/dev/nvidia0", "/dev/kfd"))
-    return hasattr(os, "fork") and hasattr(socket, "send_fds") and not gpu
+    """Forking needs fork and fd passing. A GPU is no obstacle: the fork server creates no
+    CUDA context, and says so before the first fork (it answers "not ready" otherwise, and the
+    workers are fresh processes then)."""
+    return hasattr(os, "fork") and hasattr(socket, "send_fds")
 
 
 class Worker:
-    def __init__(self, log_path: str, *, fork: bool | None = None) -> None:
+    """``spare``: keep a second worker ready, warmed up while the current one checks, to take
+    over when a check ends the current one. By default only once checks use CUDA (where a
+    fork is cheap but a new CUDA context is not, a fresh process costlier still, and every
+    check that hits a device-side assert ends its worker)."""
+
+    def __init__(self, log_path: str, *, fork: bool | None = None, spare: bool | None = None) -> None:
         self.log_path = log_path
         self.fork = _can_fork_workers() if fork is None else fork
-        self.started = 0  # worker processes started so far
+        self.spare = spare
+        self.started = 0  # worker processes started so far (spares once they serve)
         self._log: IO[bytes] | None = None
         self._server: _ForkServer | None = None
         self._channel: _Channel | None = None
+        self._spare: _Channel | None = None
+        self._uses_cuda = False  # a check has used CUDA in its worker
         self._next_id = 0
 
     def start(self) -> None:
@@ -144,17 +158,23 @@ class Worker:
             self._log = open(self.log_path, "ab")
         if self.fork and self._server is None:
             self._server = _ForkServer(self._log)
-        elif not self.fork and self._channel is None:
+        elif not self.fork and self._channel is None and self.started == 0:
             self._channel = self._spawn_plain(warm_up=True)
+            self.started += 1
 
     def request(self, request: dict[str, Any], timeout: float) -> Reply:
         channel = self._ensure_channel()
-        if channel.warming is not None:  # let a warm-up finish first: its time is not the check's
+        for _ in range(3):  # let a warm-up finish first: its time is not the check's
+            if channel.warming is None:
+                break
             warm = self._receive(channel, channel.warming, STARTUP_TIMEOUT_S)
             channel.warming = None
-            if warm.data is None:
+            if warm.data is None:  # it died warming up: the next one
+                self._channel = None
                 channel = self._ensure_channel()
         reply = self._receive(channel, self._send(channel, request), timeout)
+        if reply.data is not None and reply.data.get("cuda"):
+            self._uses_cuda = True
         if reply.data is not None and reply.data.get("restart"):
             channel.kill()  # its state cannot be trusted any more
         if reply.data is None or reply.data.get("restart"):
@@ -164,9 +184,10 @@ class Worker:
     def close(self) -> None:
         # No graceful exit: torch's interpreter teardown costs seconds and the workers hold
         # nothing worth keeping.
-        if self._channel is not None:
-            self._channel.kill()
-            self._channel = None
+        for channel in (self._channel, self._spare):
+            if channel is not None:
+                channel.kill()
+        self._channel = self._spare = None
         if self._server is not None:
             self._server.close()
             self._server = None
@@ -179,17 +200,44 @@ class Worker:
     def _ensure_channel(self) -> _Channel:
         self.start()
         if self._channel is None:
-            if self._server is not None:
+            if self._spare is not None:
+                self._channel, self._spare = self._spare, None
+            elif self._server is not None:
                 try:
                     self._channel = self._server.spawn()
                 except OSError:  # no fork server after all: fresh processes from now on
                     self._server.close()
                     self._server, self.fork = None, False
-                    self._channel = self._spawn_plain(warm_up=self.started == 0)
+                    self._channel = self._spawn_plain(warm_up=True)
             else:
-                self._channel = self._spawn_plain(warm_up=self.started == 0)
+                self._channel = self._spawn_plain(warm_up=True)
             self.started += 1
+        if self._spare is None and self._wants_spare():
+            self._spare = self._spawn_spare()
         return self._channel
+
+    def _wants_spare(self) -> bool:
+        if self._server is not None and not self._server.ready:
+            return False
+        if self.spare is not None:
+            return self.spare
+        if self._server is not None:
+            return self._server.gpu and self._uses_cuda
+        return self._uses_cuda  # fresh processes on a GPU: the next one imports torch while this one checks
+
+    def _spawn_spare(self) -> _Channel | None:
+        """A worker whose warm-up runs while the current one checks: forked, it creates its
+        CUDA context; a fresh process also imports torch and warms Inductor up."""
+        if self._server is None:
+            spare = self._spawn_plain(warm_up=False)
+            spare.warming = self._send(spare, {"op": "warmup", "cuda": self._uses_cuda})
+            return spare
+        try:
+            spare = self._server.spawn()
+        except OSError:  # the server went away: the next replacement finds out
+            return None
+        spare.warming = self._send(spare, {"op": "prepare", "cuda": self._uses_cuda})
+        return spare
 
     def _spawn_plain(self, *, warm_up: bool) -> _Channel:
         proc = subprocess.Popen(_WORKER, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,

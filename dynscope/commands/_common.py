@@ -1,4 +1,4 @@
-"""Argument helpers the capture-reading subcommands share."""
+"""Argument helpers the subcommands share."""
 
 from __future__ import annotations
 
@@ -20,6 +20,26 @@ def add_any_source_argument(parser: argparse.ArgumentParser) -> None:
 def add_compile_argument(parser: argparse.ArgumentParser, *, required: bool) -> None:
     parser.add_argument("--compile", dest="compile_id", metavar="ID", required=required,
                         help='compile id as torch prints it, e.g. "0/1"')
+
+
+def add_program_arguments(parser: argparse.ArgumentParser) -> None:
+    """SCRIPT [ARGS...] or -m MODULE [ARGS...], as python takes them (for commands that run a program)."""
+    parser.add_argument("-m", dest="module_argv", nargs=argparse.REMAINDER, metavar="MODULE [ARGS]",
+                        help="run a module as python -m does")
+    parser.add_argument("program", nargs=argparse.REMAINDER, help="SCRIPT [ARGS...]")
+
+
+def program_from_args(args: argparse.Namespace):
+    """The Program the arguments of add_program_arguments name, or None when they name none."""
+    from dynscope.runner.program import Program  # only commands that run a program need the runner
+
+    if args.module_argv:
+        return Program("module", args.module_argv[0], list(args.module_argv[1:]))
+    if args.module_argv is not None:
+        raise DynscopeError("-m needs a module name")
+    if args.program:
+        return Program("script", args.program[0], list(args.program[1:]))
+    return None
 
 
 def resolve_stage(capture, compile_id: str, name: str):

@@ -16,6 +16,7 @@ import json
 import os
 import sys
 
+from dynscope.commands._common import add_program_arguments, program_from_args
 from dynscope.errors import DynscopeError
 
 USAGE = """dynscope fix [OPTIONS] SCRIPT [ARGS...]
@@ -56,9 +57,7 @@ class Command:
         parser.add_argument("--try", dest="tries", action="append", default=[], metavar="NAME=VALUE",
                             help="also try this setting (e.g. torch._dynamo.config.specialize_int=True); repeatable")
         parser.add_argument("--out", metavar="DIR", help="where the runs' captures and output go (default: <program>-fix)")
-        parser.add_argument("-m", dest="module_argv", nargs=argparse.REMAINDER, metavar="MODULE [ARGS]",
-                            help="run a module as python -m does")
-        parser.add_argument("program", nargs=argparse.REMAINDER, help="SCRIPT [ARGS...]")
+        add_program_arguments(parser)
 
     def run(self, args: argparse.Namespace) -> int:
         from dynscope.fix import session
@@ -96,7 +95,7 @@ def _write(path: str, text: str) -> None:
 def _options(args: argparse.Namespace):
     from dynscope.analysis.remedies import parse_try
     from dynscope.fix.session import Options
-    from dynscope.runner.program import Program, check_runnable
+    from dynscope.runner.program import check_runnable
 
     if args.budget <= 0:
         raise DynscopeError("--budget must be a positive number of seconds")
@@ -108,13 +107,7 @@ def _options(args: argparse.Namespace):
         tries = [parse_try(t) for t in args.tries]
     except ValueError as e:
         raise DynscopeError(str(e)) from None
-    program, cwd = None, None
-    if args.module_argv:
-        program = Program("module", args.module_argv[0], list(args.module_argv[1:]))
-    elif args.module_argv is not None:
-        raise DynscopeError("-m needs a module name")
-    elif args.program:
-        program = Program("script", args.program[0], list(args.program[1:]))
+    program, cwd = program_from_args(args), None
     if args.capture is not None:
         if program is not None:
             raise DynscopeError("give either a program to run or --from CAPTURE, not both")

@@ -16,6 +16,7 @@ import os
 import sys
 import time
 
+from dynscope.commands._common import add_program_arguments, program_from_args
 from dynscope.errors import DynscopeError
 
 USAGE = """dynscope minify [OPTIONS] SCRIPT [ARGS...]
@@ -50,9 +51,7 @@ class Command:
         parser.add_argument("--compile", dest="compile_id", metavar="ID", help='with --from: the compile, e.g. "0/0"')
         parser.add_argument("--backend", default="inductor",
                             help="with --from: the backend that fails (a capture does not record it; default inductor)")
-        parser.add_argument("-m", dest="module_argv", nargs=argparse.REMAINDER, metavar="MODULE [ARGS]",
-                            help="run a module as python -m does")
-        parser.add_argument("program", nargs=argparse.REMAINDER, help="SCRIPT [ARGS...]")
+        add_program_arguments(parser)
 
     def run(self, args: argparse.Namespace) -> int:
         options = _options(args)
@@ -69,7 +68,7 @@ class Command:
 
 def _options(args: argparse.Namespace):
     from dynscope.minifier.session import Options
-    from dynscope.runner.program import Program, check_runnable
+    from dynscope.runner.program import check_runnable
 
     if args.timeout <= 0:
         raise DynscopeError("--timeout must be a positive number of seconds")
@@ -77,13 +76,7 @@ def _options(args: argparse.Namespace):
     if args.accuracy or args.rtol is not None or args.atol is not None:
         accuracy = {"rtol": DEFAULT_RTOL if args.rtol is None else args.rtol,
                     "atol": DEFAULT_ATOL if args.atol is None else args.atol}
-    program = None
-    if args.module_argv:
-        program = Program("module", args.module_argv[0], list(args.module_argv[1:]))
-    elif args.module_argv is not None:
-        raise DynscopeError("-m needs a module name")
-    elif args.program:
-        program = Program("script", args.program[0], list(args.program[1:]))
+    program = program_from_args(args)
     if args.capture is not None:
         if program is not None:
             raise DynscopeError("give either a program to run or --from CAPTURE, not both")

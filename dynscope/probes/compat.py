@@ -491,6 +491,53 @@ def cuda_initialized() -> bool:
         return False
 
 
+def gpu_present() -> bool:
+    """Whether this torch sees a CUDA (or ROCm) device, asked the way that creates no CUDA
+    context: torch.cuda.device_count() asks NVML (AMD SMI on ROCm) before CUDA's runtime and
+    never initializes torch.cuda. (If NVML cannot answer, the runtime's answer may already have
+    made forking unsafe: the fork server then finds out with a forked test child.)"""
+    try:
+        return torch.cuda.device_count() > 0
+    except Exception:
+        return False
+
+
+# Modules a GPU compile imports, imported up front by the fork server instead of an actual
+# compile: Inductor's first compile registers its pattern-matcher patterns traced on "cuda"
+# whenever a GPU is present (fx_passes/{pad_mm,fuse_attention,misc_patterns}.py), which
+# initializes CUDA, and its tf32 warning reads the device's capability.
+COMPILER_MODULES = (
+    "torch._dynamo", "torch._functorch.aot_autograd", "torch._inductor.compile_fx", "torch._inductor.graph",
+    "torch._inductor.lowering", "torch._inductor.decomposition", "torch._inductor.scheduler",
+    "torch._inductor.pattern_matcher", "torch._inductor.fx_passes.joint_graph", "torch._inductor.fx_passes.post_grad",
+    "torch._inductor.fx_passes.fuse_attention", "torch._inductor.fx_passes.pad_mm", "torch._inductor.async_compile",
+    "torch._inductor.codegen.wrapper", "torch._inductor.codegen.simd", "torch._inductor.codegen.triton",
+    "torch._inductor.codegen.cuda_combined_scheduling", "torch._inductor.runtime.triton_heuristics",
+    "torch._inductor.runtime.triton_helpers", "triton", "triton.language", "triton.compiler.compiler",
+    "triton.runtime.jit",
+)
+
+
+def import_compiler_modules() -> list[str]:
+    """Import what compiling for a GPU imports, creating no CUDA context; the names that failed."""
+    import importlib
+
+    failed = []
+    for name in COMPILER_MODULES:
+        try:
+            importlib.import_module(name)
+        except Exception:  # not in this torch, or no Triton: the compile imports what it needs
+            failed.append(name)
+    return failed
+
+
+def cuda_smoke_test() -> None:
+    """Create a CUDA context and run a kernel on it (raises where CUDA does not work)."""
+    x = torch.ones(4, device="cuda")
+    x.add_(1)
+    torch.cuda.synchronize()
+
+
 def synchronize_devices(values: list[Any]) -> None:
     """Wait for the GPU work of these tensors: CUDA reports a kernel's failure (a device-side
     assert) asynchronously, and it must surface inside the call that caused it."""

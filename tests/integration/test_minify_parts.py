@@ -220,3 +220,120 @@ def test_worker_is_reused_and_survives_a_check_that_hangs(tmp_path, fork):
         assert worker.request({"op": "ping"}, timeout=60).data["pid"] != pid
     finally:
         worker.close()
+
+
+def test_fork_server_forks_where_a_gpu_is_present_and_cuda_is_not_initialized():
+    """The fork server's answer, decided without a GPU: fork unless the warm-up initialized
+    CUDA; where a GPU is present, only once a forked test child has used CUDA."""
+    from dynscope.minifier.worker import _can_fork_workers
+    from dynscope.minifier.worker_main import fork_readiness
+
+    asked = []
+
+    def child_ok() -> bool:
+        asked.append(True)
+        return True
+
+    def never() -> bool:
+        raise AssertionError("no test child without a GPU")
+
+    ready, why = fork_readiness(cuda_initialized=False, gpu=True, child_can_use_cuda=child_ok)
+    assert ready and asked and why == "forking workers (each creates its own CUDA context)"
+    assert not fork_readiness(cuda_initialized=False, gpu=True, child_can_use_cuda=lambda: False)[0]
+    assert not fork_readiness(cuda_initialized=True, gpu=True, child_can_use_cuda=child_ok)[0]
+    assert not fork_readiness(cuda_initialized=True, gpu=False, child_can_use_cuda=never)[0]
+    assert fork_readiness(cuda_initialized=False, gpu=False, child_can_use_cuda=never) == (True, "forking workers")
+    assert _can_fork_workers()  # Linux: a GPU no longer rules the fork server out
+
+
+# torch says a GPU is present; creating a CUDA context (torch.cuda._lazy_init) is recorded and refused.
+_PRETEND_GPU = """
+import json, sys
+import torch
+calls = []
+def refuse(*args, **kwargs):
+    calls.append("cuda init")
+    raise RuntimeError("the fork server must not initialize CUDA")
+torch.cuda._lazy_init = torch.cuda.init = refuse
+torch.cuda.is_available = lambda: True
+torch.cuda.device_count = lambda: 1
+from dynscope.minifier import worker_main
+from dynscope.probes import compat
+compat.inductor_compile = lambda *args: calls.append("compile")
+worker_main._cuda_works_in_a_child = lambda: calls.append("test child") or True
+state = worker_main.prepare_server()
+print(json.dumps({**state, "calls": calls, "initialized": torch.cuda.is_initialized(),
+                  "imported": "torch._inductor.compile_fx" in sys.modules}))
+"""
+
+
+def test_fork_server_warm_up_creates_no_cuda_context_where_a_gpu_is_present():
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "-c", _PRETEND_GPU], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    found = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert found == {"ready": True, "why": "forking workers (each creates its own CUDA context)", "gpu": True,
+                     "calls": ["test child"], "initialized": False, "imported": True}
+
+
+def test_a_gpu_error_means_a_new_worker():
+    from dynscope.minifier.checks import _names_device_error
+
+    assert _names_device_error(from_exception(RuntimeError(
+        "CUDA error: device-side assert triggered\nCUDA kernel errors might be asynchronously reported"), "runtime_error"))
+    assert _names_device_error(Signature("runtime_error", "AcceleratorError", "x", "x"))
+    assert _names_device_error(from_exception(RuntimeError("Triton Error [CUDA]: an illegal memory access"),
+                                              "runtime_error"))
+    assert not _names_device_error(from_exception(RuntimeError("shape mismatch"), "runtime_error"))
+    assert not _names_device_error(None)
+
+
+@pytest.mark.parametrize("fork", [True, False], ids=["forked", "fresh-process"])
+def test_a_spare_worker_takes_over_when_a_check_ends_its_worker(tmp_path, fork):
+    # By default only once checks use CUDA; here forced, to test the hand-over on CPU.
+    _, fragment = traced(lambda x: x.sin() * 2, torch.randn(3))
+    request = {"op": "check", "fragment": fragment.to_json(), "backend": {"name": "eager"}, "configs": {},
+               "grad_enabled": True, "accuracy": None}
+    worker = Worker(str(tmp_path / "worker.log"), fork=fork, spare=True)
+    try:
+        first = worker.request(request, timeout=300)
+        assert first.data is not None and first.data["signature"] is None and first.data["cuda"] is False
+        pid = worker.request({"op": "ping"}, timeout=60).data["pid"]
+        spare = worker._spare.pid
+        assert spare != pid
+        assert worker.request(request, timeout=0.001).hung_after == 0.001  # ends the worker
+        assert worker.request({"op": "ping"}, timeout=60).data["pid"] == spare  # the spare took over
+        assert worker._spare is not None and worker._spare.pid not in (pid, spare)  # and has a successor
+        again = worker.request(request, timeout=300)
+        assert again.data is not None and again.data["signature"] is None
+        assert worker.started == 2
+    finally:
+        worker.close()
+    default = Worker(str(tmp_path / "default.log"), fork=fork)
+    try:
+        assert default.request({"op": "ping"}, timeout=300).data is not None
+        assert default._spare is None  # no GPU in use: forks are cheap enough
+    finally:
+        default.close()
+
+
+def test_a_gpu_fault_is_one_failure_wherever_it_surfaces():
+    # Reported asynchronously: at a later kernel launch (Triton's or Inductor's launcher) or at
+    # a synchronization (torch), depending on timing and on the kernels after the faulty one.
+    class AcceleratorError(RuntimeError):
+        pass
+
+    surfaced = [
+        AcceleratorError("CUDA error: device-side assert triggered\nCUDA kernel errors might be asynchronously "
+                         "reported at some other API call, so the stacktrace below might be incorrect."),
+        RuntimeError("Triton Error [CUDA]: device-side assert triggered"),
+        RuntimeError("CUDA driver error: device-side assert triggered"),
+    ]
+    first, *others = [from_exception(e, "runtime_error") for e in surfaced]
+    assert all(first.same_as(other) for other in others)
+    assert (first.exc_type, first.key) == ("GPU fault", "device-side assert triggered")
+    assert "CUDA error: device-side assert triggered" in first.describe()
+    illegal = from_exception(RuntimeError("CUDA error: an illegal memory access was encountered"), "runtime_error")
+    assert not illegal.same_as(first)

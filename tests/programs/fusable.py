@@ -1,17 +1,23 @@
 """A chain of pointwise ops Inductor fuses into one loop: compiled runs faster than eager.
 
-Times itself, the same way dynscope times an entry point (perf_counter around each call):
-the compiled function's first call (compiling) and later calls, and the eager function's
-calls, and prints them as JSON for tests/integration/test_runtime_profile.py.
+Times each call of the compiled function the way dynscope times an entry point
+(perf_counter around the call; the first one compiles) and prints the times as JSON. With
+``--log PATH`` it also appends them to PATH, one line per run: under ``dynscope explain
+--vs-eager`` the eager twin (compilation forced off) appends its own line, so
+tests/integration/test_runtime_profile.py can check each of dynscope's figures against
+times taken in the same process, at the same moment.
 """
 
+import argparse
 import json
-import sys
 import time
 
 import torch
 
-STEPS = int(sys.argv[1]) if len(sys.argv) > 1 else 30
+parser = argparse.ArgumentParser()
+parser.add_argument("steps", type=int, nargs="?", default=30)
+parser.add_argument("--log")
+args = parser.parse_args()
 
 
 def chain(x):
@@ -20,18 +26,16 @@ def chain(x):
     return x
 
 
-def timed(fn, x, steps):
-    times = []
-    for _ in range(steps):
-        start = time.perf_counter()
-        fn(x)
-        times.append(time.perf_counter() - start)
-    return times
-
-
 torch.set_num_threads(1)
 x = torch.randn(1 << 20)
 compiled = torch.compile(chain)
-compiled_times = timed(compiled, x, STEPS)
-eager_times = timed(chain, x, STEPS)
-print(json.dumps({"compiled": compiled_times, "eager": eager_times}))
+times = []
+for _ in range(args.steps):
+    start = time.perf_counter()
+    compiled(x)
+    times.append(time.perf_counter() - start)
+line = json.dumps({"compiled": times})
+print(line)
+if args.log:
+    with open(args.log, "a") as log:
+        log.write(line + "\n")

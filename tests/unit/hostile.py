@@ -3,6 +3,7 @@ attacker would (nothing here imports torch)."""
 
 from __future__ import annotations
 
+import functools
 import json
 import sqlite3
 import zlib
@@ -37,9 +38,10 @@ def replace_blob(path: Path, digest: str, *, codec: str, size: int, data: bytes)
         db.execute("UPDATE blobs SET codec = ?, size = ?, data = ? WHERE hash = ?", (codec, size, data, digest))
 
 
+@functools.lru_cache(maxsize=None)
 def zlib_bomb(uncompressed: int) -> bytes:
-    """``uncompressed`` bytes of 'A' deflated (~1000:1), made without holding them all."""
-    deflater = zlib.compressobj(9)
+    """``uncompressed`` bytes of 'A' deflated (~1000:1), made once per size and without holding them all."""
+    deflater = zlib.compressobj(9)  # the best ratio: a bomb's compressed bytes must fit its declared size
     chunk = b"A" * (1 << 20)
     parts = [deflater.compress(chunk) for _ in range(uncompressed >> 20)]
     return b"".join(parts) + deflater.flush()
