@@ -14,7 +14,7 @@ from textual.widgets import DataTable, Static
 from textual.worker import get_current_worker
 
 from dynscope.analysis.diff import CompileDiff, diff_compiles
-from dynscope.analysis.names import friendly_function, location
+from dynscope.analysis.names import friendly_function, location, torch_frame_location
 from dynscope.analysis.problems import advice_for
 from dynscope.errors import DynscopeError
 from dynscope.model import Capture, Compile, Guard, Recompile
@@ -125,7 +125,8 @@ def compile_details(capture: Capture, c: Compile, recompile: Recompile | None,
     rows += [plain(""), plain(f"Guards of {c.compile_id} ({len(guards)})", "bold")]
     if not guards:
         rows.append(plain("no guard list was recorded for this compile", "dim"))
-    rows += [guard_row(g, mask) for g in guards]
+    files = {other.file for other in capture.compiles()}
+    rows += [guard_row(g, mask, lambda text: torch_frame_location(text, files, cwd)) for g in guards]
     return lines_of(*rows)
 
 
@@ -166,11 +167,14 @@ def diff_rows(d: CompileDiff) -> list[Text]:
     return rows
 
 
-def guard_row(g: Guard, mask: Callable[[str], str] | None = None) -> Text:
+def guard_row(g: Guard, mask: Callable[[str], str] | None = None,
+              where: Callable[[str], str] | None = None) -> Text:
+    """``where`` rewrites torch's frame text of the guard's user line (see torch_frame_location)."""
     check = mask(g.check) if mask else g.check
     row = line(("  ", ""), (g.kind, "bold"), (f"  {g.source}" if g.source else "", "cyan"), "  ", check)
     if g.user_code or g.user_location:
-        row.append(f"\n      from {g.user_code or ''}{'  ' if g.user_code else ''}{g.user_location or ''}", style="dim")
+        place = (where(g.user_location) if where else g.user_location) if g.user_location else ""
+        row.append(f"\n      from {g.user_code or ''}{'  ' if g.user_code else ''}{place}", style="dim")
     return row
 
 

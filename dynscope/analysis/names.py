@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterable
 
 from dynscope.model.break_text import first_line
 
-__all__ = ["condensed", "first_line", "friendly_function", "location", "plural", "short_location", "short_path"]
+__all__ = ["condensed", "first_line", "friendly_function", "location", "plural", "short_location", "short_path",
+           "torch_frame_location"]
 
 _RESUME = re.compile(r"^torch_dynamo_resume_in_(?P<function>.+)_at_(?P<line>\d+)$")
 
@@ -41,6 +43,30 @@ def short_path(path: str | None, cwd: str | None = None) -> str:
 
 def location(path: str | None, line: int | None, cwd: str | None = None) -> str:
     return f"{short_path(path, cwd)}:{line}" if line is not None else short_path(path, cwd)
+
+
+_TORCH_FRAME = re.compile(r"^(?P<file>.+):(?P<line>\d+) in (?P<function>.+)$")
+
+
+def torch_frame_location(text: str, known_files: Iterable[str], cwd: str | None = None) -> str:
+    """torch's short frame text ('model.py:12 in forward', in guard trees) with the file the
+    capture knows, shown as `location` shows files.
+
+    torch shortens the path by its common path with torch's install directory, and where that
+    is the root it cuts one character too many ('mp/proj/model.py' for /tmp/proj/model.py), so
+    what it prints depends on where torch is installed. A file of the run that ends with it
+    names it; text that matches none is shown as torch wrote it.
+    """
+    match = _TORCH_FRAME.match(text)
+    if match is None or os.path.isabs(match["file"]):
+        return text
+    short = match["file"]
+    candidates = [f for f in known_files if f and os.path.isabs(f)]
+    found = (next((f for f in candidates if f.endswith(os.sep + short)), None)
+             or next((f for f in candidates if f.endswith(short)), None))
+    if found is None:
+        return text
+    return f"{location(found, int(match['line']), cwd)} in {match['function']}"
 
 
 def short_location(path: str | None, line: int | None) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 
 from dynscope.events import GuardFailureSeen
-from dynscope.analysis.names import plural, short_location
+from dynscope.analysis.names import plural, short_location, torch_frame_location
 from dynscope.analysis.problems import recompile_advice
 from dynscope.model.break_text import break_consequence, gb_id_from_link, parse_break_artifact, parse_break_message
 from dynscope.model.capture import _guard_failure, _is_recompile_limit, _recompile_limit
@@ -103,3 +103,18 @@ def test_words():
     assert [plural(n, "error") for n in (0, 1, 2)] == ["0 errors", "1 error", "2 errors"]
     assert plural(1, "op") == "1 op" and plural(3, "recompile-limit hit") == "3 recompile-limit hits"
     assert short_location("/a/b/examples/graph_breaks.py", 20) == "graph_breaks.py:20"
+
+
+def test_a_guards_user_line_names_the_file_whatever_torch_cut_off():
+    # torch shortens a guard's frame by the common path with its own install directory, and
+    # where that is "/" it cuts one character too many (torch.utils._traceback.shorten_filename).
+    files = {"/tmp/proj/examples/recompiles.py", "/tmp/proj/lib/model.py"}
+    cwd = "/tmp/proj"
+    assert torch_frame_location("mp/proj/examples/recompiles.py:12 in scaled_softmax", files, cwd) == \
+        "examples/recompiles.py:12 in scaled_softmax"  # torch under /work: common path "/"
+    assert torch_frame_location("proj/examples/recompiles.py:12 in scaled_softmax", files, cwd) == \
+        "examples/recompiles.py:12 in scaled_softmax"  # torch under /tmp/venv: common path "/tmp"
+    assert torch_frame_location("lib/model.py:3 in forward", files, "/elsewhere") == \
+        "/tmp/proj/lib/model.py:3 in forward"  # outside the run's directory: the whole path
+    assert torch_frame_location("other.py:3 in f", files, cwd) == "other.py:3 in f"  # unknown: as torch wrote it
+    assert torch_frame_location("not a frame", files, cwd) == "not a frame"
