@@ -662,19 +662,41 @@ def force_eager() -> str:
     return "torch._dynamo.config.disable = True"
 
 
-def add_autotune_feedback(saver: Callable[..., None]) -> Callable[[], None] | None:
-    """Have Inductor's autotuner hand every benchmarked selection to ``saver(timings, name, ...)``."""
+def add_autotune_feedback(saver: Callable[..., None], unavailable: Callable[[str], None]) -> Callable[[], None] | None:
+    """Have Inductor's autotuner hand every benchmarked selection to ``saver(timings, name, ...)``.
+
+    Installed when the program's compile first imports the autotuner: importing it here would
+    cost every run about a second (its lowerings and kernel templates), eager-backend runs too.
+    ``unavailable(why)`` is told if that torch's autotuner then has no feedback savers.
+    """
+    import importlib.util
+
+    from dynscope.import_hooks import when_imported
+
+    name = "torch._inductor.select_algorithm"
     try:
-        from torch._inductor import select_algorithm
-        cache = select_algorithm.get_algorithm_selector_cache()
-        savers = cache.feedback_saver_fns
-    except Exception:
+        if importlib.util.find_spec(name) is None:
+            return None
+    except (ImportError, ValueError):
         return None
-    savers.append(saver)
+    installed: list[list[Any]] = []
+
+    def install(module: Any) -> None:
+        try:
+            savers = module.get_algorithm_selector_cache().feedback_saver_fns
+            savers.append(saver)
+        except Exception as e:
+            unavailable(f"{type(e).__name__}: {e}")
+            return
+        installed.append(savers)
+
+    stop_waiting = when_imported(name, install)
 
     def undo() -> None:
-        if saver in savers:
-            savers.remove(saver)
+        stop_waiting()
+        for savers in installed:
+            if saver in savers:
+                savers.remove(saver)
 
     return undo
 

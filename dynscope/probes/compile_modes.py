@@ -35,4 +35,4 @@ def watch_autotuning(sink: Sink) -> Callable[[], None] | None:
         except Exception as e:  # never let a probe break the compile
             sink.note_error(f"autotune probe: {type(e).__name__}: {e}")
 
-    return compat.add_autotune_feedback(saver)
+    return compat.add_autotune_feedback(saver, lambda why: sink.note_error(f"autotune probe: {why}"))
