@@ -662,55 +662,78 @@ def force_eager() -> str:
     return "torch._dynamo.config.disable = True"
 
 
-def add_autotune_feedback(saver: Callable[..., None], unavailable: Callable[[str], None]) -> Callable[[], None] | None:
-    """Have Inductor's autotuner hand every benchmarked selection to ``saver(timings, name, ...)``.
+def _on_import(name: str, install: Callable[[Any], Callable[[], None] | None]) -> Callable[[], None] | None:
+    """``install(module)`` once the program imports the torch module ``name`` (at once if it is
+    imported already); None where this torch has no such module. The undo stops the wait and
+    undoes what ``install`` returned.
 
-    Installed when the program's compile first imports the autotuner: importing it here would
-    cost every run about a second (its lowerings and kernel templates), eager-backend runs too.
-    ``unavailable(why)`` is told if that torch's autotuner then has no feedback savers.
+    For hooks in modules that cost about a second to import and that many runs never import
+    (Inductor's autotuner, its CUDA-graph trees): importing them up front would make every
+    recorded run that much slower, eager-backend runs too.
     """
     import importlib.util
 
     from dynscope.import_hooks import when_imported
 
-    name = "torch._inductor.select_algorithm"
     try:
         if importlib.util.find_spec(name) is None:
             return None
     except (ImportError, ValueError):
         return None
-    installed: list[list[Any]] = []
+    undos: list[Callable[[], None]] = []
 
-    def install(module: Any) -> None:
+    def run(module: Any) -> None:
         try:
-            savers = module.get_algorithm_selector_cache().feedback_saver_fns
-            savers.append(saver)
-        except Exception as e:
-            unavailable(f"{type(e).__name__}: {e}")
+            undo = install(module)
+        except Exception:  # inside the program's own import: a probe must never break it
             return
-        installed.append(savers)
+        if undo is not None:
+            undos.append(undo)
 
-    stop_waiting = when_imported(name, install)
+    stop_waiting = when_imported(name, run)
 
     def undo() -> None:
         stop_waiting()
-        for savers in installed:
-            if saver in savers:
-                savers.remove(saver)
+        for step in reversed(undos):
+            step()
 
     return undo
 
 
+def add_autotune_feedback(saver: Callable[..., None], unavailable: Callable[[str], None]) -> Callable[[], None] | None:
+    """Have Inductor's autotuner hand every benchmarked selection to ``saver(timings, name, ...)``,
+    from when the program's compile imports it. ``unavailable(why)`` is told if that torch's
+    autotuner then has no feedback savers."""
+
+    def install(select_algorithm: Any) -> Callable[[], None] | None:
+        try:
+            savers = select_algorithm.get_algorithm_selector_cache().feedback_saver_fns
+        except Exception as e:
+            unavailable(f"{type(e).__name__}: {e}")
+            return None
+        savers.append(saver)
+        return lambda: savers.remove(saver) if saver in savers else None
+
+    return _on_import("torch._inductor.select_algorithm", install)
+
+
 def patch_cudagraph_trees(count: Callable[[str, str | None], None]) -> Callable[[], None] | None:
     """Have ``mode="reduce-overhead"``'s CUDA-graph trees report each warm-up run, recording and
-    replay as ``count(kind, compile_id)``; None when this torch has no such manager."""
-    try:
-        from torch._inductor.cudagraph_trees import CUDAGraphTreeManager as manager
-    except ImportError:
-        return None
+    replay as ``count(kind, compile_id)``, from when the program's compile imports them; None
+    when this torch has no such module (a manager without these methods is left alone)."""
     names = ("add_function", "run_eager", "record_function", "execute_node")
-    if not all(hasattr(manager, name) for name in names):
-        return None
+
+    def install(module: Any) -> Callable[[], None] | None:
+        manager = getattr(module, "CUDAGraphTreeManager", None)
+        if manager is None or not all(hasattr(manager, name) for name in names):
+            return None
+        return _count_cudagraph_calls(manager, names, count)
+
+    return _on_import("torch._inductor.cudagraph_trees", install)
+
+
+def _count_cudagraph_calls(manager: type, names: tuple[str, ...],
+                           count: Callable[[str, str | None], None]) -> Callable[[], None]:
     originals = {name: getattr(manager, name) for name in names}
     adding: list[str | None] = [None]  # add_function runs the graph's first call itself
 
@@ -748,6 +771,8 @@ def patch_cudagraph_trees(count: Callable[[str, str | None], None]) -> Callable[
             setattr(manager, name, fn)
 
     return undo
+
+
 # -- dynscope fix ---------------------------------------------------------------------------
 
 # Configs a remedy may set; recorded with their current values so the parent only proposes
