@@ -20,16 +20,10 @@ from dynscope.minifier import standalone
 from dynscope.minifier.fragment import Fragment
 from dynscope.minifier.probe import CompileWatch, own_random_stream
 from dynscope.minifier.rebuild import RebuildError, build_module, load_values, make_inputs, recorded_inputs
-from dynscope.minifier.signature import GPU_FAULT, RUNTIME_ERROR, from_exception
+from dynscope.minifier.signature import RUNTIME_ERROR, from_exception, poisons_device
 from dynscope.probes import compat
 
 _MAX_APPLICATIONS = 2000  # per subsystem: a big graph lowers thousands of nodes
-# Words of errors after which a GPU context is unusable (CUDA's errors are sticky: every later
-# call in the process fails the same way), torch's, Triton's and the HIP runtime's spelling.
-_DEVICE_POISON = ("CUDA error", "device-side assert", "illegal memory access", "Triton Error [CUDA]",
-                  "unspecified launch failure", "illegal instruction", "misaligned address",
-                  "CUBLAS_STATUS_EXECUTION_FAILED", "HIP error", "hipError")
-_DEVICE_ERROR_TYPES = (GPU_FAULT, "AcceleratorError")  # torch >= 2.8 raises CUDA errors as torch.AcceleratorError
 
 
 def run_check(request: dict[str, Any], notify: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
@@ -68,7 +62,7 @@ def run_check(request: dict[str, Any], notify: Callable[[dict[str, Any]], None] 
         undo_configs()
         if undo_decider is not None:
             undo_decider()
-    broken = escaped or _device_broken() or _names_device_error(signature)
+    broken = escaped or _device_broken() or poisons_device(signature)
     return {
         "signature": signature.to_json() if signature else None,
         "applications": {k: v[:_MAX_APPLICATIONS] for k, v in applications.items()},
@@ -89,11 +83,6 @@ def _device_broken() -> bool:
         return False
     except Exception:
         return True
-
-
-def _names_device_error(signature: Any) -> bool:
-    return signature is not None and (signature.exc_type in _DEVICE_ERROR_TYPES
-                                      or any(word in signature.detail for word in _DEVICE_POISON))
 
 
 def _compile_and_run(module: torch.fx.GraphModule, inputs: list[Any], fragment: Fragment,

@@ -91,6 +91,18 @@ def innermost(exc: BaseException) -> BaseException:
 GPU_FAULT = "GPU fault"
 _GPU_FAULTS = ("device-side assert triggered", "an illegal memory access was encountered",
                "unspecified launch failure", "an illegal instruction was encountered", "misaligned address")
+# Words of errors after which a GPU context is unusable (CUDA's errors are sticky: every later
+# call in the process fails the same way), torch's, Triton's and the HIP runtime's spelling.
+_DEVICE_POISON = ("CUDA error", "device-side assert", "illegal memory access", "Triton Error [CUDA]",
+                  "unspecified launch failure", "illegal instruction", "misaligned address",
+                  "CUBLAS_STATUS_EXECUTION_FAILED", "HIP error", "hipError")
+_DEVICE_ERROR_TYPES = (GPU_FAULT, "AcceleratorError")  # torch >= 2.8 raises CUDA errors as torch.AcceleratorError
+
+
+def poisons_device(signature: Signature | None) -> bool:
+    """Whether the failure left its GPU context unusable (the worker must not check again)."""
+    return signature is not None and (signature.exc_type in _DEVICE_ERROR_TYPES
+                                      or any(word in signature.detail for word in _DEVICE_POISON))
 
 
 def from_exception(exc: BaseException, kind: str) -> Signature:

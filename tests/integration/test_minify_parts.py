@@ -279,15 +279,15 @@ def test_fork_server_warm_up_creates_no_cuda_context_where_a_gpu_is_present():
 
 
 def test_a_gpu_error_means_a_new_worker():
-    from dynscope.minifier.checks import _names_device_error
+    from dynscope.minifier.signature import poisons_device
 
-    assert _names_device_error(from_exception(RuntimeError(
+    assert poisons_device(from_exception(RuntimeError(
         "CUDA error: device-side assert triggered\nCUDA kernel errors might be asynchronously reported"), "runtime_error"))
-    assert _names_device_error(Signature("runtime_error", "AcceleratorError", "x", "x"))
-    assert _names_device_error(from_exception(RuntimeError("Triton Error [CUDA]: an illegal memory access"),
-                                              "runtime_error"))
-    assert not _names_device_error(from_exception(RuntimeError("shape mismatch"), "runtime_error"))
-    assert not _names_device_error(None)
+    assert poisons_device(Signature("runtime_error", "AcceleratorError", "x", "x"))
+    assert poisons_device(from_exception(RuntimeError("Triton Error [CUDA]: an illegal memory access"),
+                                         "runtime_error"))
+    assert not poisons_device(from_exception(RuntimeError("shape mismatch"), "runtime_error"))
+    assert not poisons_device(None)
 
 
 @pytest.mark.parametrize("fork", [True, False], ids=["forked", "fresh-process"])
