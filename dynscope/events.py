@@ -256,6 +256,8 @@ class ImportEnd(Record):
     bad_examples: tuple[str, ...] = ()  # "file:line: why"
     payload_mismatches: int = 0  # payload shorter/different than torch's md5 says (a truncated log)
     unknown_events: dict[str, int] = dataclasses.field(default_factory=dict)
+    oversized_events: int = 0  # events longer than dynscope.trace_import.MAX_EVENT_BYTES: skipped
+    skipped_files: tuple[str, ...] = ()  # "path: why": FIFOs, devices... in a log directory, not read
 
 
 @dataclasses.dataclass(frozen=True)
@@ -314,6 +316,10 @@ class CaptureMeta(Record):
     imported: dict[str, Any] | None = None  # ImportEnd's fields, for a capture of TORCH_TRACE logs
     profiled: bool | None = None
     forced_eager: bool | None = None
+    # Written by the capture's writer (dynscope.store.writer): false from creation until a clean
+    # close; a failed write adds why. Absent in captures older than the mark.
+    complete: bool | None = None
+    incomplete_reason: str | None = None
 
 
 

@@ -50,6 +50,8 @@ def render_summary(capture: Capture, console: Console) -> None:
     compiles, groups, recompiles, errors = view.compiles, view.break_groups, view.recompiles, view.errors
     cwd = run.cwd
 
+    if run.incomplete:
+        console.print(_incomplete_line(capture))
     console.print(_headline(capture))
     console.print(_counts(view))
     imported = capture.run.imported
@@ -109,6 +111,9 @@ def render_rank_set(captures: list[Capture], console: Console) -> None:
     from dynscope.analysis.ranks import rank_differences
 
     differences = rank_differences(captures)
+    for capture in captures:
+        if capture.run.incomplete:
+            console.print(_incomplete_line(capture))
     console.print(Text(f"{len(captures)} captures", style="bold"))
     for label, t in zip(differences.labels, differences.totals):
         console.print(f"  {escape(label)}: {plural(t.compiles, 'compile')} · {plural(t.graph_breaks, 'graph break')} · "
@@ -121,6 +126,14 @@ def render_rank_set(captures: list[Capture], console: Console) -> None:
     for d in differences.divergence:
         mark = "first" if d.first else d.what.replace("_", " ")
         console.print(f"  [bold]{escape(mark)}:[/] {escape(d.detail)}")
+
+
+def _incomplete_line(capture: Capture) -> Text:
+    """First, before any number: a cut recording's counts are only a lower bound."""
+    from dynscope.safe_text import visible
+
+    return Text(f"INCOMPLETE CAPTURE {visible(capture.path)}: {visible(capture.run.incomplete or '')}; "
+                "everything below covers only what was recorded before that", style="bold red")
 
 
 def _headline(capture: Capture) -> Text:

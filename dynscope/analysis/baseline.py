@@ -69,18 +69,48 @@ def new_findings(result: Comparison) -> list[Finding]:
     return found
 
 
+# An allow file lists a few accepted problems; anything bigger is not one (and is not read whole).
+MAX_ALLOW_FILE_BYTES = 1 << 20
+
+
+def _read_allow_file(path: str) -> bytes:
+    """The file's bytes: a regular file of at most MAX_ALLOW_FILE_BYTES (a FIFO would block
+    and a device never ends: refused before they are opened)."""
+    import os
+    import stat
+
+    from dynscope.store.lock import file_kind
+
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise DynscopeError(f"cannot read the allow file {path}: it is {file_kind(os.stat(path).st_mode)}")
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):  # swapped after the check
+                raise DynscopeError(f"cannot read the allow file {path}: it is not a regular file")
+            raw = f.read(MAX_ALLOW_FILE_BYTES + 1)
+    except OSError as e:
+        raise DynscopeError(f"cannot read the allow file {path}: {e.strerror}") from None
+    if len(raw) > MAX_ALLOW_FILE_BYTES:
+        raise DynscopeError(f"the allow file {path} is larger than {MAX_ALLOW_FILE_BYTES >> 20} MiB: "
+                            "it is not an allow file")
+    return raw
+
+
 def load_allowances(path: str) -> list[Allowance]:
     try:
         import tomllib
     except ImportError:  # Python 3.10
         import tomli as tomllib  # type: ignore[no-redef]
+    raw = _read_allow_file(path)
     try:
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
-    except OSError as e:
-        raise DynscopeError(f"cannot read the allow file {path}: {e.strerror}") from None
+        data = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise DynscopeError(f"{path} is not valid TOML: it is not UTF-8 text (byte {e.start})") from None
     except tomllib.TOMLDecodeError as e:
         raise DynscopeError(f"{path} is not valid TOML: {e}") from None
+    except RecursionError:
+        raise DynscopeError(f"{path} is not a usable allow file: its tables or arrays nest too deeply") from None
     entries = data.get("allow", [])
     if not isinstance(entries, list):
         raise DynscopeError(f"{path}: 'allow' must be a list of [[allow]] tables")

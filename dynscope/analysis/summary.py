@@ -42,6 +42,9 @@ def summary_document(capture: Capture) -> dict[str, Any]:
     return {
         "schema": SCHEMA,
         "capture": run.path,
+        # false: the recording was cut (a full disk, a killed recorder); the numbers cover only its first part
+        "complete": run.incomplete is None,
+        "incomplete_reason": run.incomplete,
         "dynscope_version": run.dynscope_version,
         "torch_version": run.torch_version,
         "ranks": [{"rank": run.rank if run.rank is not None else 0, "world_size": run.world_size or 1}],

@@ -1,6 +1,7 @@
 """dynscope check: fail a CI job on what a run added over its baseline, or on more than allowed.
 
-Exit 0: pass; 1: new problems or a limit exceeded; 2: bad input. Findings print as
+Exit 0: pass; 1: new problems or a limit exceeded; 2: bad input, an incomplete capture among them
+(a recording cut by a full disk or a killed recorder fails whatever the thresholds). Findings print as
 compiler-style lines (``model.py:212: new graph break [GB0059] ...``) that editors and CI logs
 link, or as GitHub Actions annotations (``--format github``); ``--junit`` also writes JUnit XML.
 """
@@ -67,12 +68,14 @@ class Command:
         out = _Output(args.format)
         suites: dict[str, list[CaseResult]] = {}
         with ExitStack() as stack:
-            for i, path in enumerate(args.captures):
-                capture = stack.enter_context(Capture.open(path))
+            captures = [stack.enter_context(Capture.open(path)) for path in args.captures]
+            bases = [stack.enter_context(Capture.open(path)) for path in args.baseline or ()]
+            for capture in captures + bases:
+                _refuse_incomplete(capture)
+            for i, (path, capture) in enumerate(zip(args.captures, captures)):
                 cases = suites.setdefault(path, [])
-                if args.baseline is not None:
-                    base = stack.enter_context(Capture.open(args.baseline[i]))
-                    cases += _against_baseline(capture, base, allowances, out)
+                if bases:
+                    cases += _against_baseline(capture, bases[i], allowances, out)
                 cases += _within_limits(path, capture, limits, out)
         failed = sum(len(c.failures) for cases in suites.values() for c in cases)
         out.summary(failed)
@@ -80,6 +83,14 @@ class Command:
             _write_junit(args.junit, suites)
         sys.stdout.flush()
         return LIMIT_EXCEEDED if failed else 0
+
+
+def _refuse_incomplete(capture) -> None:
+    """A cut recording (a full disk, a killed recorder) holds only part of the run: its counts
+    are a lower bound, so no limit can pass it, whatever the thresholds."""
+    if capture.run.incomplete:
+        raise DynscopeError(f"{capture.path} is an incomplete capture: {capture.run.incomplete}; "
+                            "a cut run cannot pass a check (record it again)")
 
 
 def _against_baseline(capture, base, allowances, out: _Output) -> list[CaseResult]:

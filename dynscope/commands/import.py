@@ -17,17 +17,24 @@ class Command:
         parser.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
 
     def run(self, args: argparse.Namespace) -> int:
-        from dynscope.trace_import import import_logs
+        from dynscope.safe_text import visible
+        from dynscope.trace_import import MAX_EVENT_BYTES, import_logs
 
-        for done in import_logs(args.paths, args.output):
+        for i, done in enumerate(import_logs(args.paths, args.output)):
             if args.quiet:
                 continue
             s = done.stats
+            if i == 0:  # the same directories for every rank: say once what was not read
+                for note in s.skipped_files:
+                    print(visible(f"dynscope: {note}"), file=sys.stderr)
             rank = f"rank {done.rank}: " if done.rank is not None else ""
             notes = []
             if s.bad_lines:
                 notes.append(f"{s.bad_lines} unreadable line{'s' if s.bad_lines != 1 else ''}"
                              f" (first: {s.bad_examples[0]})")
+            if s.oversized_events:
+                notes.append(f"{s.oversized_events} event{'s' if s.oversized_events != 1 else ''} over "
+                             f"{MAX_EVENT_BYTES >> 20} MiB skipped")
             if s.payload_mismatches:
                 notes.append(f"{s.payload_mismatches} payloads cut short")
             if s.unknown_events:

@@ -55,6 +55,9 @@ from dynscope.model.records import (
 MinifyResult = contract.MinifyResult  # the record as `dynscope minify` writes it
 FixResult = contract.FixResult  # the record as `dynscope fix` writes it
 
+# Why a capture whose writer never closed it is incomplete (it recorded no other reason).
+NEVER_CLOSED = ("the recording has not ended: the process writing it is still running, or was killed "
+                "before it could close the capture")
 RESUME_PREFIX = "torch_dynamo_resume_in_"
 _DYNSCOPE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _EXPECTED_ACTUAL = re.compile(r"expected (?P<expected>.+?), actual (?P<actual>.+?)\.?$")
@@ -146,6 +149,7 @@ class Capture:
             probe_details=m.probe_details,
             probe_errors=m.probe_errors,
             imported=m.imported,
+            incomplete=(m.incomplete_reason or NEVER_CLOSED) if m.complete is False else None,
         )
 
     @cached_property

@@ -45,6 +45,8 @@ class Run:
     probe_errors: int
     # What `dynscope import` read from TORCH_TRACE logs (files, events, unreadable lines...); None for explain.
     imported: dict[str, Any] | None = None
+    # Why the capture is incomplete (recording was cut: a full disk, a killed recorder); None when whole.
+    incomplete: str | None = None
 
     @property
     def ended(self) -> bool:

@@ -15,15 +15,13 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable
 
 from dynscope.store.header import is_capture_file
 from dynscope.store.schema import FILE_SUFFIX
-from dynscope.store.writer import CaptureWriter
-from dynscope.errors import DynscopeError
+from dynscope.store.lock import exclusive_writer
+from dynscope.store.writer import CaptureWriter, check_capture_target
 from dynscope.recorder import record_run_end
 from dynscope.runner.program import Program, check_runnable
 
@@ -74,10 +72,7 @@ def launch(program: Program, capture_path: str, *, keep_caches: bool, command: l
     that watches the child while it runs (dynscope minify stops one that hangs).
     """
     check_runnable(program)
-    if os.path.isdir(capture_path):
-        raise DynscopeError(f"cannot write capture {capture_path}: it is a directory")
-    if os.path.exists(capture_path) and not is_capture_file(capture_path) and os.path.getsize(capture_path) > 0:
-        raise DynscopeError(f"refusing to overwrite {capture_path}: it is not a dynscope capture")
+    check_capture_target(capture_path)
     spec = {
         "program": {"kind": program.kind, "target": program.target, "args": program.args},
         "capture": capture_path,
@@ -98,40 +93,6 @@ def launch(program: Program, capture_path: str, *, keep_caches: bool, command: l
                 signal.signal(sig, handler)
         written = _finish_capture(capture_path, returncode, time.time() - started)
     return RunResult(capture_path, returncode, written)
-
-
-@contextmanager
-def exclusive_writer(capture_path: str) -> Iterator[None]:
-    """Hold ``<capture>.lock`` for the whole run: a second run writing the same capture is
-    refused at once instead of deleting the first one's file under it and mixing the two."""
-    try:
-        import fcntl
-    except ImportError:  # no advisory locks here (Windows): nothing to hold
-        yield
-        return
-    lock_path = capture_path + ".lock"
-    try:
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError as e:
-        raise DynscopeError(f"cannot write capture {capture_path}: {e.strerror}") from None
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            owner = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "?"
-            raise DynscopeError(f"another dynscope run (pid {owner}) is writing {capture_path}: "
-                                "wait for it to end or choose another -o") from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, str(os.getpid()).encode(), 0)
-        try:
-            yield
-        finally:
-            try:
-                os.remove(lock_path)
-            except OSError:
-                pass
-    finally:
-        os.close(fd)
 
 
 def _interpreter_flags() -> list[str]:
@@ -162,6 +123,7 @@ def _finish_capture(path: str, returncode: int, elapsed_s: float) -> bool:
             signal=-returncode if returncode < 0 else None,
             elapsed_s=elapsed_s,
         )
+        writer.mark_ended()  # a child killed before closing its capture left it whole: say so
     finally:
         writer.close()
     return True

@@ -3,6 +3,13 @@
 Every event is its own small WAL transaction (``synchronous=NORMAL``): a SIGKILL of the
 process keeps every committed event, and the next reader folds the WAL back into the file.
 ``close()`` checkpoints and leaves a single self-contained file.
+
+Completeness: a new capture says ``complete: false`` from its first byte on, and only a
+writer that closes it without a failed write says ``complete: true``. A write that fails
+(a full disk, a blob SQLite cannot hold) stops the recording and records why in
+``incomplete_reason``; a writer killed before ``close()`` leaves ``complete: false`` with no
+reason (the launcher of ``explain``, which outlives its child, settles that case: see
+``mark_ended``). Captures written before this mark existed have neither key.
 """
 
 from __future__ import annotations
@@ -11,6 +18,7 @@ import hashlib
 import json
 import os
 import sqlite3
+import stat
 import sys
 import threading
 import time
@@ -18,6 +26,7 @@ import zlib
 from typing import Any
 
 from dynscope.store.header import is_capture_file
+from dynscope.store.lock import file_kind
 from dynscope.store.schema import APPLICATION_ID, DDL, SCHEMA_VERSION
 from dynscope.errors import CaptureError
 
@@ -44,18 +53,23 @@ class CaptureWriter:
         self._pid = os.getpid()
         self._lock = threading.Lock()
         self._known_blobs: set[str] = set()
+        self._created = True  # this writer made the capture: its clean close makes it complete
+        self.cut: str | None = None  # why recording stopped early, once a write failed
         _remove_capture_files(self.path)
+        self._db = None
         try:
             self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=OFF" if bulk else "PRAGMA synchronous=NORMAL")
             self._db.execute(f"PRAGMA application_id={APPLICATION_ID}")
             self._db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-            self._db.executescript(f"BEGIN; {DDL} COMMIT;")
+            self._db.executescript(f"BEGIN; {DDL} INSERT INTO meta(key, value) VALUES ('complete', 'false'); COMMIT;")
             # Put the header (application id, schema version) into the main file now: until a
             # checkpoint it lives only in the WAL, and a killed run must still be recognizable.
             self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         except sqlite3.Error as e:
+            if self._db is not None:
+                self._db.close()
             raise CaptureError(f"cannot write capture {self.path}: {e}") from None
 
     @classmethod
@@ -70,8 +84,26 @@ class CaptureWriter:
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._bulk = False
         self._pending = 0
+        self._created = False  # appends to another writer's capture: leaves its completeness alone
+        self.cut = None
         self._known_blobs = {row[0] for row in self._db.execute("SELECT hash FROM blobs")}
         return self
+
+    def mark_ended(self) -> None:
+        """The process that wrote this capture has ended (the launcher saw it exit or die):
+        if it left no word on completeness (killed before ``close()``, or ``os._exit``), its
+        events are all committed, so the capture is complete; a recorded cut stays."""
+        if not self._owned():
+            return
+        with self._lock:
+            try:
+                rows = dict(self._db.execute(
+                    "SELECT key, value FROM meta WHERE key IN ('complete', 'incomplete_reason')"))
+                if rows.get("complete") == "false" and "incomplete_reason" not in rows:
+                    with self._transaction():
+                        self._db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('complete', 'true')")
+            except sqlite3.Error as e:
+                self._stop_writing(e)
 
     # -- writing -----------------------------------------------------------------------
 
@@ -131,13 +163,23 @@ class CaptureWriter:
             )
         return cursor.lastrowid
 
-    def close(self) -> None:
-        """Checkpoint the WAL into the file and switch back to a single-file journal."""
+    def close(self, *, incomplete: str | None = None) -> None:
+        """Mark the capture complete (or, given ``incomplete``, say why it is not), checkpoint
+        the WAL into the file and switch back to a single-file journal."""
         with self._lock:
             if self._db is None or not self._owned():
                 return
-            if self._db.in_transaction:
-                self._db.execute("COMMIT")
+            try:
+                if self._db.in_transaction:
+                    self._db.execute("COMMIT")
+                if incomplete is not None:
+                    self._mark_incomplete(self._db, incomplete)
+                elif self._created:
+                    with self._transaction():
+                        self._db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('complete', 'true')")
+            except sqlite3.Error as e:
+                self._stop_writing(e)
+                return
             try:
                 self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
                 self._db.execute("PRAGMA journal_mode=DELETE")
@@ -150,15 +192,49 @@ class CaptureWriter:
 
     def _stop_writing(self, error: sqlite3.Error) -> None:
         """A write failed (disk full, file removed): keep what is written, stop recording,
-        and say so once. The program goes on; an exception here would land inside torch."""
+        mark the capture incomplete, and say so once. The program goes on; an exception here
+        would land inside torch. A bulk writer (``dynscope import``) leaves the saying to its caller."""
         why = "the disk is full" if "full" in str(error) else str(error)
-        print(f"dynscope: stopped recording to {self.path}: {why}; the capture keeps everything "
-              "recorded before this point", file=sys.stderr)
+        self.cut = why
+        if not self._bulk:
+            print(f"dynscope: stopped recording to {self.path}: {why}; the capture keeps everything "
+                  "recorded before this point", file=sys.stderr)
+        reason = f"a write failed ({why}) and recording stopped there"
+        marked = False
+        try:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            # The rolled-back write already took the space this small one needs, most times.
+            self._mark_incomplete(self._db, reason)
+            marked = True
+        except sqlite3.Error:
+            pass
         try:
             self._db.close()
         except sqlite3.Error:
             pass
         self._db = None
+        if not marked:  # closing may have freed the WAL's space: one more try
+            try:
+                db = sqlite3.connect(self.path, isolation_level=None)
+                try:
+                    self._mark_incomplete(db, reason)
+                finally:
+                    db.close()
+            except sqlite3.Error:
+                pass  # the capture still says complete: false, with no reason: the reader says "never ended"
+
+    @staticmethod
+    def _mark_incomplete(db: sqlite3.Connection, reason: str) -> None:
+        db.execute("BEGIN")
+        try:
+            db.executemany("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
+                           [("complete", "false"), ("incomplete_reason", _json(reason))])
+            db.execute("COMMIT")
+        except sqlite3.Error:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
 
     def _owned(self) -> bool:
         # A forked child (dataloader worker, compile worker) must never write through a
@@ -206,13 +282,32 @@ class _Transaction:
             self._db.execute("COMMIT")
 
 
-def _remove_capture_files(path: str) -> None:
-    if os.path.isdir(path):
+def check_capture_target(path: str) -> None:
+    """Refuse, before opening anything, a path a capture must not be written over: a
+    directory, a symlink (whose target is not ours to replace), a FIFO or device (opening one
+    blocks or has effects; removing /dev/null as root breaks the machine), or a file that is
+    not a capture."""
+    try:
+        st = os.stat(path, follow_symlinks=False)
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        raise CaptureError(f"cannot write capture {path}: {e.strerror}") from None
+    if stat.S_ISDIR(st.st_mode):
         raise CaptureError(f"cannot write capture {path}: it is a directory")
-    if os.path.exists(path) and os.path.getsize(path) > 0 and not is_capture_file(path):
+    if not stat.S_ISREG(st.st_mode):
+        raise CaptureError(f"refusing to write capture {path}: it is {file_kind(st.st_mode)}; "
+                           "choose another output")
+    if st.st_size > 0 and not is_capture_file(path):
         raise CaptureError(f"refusing to overwrite {path}: it is not a dynscope capture")
+
+
+def _remove_capture_files(path: str) -> None:
+    check_capture_target(path)
     for suffix in ("", "-wal", "-shm"):
         try:
             os.remove(path + suffix)
         except FileNotFoundError:
             pass
+        except OSError as e:  # a read-only directory or file system
+            raise CaptureError(f"cannot write capture {path}: {e.strerror}") from None
