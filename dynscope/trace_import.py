@@ -239,8 +239,11 @@ def parse_trace_lines(chunks: Iterable[bytes | str], stats: ImportStats, *, wher
             continue
         try:
             metadata = json.loads(head[match.end():])
-        except (ValueError, RecursionError):
+        except ValueError:
             stats.bad(f"{where}:{number}", "unreadable JSON (truncated line?)")
+            continue
+        except RecursionError:
+            stats.bad(f"{where}:{number}", "JSON nested too deeply")
             continue
         if not isinstance(metadata, dict) or not metadata:
             stats.bad(f"{where}:{number}", "event is not a JSON object")

@@ -123,7 +123,7 @@ def _finish_capture(path: str, returncode: int, elapsed_s: float) -> bool:
             signal=-returncode if returncode < 0 else None,
             elapsed_s=elapsed_s,
         )
-        writer.mark_ended()  # a child killed before closing its capture left it whole: say so
+        writer.mark_ended(killed_by=-returncode if returncode < 0 else None)  # the child never closed it?
     finally:
         writer.close()
     return True

@@ -9,7 +9,8 @@ writer that closes it without a failed write says ``complete: true``. A write th
 (a full disk, a blob SQLite cannot hold) stops the recording and records why in
 ``incomplete_reason``; a writer killed before ``close()`` leaves ``complete: false`` with no
 reason (the launcher of ``explain``, which outlives its child, settles that case: see
-``mark_ended``). Captures written before this mark existed have neither key.
+``mark_ended``: an ``os._exit`` is complete, a program killed by a signal is not). Captures
+written before this mark existed have neither key.
 """
 
 from __future__ import annotations
@@ -89,19 +90,26 @@ class CaptureWriter:
         self._known_blobs = {row[0] for row in self._db.execute("SELECT hash FROM blobs")}
         return self
 
-    def mark_ended(self) -> None:
-        """The process that wrote this capture has ended (the launcher saw it exit or die):
-        if it left no word on completeness (killed before ``close()``, or ``os._exit``), its
-        events are all committed, so the capture is complete; a recorded cut stays."""
+    def mark_ended(self, *, killed_by: int | None) -> None:
+        """The process that wrote this capture has ended (the launcher saw it exit or die) and
+        left no word on completeness: it never reached ``close()``. Its events are all committed.
+        Ended by itself (``os._exit``), the recording saw the whole run: complete. Killed by a
+        signal, the run was cut where the recording stops: incomplete, saying so. A cut the
+        writer recorded (a failed write) stays as it is."""
         if not self._owned():
             return
         with self._lock:
             try:
                 rows = dict(self._db.execute(
                     "SELECT key, value FROM meta WHERE key IN ('complete', 'incomplete_reason')"))
-                if rows.get("complete") == "false" and "incomplete_reason" not in rows:
+                if rows.get("complete") != "false" or "incomplete_reason" in rows:
+                    return
+                if killed_by is None:
                     with self._transaction():
                         self._db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('complete', 'true')")
+                else:
+                    self._mark_incomplete(self._db, f"the program was killed by signal {killed_by}"
+                                                    f"{_signal_name(killed_by)} before it ended")
             except sqlite3.Error as e:
                 self._stop_writing(e)
 
@@ -280,6 +288,15 @@ class _Transaction:
             self._db.execute("ROLLBACK")
         elif self._commit:
             self._db.execute("COMMIT")
+
+
+def _signal_name(number: int) -> str:
+    import signal
+
+    try:
+        return f" ({signal.Signals(number).name})"
+    except ValueError:
+        return ""
 
 
 def check_capture_target(path: str) -> None:
