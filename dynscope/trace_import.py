@@ -8,7 +8,8 @@ same function the live probe calls — so an imported run is stored exactly like
 
 A log may come from anyone, so reading it is bounded: an event (its line and its payload
 lines) longer than ``MAX_EVENT_BYTES`` is skipped and counted as it streams past, never held
-whole (a 1 MB gzip can hold a 1 GiB line); only regular files are read (a FIFO or device in
+whole (a 1 MB gzip can hold a 1 GiB line), and so is one whose event line (the JSON parsed)
+is longer than ``MAX_METADATA_BYTES``; only regular files are read (a FIFO or device in
 a log directory is skipped with a note, one named on the command line is refused).
 
 What a log cannot hold (dynscope's own probes: structural FX graphs, structured graph
@@ -64,6 +65,10 @@ _MAX_EXAMPLES = 5
 # about four copies of it, so this bounds an import's memory to a few hundred MB whatever a
 # log holds. A bigger event is skipped and counted.
 MAX_EVENT_BYTES = 64 * 1024 * 1024
+# The largest event line (its metadata JSON) parsed. Torch's largest, compilation_metrics with
+# its config dumps, is about 40 KB; JSON such as `[{},{},...]` takes ~25x its size in Python
+# objects (a 60 MB line took 1.9 GB), so this one is bounded much tighter than the event.
+MAX_METADATA_BYTES = 1024 * 1024
 
 
 @dataclass
@@ -84,9 +89,9 @@ class ImportStats:
         self.bad_lines += 1
         self._example(where, why)
 
-    def oversized(self, where: str, size: int, limit: int) -> None:
+    def oversized(self, where: str, size: int, limit: int, what: str = "event") -> None:
         self.oversized_events += 1
-        self._example(where, f"an event of {size:,} bytes, over the {_size_text(limit)} limit: skipped")
+        self._example(where, f"an {what} of {size:,} bytes, over the {_size_text(limit)} limit: skipped")
 
     def _example(self, where: str, why: str) -> None:
         if len(self.bad_examples) < _MAX_EXAMPLES:
@@ -231,6 +236,9 @@ def parse_trace_lines(chunks: Iterable[bytes | str], stats: ImportStats, *, wher
             continue
         if head_bytes.startswith(b"\t"):
             stats.bad(f"{where}:{number}", "payload line without an event")
+            continue
+        if len(head_bytes) > MAX_METADATA_BYTES:
+            stats.oversized(f"{where}:{number}", len(head_bytes), MAX_METADATA_BYTES, "event line")
             continue
         head = head_bytes.decode("utf-8", "replace")
         match = _HEADER.match(head)

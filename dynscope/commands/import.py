@@ -18,7 +18,7 @@ class Command:
 
     def run(self, args: argparse.Namespace) -> int:
         from dynscope.safe_text import visible
-        from dynscope.trace_import import MAX_EVENT_BYTES, import_logs
+        from dynscope.trace_import import MAX_EVENT_BYTES, MAX_METADATA_BYTES, import_logs
 
         for i, done in enumerate(import_logs(args.paths, args.output)):
             if args.quiet:
@@ -33,8 +33,9 @@ class Command:
                 notes.append(f"{s.bad_lines} unreadable line{'s' if s.bad_lines != 1 else ''}"
                              f" (first: {s.bad_examples[0]})")
             if s.oversized_events:
-                notes.append(f"{s.oversized_events} event{'s' if s.oversized_events != 1 else ''} over "
-                             f"{MAX_EVENT_BYTES >> 20} MiB skipped")
+                notes.append(f"{s.oversized_events} oversized event{'s' if s.oversized_events != 1 else ''} "
+                             f"skipped (over {MAX_EVENT_BYTES >> 20} MiB, or a line over "
+                             f"{MAX_METADATA_BYTES >> 20} MiB of JSON)")
             if s.payload_mismatches:
                 notes.append(f"{s.payload_mismatches} payloads cut short")
             if s.unknown_events:

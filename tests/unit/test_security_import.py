@@ -71,7 +71,7 @@ def test_a_1_gib_line_in_a_1_mb_gzip_is_skipped_and_counted_in_bounded_memory(tm
     assert ran.rss < IMPORT_MEMORY_CEILING, ran.rss
     assert ran.seconds < 90
     assert ran.err.count("\n") == 1 and not CONTROL.search(ran.err)
-    assert f"{REAL_LOG_EVENTS} events from 1 file" in ran.err and "1 event over 64 MiB skipped" in ran.err
+    assert f"{REAL_LOG_EVENTS} events from 1 file" in ran.err and "1 oversized event skipped (over 64 MiB" in ran.err
     assert tree_state(tmp_path, skip=(out,)) == before  # nothing else written
     doc = summary_json(out, tmp_path)
     assert doc["complete"] is True and doc["totals"]["compiles"] == 5  # what follows the line is all there
@@ -86,8 +86,26 @@ def test_a_huge_event_of_short_lines_is_skipped_too(tmp_path):
     ran = run_dynscope(["import", str(log), "-o", str(out)], tmp_path, timeout=120)
     assert ran.code == 0, ran.err
     assert ran.rss < IMPORT_MEMORY_CEILING, ran.rss
-    assert "1 event over 64 MiB skipped" in ran.err and f"{REAL_LOG_EVENTS} events" in ran.err
+    assert "1 oversized event skipped (over 64 MiB" in ran.err and f"{REAL_LOG_EVENTS} events" in ran.err
     assert summary_json(out, tmp_path)["totals"]["graph_breaks"] == 4
+
+
+def test_a_wide_json_event_line_is_skipped_before_it_is_parsed(tmp_path):
+    """60 MB of `[{},{},...]` in a 61 KB gzip: a dict per 3 bytes took 1.9 GB parsed. An event
+    line over 1 MiB (torch's largest is ~40 KB) is skipped before json.loads."""
+    log = tmp_path / "dedicated_log_torch_trace_wide.log.gz"
+    with gzip.open(log, "wb") as f:
+        f.write(HEADER + b'{"str": ["/a.py", 0], "a": [' + b"{}," * (20 * MB) + b"{}]}\n")
+        f.write(real_log())
+    assert log.stat().st_size < 200_000
+    out = tmp_path / "out.dynscope"
+    ran = run_dynscope(["import", str(log), "-o", str(out)], tmp_path)
+    assert ran.code == 0, ran.err
+    assert ran.rss < IMPORT_MEMORY_CEILING, ran.rss
+    doc = summary_json(out, tmp_path)
+    assert doc["imported"]["oversized_events"] == 1 and doc["imported"]["events"] == REAL_LOG_EVENTS
+    assert "an event line of 62,914," in doc["imported"]["bad_examples"][0]
+    assert "over the 1 MiB limit" in doc["imported"]["bad_examples"][0]
 
 
 def test_an_oversized_event_does_not_disturb_its_neighbours_wherever_the_chunks_end():
@@ -193,9 +211,13 @@ def test_a_corrupt_gzip_is_one_line_not_an_internal_error(tmp_path):
 
 # -- item 4 (writer side) and 13: what `import -o` writes to ---------------------------------------
 
+@pytest.mark.parametrize("command", ["import", "explain"])
 @pytest.mark.parametrize("target", ["fifo", "symlink", "device", "not a capture"])
-def test_an_output_that_is_not_a_capture_file_is_refused_before_it_is_opened(tmp_path, target):
+def test_an_output_that_is_not_a_capture_file_is_refused_before_it_is_opened(tmp_path, target, command):
     out = tmp_path / "out.dynscope"
+    marker = tmp_path / "program-ran"
+    program = tmp_path / "prog.py"
+    program.write_text(f"open({str(marker)!r}, 'w').close()\n")
     victim = tmp_path / "victim.txt"
     victim.write_text("keep me\n")
     if target == "fifo":
@@ -209,8 +231,11 @@ def test_an_output_that_is_not_a_capture_file_is_refused_before_it_is_opened(tmp
     else:
         out.write_text("my notes\n")
     before = tree_state(tmp_path)
-    ran = run_dynscope(["import", str(GRAPH_BREAKS_LOG), "-o", str(out)], tmp_path, timeout=30)
+    args = ["import", str(GRAPH_BREAKS_LOG), "-o", str(out)] if command == "import" else \
+        ["explain", "-q", "-o", str(out), str(program)]
+    ran = run_dynscope(args, tmp_path, timeout=30)
     line = one_line_error(ran)
+    assert not marker.exists()  # explain refuses before the program runs
     expected = {"fifo": "it is a FIFO", "symlink": "it is a symbolic link", "device": "it is a character device",
                 "not a capture": "it is not a dynscope capture"}[target]
     assert expected in line, line
