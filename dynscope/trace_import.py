@@ -231,7 +231,6 @@ def parse_trace_lines(chunks: Iterable[bytes | str], stats: ImportStats, *, wher
             continue
         head_bytes, newline, rest = block.partition(b"\n")
         stats.lines += 1 + block.count(b"\n")
-        del block
         if not head_bytes:
             continue
         if head_bytes.startswith(b"\t"):

@@ -248,9 +248,14 @@ def test_a_read_only_output_is_one_line(tmp_path):
     with tmpfs(ro, "size=1m"):
         shutil.copy(RECORDED, ro / "old.dynscope")
         subprocess.run(["mount", "-o", "remount,ro", str(ro)], check=True)
+        program = tmp_path / "prog.py"
+        program.write_text("print('ran')\n")
         for name in ("new.dynscope", "old.dynscope"):
             ran = run_dynscope(["import", str(GRAPH_BREAKS_LOG), "-o", str(ro / name)], tmp_path)
             assert one_line_error(ran) == f"dynscope: cannot write capture {ro / name}: Read-only file system"
+            ran = run_dynscope(["explain", "-o", str(ro / name), str(program)], tmp_path)
+            assert one_line_error(ran) == f"dynscope: cannot write capture {ro / name}: Read-only file system"
+            assert ran.out == ""  # the program never ran
         assert sorted(p.name for p in ro.iterdir()) == ["old.dynscope"]
 
 
