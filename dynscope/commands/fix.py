@@ -35,6 +35,7 @@ USAGE = """dynscope fix [OPTIONS] SCRIPT [ARGS...]
 DEFAULT_BUDGET_S = 1800.0
 DEFAULT_RTOL = DEFAULT_ATOL = 1e-5
 MAX_SHOWN_COMMAND = 8192  # characters: a recorded command longer than this, escaped, is not shown or run
+MAX_RECORDED_SCRIPT = 16 << 20  # bytes: a recorded "script" larger than this is not read (nor compiled) to check it
 
 
 class Command:
@@ -112,7 +113,20 @@ class Command:
         return 0
 
 
+def _check_output(option: str, path: str | None, capture: str | None) -> None:
+    """-o and --md never replace a capture: the one fix reads (--from) or any other."""
+    from dynscope.store.header import is_capture_file
+
+    if path is None or not os.path.exists(path):
+        return
+    if capture is not None and os.path.exists(capture) and os.path.samefile(path, capture) or \
+            os.path.isfile(path) and is_capture_file(path):
+        raise DynscopeError(f"{option} {path}: that is a dynscope capture; refusing to overwrite it "
+                            "(give the output another name)")
+
+
 def _write(path: str, text: str) -> None:
+    _check_output("output", path, None)  # made since the start (a run's capture under that name)
     try:
         with open(path, "w", encoding="utf-8") as f:
             f.write(text)
@@ -146,6 +160,11 @@ def _options(args: argparse.Namespace):
         raise DynscopeError("fix needs a program to run (dynscope fix SCRIPT [ARGS...]) "
                             "or a capture (dynscope fix --from CAPTURE)")
     check_runnable(program)
+    if args.out is not None and os.path.realpath(args.out) == os.path.realpath(cwd or os.getcwd()):
+        raise DynscopeError(f"--out {args.out} is the program's working directory: give the runs' output a "
+                            "directory of its own (each run works in a copy of the working directory)")
+    for option, path in (("-o", args.output), ("--md", args.md)):
+        _check_output(option, path, args.capture)
     return Options(program=program, out_dir="", budget_s=args.budget,
                    jobs=args.jobs or os.cpu_count() or 1, rtol=args.rtol, atol=args.atol, only=args.only,
                    from_capture=args.capture and os.path.abspath(args.capture), tries=tries, cwd=cwd,
@@ -192,8 +211,16 @@ def _recorded_program(path: str):
         mode = os.stat(target).st_mode  # never opened here unless it is a file: a FIFO would block
     except OSError as e:
         raise DynscopeError(f"cannot run {target} (the script {path} records): {e.strerror}") from None
-    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+    if stat.S_ISDIR(mode):  # python runs its __main__.py, which check_runnable reads
+        try:
+            mode = os.stat(os.path.join(target, "__main__.py")).st_mode
+        except OSError:
+            mode = stat.S_IFREG  # check_runnable says what is missing
+    if not stat.S_ISREG(mode):
         raise DynscopeError(f"cannot run {target} (the script {path} records): not a regular file")
+    if os.path.isfile(target) and os.path.getsize(target) > MAX_RECORDED_SCRIPT:
+        raise DynscopeError(f"cannot run {target} (the script {path} records): {os.path.getsize(target):,} bytes "
+                            f"is no Python script (more than {MAX_RECORDED_SCRIPT:,})")
     return Program("script", target, argv[1:]), cwd
 
 

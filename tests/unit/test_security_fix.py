@@ -110,6 +110,8 @@ CHECKED = {
     "script that is a FIFO": (lambda d: (["fifo.py"], str(d)), "not a regular file"),
     "script that is missing": (lambda d: (["missing.py"], str(d)), "No such file"),
     "a command too long to read": (lambda d: (["evil.py", "x" * 100_000], str(d)), "too long to show"),
+    "a directory whose __main__.py is a FIFO": (lambda d: (["pkgdir"], str(d)), "not a regular file"),
+    "a script too large to be one": (lambda d: (["huge.py"], str(d)), "is no Python script"),
 }
 
 
@@ -119,6 +121,10 @@ def test_a_recorded_command_that_cannot_be_shown_or_run_is_one_line(tmp_path, wo
     marker = tmp_path / "MARKER"
     marker_program(tmp_path, marker)
     os.mkfifo(tmp_path / "fifo.py")  # opening it would block: it must never be opened
+    (tmp_path / "pkgdir").mkdir()
+    os.mkfifo(tmp_path / "pkgdir" / "__main__.py")
+    with open(tmp_path / "huge.py", "wb") as f:  # sparse: 17 MiB that reading would cost
+        f.truncate(17 << 20)
     argv, cwd = make(tmp_path)
     capture = recorded_capture(tmp_path / "bug.dynscope", argv, cwd)
     before = tree(work)
@@ -140,6 +146,29 @@ def test_bad_options_are_one_line(tmp_path, work):
         code, output, seconds = run_fix(args, work)
         _refused(code, output, seconds, words)
         assert tree(work) == before, args
+
+
+def test_outputs_never_replace_a_capture(tmp_path, work):
+    marker = tmp_path / "MARKER"
+    marker_program(tmp_path, marker)
+    capture = recorded_capture(work / "bug.dynscope", ["evil.py"], str(tmp_path))
+    other = recorded_capture(work / "other.dynscope", ["evil.py"], str(tmp_path))
+    (work / "prog.py").write_text("print(1)\n")
+    kept = {p: p.read_bytes() for p in (capture, other)}
+    for args in (["--from", "bug.dynscope", "--yes", "-o", "bug.dynscope"],
+                 ["--from", "bug.dynscope", "--yes", "--md", str(capture)],
+                 ["-o", "other.dynscope", "prog.py"], ["--md", "other.dynscope", "prog.py"]):
+        code, output, seconds = run_fix(args, work)
+        _refused(code, output, seconds, "refusing to overwrite it")
+    assert {p: p.read_bytes() for p in kept} == kept and not marker.exists()
+
+
+def test_out_is_not_the_working_directory(work):
+    (work / "prog.py").write_text("print(1)\n")
+    before = tree(work)
+    code, output, seconds = run_fix(["--out", ".", "prog.py"], work)
+    _refused(code, output, seconds, "is the program's working directory")
+    assert tree(work) == before
 
 
 # -- item 9: two fix runs never share an output directory -------------------------------------------------------
