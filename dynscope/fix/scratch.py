@@ -8,7 +8,8 @@ side by side, so restoring one directory between runs could not keep them apart;
 What a copy holds: every directory made anew, every regular file up to COPY_MAX_BYTES copied (up
 to COPY_TOTAL_BYTES in all); everything else is a symbolic link to the original, so the program
 still sees all of its inputs: larger files (datasets, checkpoints), symbolic links, special
-files, hidden directories and ``__pycache__`` (linked whole), and whatever lies past MAX_ENTRIES.
+files, hidden directories and ``__pycache__`` (linked whole), anything on another file system
+(``/proc``, ``/sys``, a mount: never read here), and whatever lies past MAX_ENTRIES.
 A program that writes into one of those links writes into the original. Output directories of
 ``dynscope fix`` itself (marked by their lock file) are left out. Nothing here opens anything but
 a regular file it copies.
@@ -28,7 +29,7 @@ from dynscope.fix.outdir import LOCK_NAME
 
 COPY_MAX_BYTES = 1 << 20  # a larger file is linked: most likely an input, and copying it per run costs
 COPY_TOTAL_BYTES = 64 << 20  # copied per run, at most
-MAX_ENTRIES = 10_000  # directory entries looked at per copy; a directory past it is linked whole
+MAX_ENTRIES = 2_000  # directory entries looked at per copy (each costs a stat, a copy or a link); past it: linked whole
 
 
 class TooLarge(Exception):
@@ -37,6 +38,7 @@ class TooLarge(Exception):
 
 def make(source: str, target: str) -> None:
     """Copy ``source`` (absolute) into the new directory ``target``, as described above."""
+    device = os.stat(source).st_dev
     os.mkdir(target)
     remaining = MAX_ENTRIES
     copied = 0
@@ -58,7 +60,9 @@ def make(source: str, target: str) -> None:
         remaining -= len(entries)
         for entry in entries:
             dst = os.path.join(dst_dir, entry.name)
-            if entry.is_dir(follow_symlinks=False):
+            if _device(entry) != device:  # a mount point (or gone): seen through a link, never read
+                os.symlink(entry.path, dst)
+            elif entry.is_dir(follow_symlinks=False):
                 if os.path.lexists(os.path.join(entry.path, LOCK_NAME)):
                     continue  # a dynscope fix output directory (this run's own among them)
                 if entry.name.startswith(".") or entry.name == "__pycache__":
@@ -92,6 +96,13 @@ def _list(directory: str, limit: int) -> list[os.DirEntry] | None:
                 return None
             found.append(entry)
     return found
+
+
+def _device(entry: os.DirEntry) -> int | None:
+    try:
+        return entry.stat(follow_symlinks=False).st_dev
+    except OSError:
+        return None
 
 
 def _fits(entry: os.DirEntry, copied: int) -> bool:
