@@ -83,7 +83,9 @@ def make(source: str, target: str) -> None:
 
 def remove(target: str | None) -> None:
     """Delete a copy (links are removed, never followed)."""
-    if target and os.path.lexists(target):
+    if target and os.path.islink(target):
+        os.remove(target)
+    elif target and os.path.lexists(target):
         shutil.rmtree(target, ignore_errors=True)
 
 

@@ -103,13 +103,31 @@ _OUT_OF_BUDGET = "the budget ran out before it could start"
 
 
 def _clear(run: TrialRun) -> None:
-    """What an earlier fix run left under this run's names (``--out`` names a directory used before)."""
-    for suffix in ("", "-wal", "-shm", ".lock"):
+    """What an earlier fix run left under this run's names (``--out`` names a directory used before);
+    a link there is removed, never followed."""
+    stem = os.path.join(run.out_dir, run.name)
+    for suffix in (".dynscope", ".dynscope-wal", ".dynscope-shm", ".dynscope.lock", ".stdout", ".stderr"):
         try:
-            os.remove(run.capture + suffix)
+            os.remove(stem + suffix)
         except OSError:
             pass
     scratch.remove(_workdir_path(run))
+
+
+def new_file(path: str):
+    """``path`` opened for writing as a new file: whatever had that name (a link to somewhere
+    else, in a directory given with --out) is removed first, never written through."""
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass
+    except OSError as e:
+        raise DynscopeError(f"cannot write {path}: {e.strerror}") from None
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    except OSError as e:
+        raise DynscopeError(f"cannot write {path}: {e.strerror}") from None
+    return os.fdopen(fd, "wb")
 
 
 def _workdir_path(run: TrialRun) -> str:
@@ -148,8 +166,8 @@ class Subprocesses(Starter):
     """``python -m dynscope explain`` per run: what a user would type."""
 
     def start(self, program: Program, run: TrialRun, deadline: float) -> Any:
-        stdout = open(os.path.join(run.out_dir, f"{run.name}.stdout"), "wb")
-        stderr = open(os.path.join(run.out_dir, f"{run.name}.stderr"), "wb")
+        stdout = new_file(os.path.join(run.out_dir, f"{run.name}.stdout"))
+        stderr = new_file(os.path.join(run.out_dir, f"{run.name}.stderr"))
         argv = [sys.executable, "-m", *_explain_argv(program, run)]
         env = {**os.environ, **run.environment()}
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, env=env,
@@ -183,7 +201,7 @@ class Zygote(Starter):
         import queue
         import threading
 
-        self._log = open(log_path, "wb")
+        self._log = new_file(log_path)
         self.proc = subprocess.Popen([sys.executable, "-m", "dynscope.fix.zygote"], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=self._log)
         self._messages: queue.Queue = queue.Queue()
@@ -297,8 +315,11 @@ def _read(run: TrialRun, *, timed_out: bool) -> None:
     from dynscope.errors import DynscopeError
     from dynscope.model import Capture
 
-    with open(os.path.join(run.out_dir, f"{run.name}.stdout"), "rb") as f:
-        stdout = f.read().decode("utf-8", "replace")
+    try:
+        with open(os.path.join(run.out_dir, f"{run.name}.stdout"), "rb") as f:
+            stdout = f.read().decode("utf-8", "replace")
+    except OSError:  # the run never got as far as its output file
+        stdout = ""
     try:
         with Capture.open(run.capture) as capture:
             doc = summary_document(capture)

@@ -123,8 +123,9 @@ def _child(request: dict) -> None:
         signal.signal(sig, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, _ENDING)
     for fd, path, flags in ((0, os.devnull, os.O_RDONLY),
-                            (1, request["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
-                            (2, request["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)):
+                            # made new by the parent's run loop; a link put there since is not followed
+                            (1, request["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW),
+                            (2, request["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW)):
         opened = os.open(path, flags, 0o644)
         os.dup2(opened, fd)
         os.close(opened)

@@ -285,6 +285,34 @@ def test_a_signal_raises_stopped_and_the_cleanup_runs_uninterrupted(name):
     assert signal.getsignal(sig) == before
 
 
+def test_an_out_directory_from_elsewhere_cannot_redirect_what_a_run_writes(tmp_path):
+    """--out names a directory someone else made: links under a run's names are removed, never
+    written through (its capture, its output files, its scratch copy)."""
+    from dynscope.fix.trials import TrialRun, _clear, new_file
+
+    out = tmp_path / "out"
+    out.mkdir()
+    precious = tmp_path / "precious"
+    precious.mkdir()
+    for name in ("capture", "stdout", "stderr", "log"):
+        (precious / name).write_text("keep me")
+    (precious / "inside").write_text("keep me")
+    for link, target in (("baseline.dynscope", "capture"), ("baseline.stdout", "stdout"),
+                         ("baseline.stderr", "stderr"), ("zygote.stderr", "log")):
+        os.symlink(precious / target, out / link)
+    os.symlink(precious, out / "baseline.cwd")
+    run = TrialRun("baseline", [], str(out))
+    _clear(run)
+    with new_file(str(out / "baseline.stdout")) as f:
+        f.write(b"the run's output")
+    with new_file(str(out / "zygote.stderr")) as f:
+        f.write(b"the server's log")
+    assert {p.name: p.read_text() for p in precious.iterdir()} == dict.fromkeys(
+        ("capture", "stdout", "stderr", "log", "inside"), "keep me")
+    assert not (out / "baseline.cwd").exists() and not (out / "baseline.dynscope").exists()
+    assert (out / "baseline.stdout").read_text() == "the run's output" and not (out / "baseline.stdout").is_symlink()
+
+
 def test_the_lock_is_released_for_a_later_run(tmp_path):
     out = tmp_path / "out"
     first = outdir.claim(str(out), "prog")
