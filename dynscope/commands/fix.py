@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import shlex
 import stat
@@ -139,7 +138,7 @@ def _options(args: argparse.Namespace):
     from dynscope.fix.session import Options
     from dynscope.runner.program import check_runnable
 
-    if not args.budget > 0 or math.isnan(args.budget):
+    if not args.budget > 0:  # NaN too
         raise DynscopeError("--budget must be a positive number of seconds")
     if args.jobs is not None and args.jobs < 1:
         raise DynscopeError("--jobs must be 1 or more")
