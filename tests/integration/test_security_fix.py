@@ -3,7 +3,7 @@ keeps runs apart, and leaves nothing running (issue 20, items 2 and 9).
 
 Few real fix runs, each with ``--only break`` on a tiny program: two side by side in one directory
 (one from a capture, confirmed on a terminal), three stopped by a signal, one stopped by its budget.
-The torch-free refusals are in tests/unit/test_security_fix.py.
+The torch-free refusals are in tests/unit/test_security_fix_checks.py.
 """
 
 from __future__ import annotations
