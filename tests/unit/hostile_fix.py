@@ -36,14 +36,28 @@ def marker_program(directory: Path, marker: Path) -> Path:
     return script
 
 
+# The command runs under a small launcher, so the peak RSS measured is its own (as in
+# tests/unit/test_hostile_captures.py).
+_LAUNCHER = """
+import resource, subprocess, sys
+code = subprocess.call(sys.argv[2:])
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024, file=open(sys.argv[1], "w"))
+sys.exit(code)
+"""
+
+last_rss: list[int] = []  # the peak RSS in bytes of the last run_fix without a terminal
+
+
 def run_fix(args: list[str], cwd: Path, *, stdin=subprocess.DEVNULL, timeout: float = 60,
             answer: bytes | None = None) -> tuple[int, str, float]:
-    """``dynscope fix ARGS`` in a fresh process: (exit code, stdout + stderr, seconds). With
-    ``answer``, stdin is a terminal (a pty) that types it."""
+    """``dynscope fix ARGS`` in a fresh process: (exit code, stdout + stderr, seconds); its peak
+    RSS goes to ``last_rss``. With ``answer``, stdin is a terminal (a pty) that types it."""
     started = time.time()
     if answer is None:
-        done = subprocess.run([sys.executable, "-m", "dynscope", "fix", *args], cwd=cwd, stdin=stdin,
-                              capture_output=True, timeout=timeout)
+        rss_path = cwd.parent / "rss.txt"
+        done = subprocess.run([sys.executable, "-c", _LAUNCHER, str(rss_path), sys.executable, "-m", "dynscope",
+                               "fix", *args], cwd=cwd, stdin=stdin, capture_output=True, timeout=timeout)
+        last_rss[:] = [int(rss_path.read_text())]
         return done.returncode, (done.stdout + done.stderr).decode("utf-8", "replace"), time.time() - started
     import pty
 

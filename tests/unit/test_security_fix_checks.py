@@ -18,12 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from hostile_fix import CONTROL, marker_program, raw_controls, recorded_capture, run_fix, tree
+from hostile_fix import CONTROL, last_rss, marker_program, raw_controls, recorded_capture, run_fix, tree
 
 from dynscope.fix import outdir, scratch
 from dynscope.fix.stopping import Stopped, signals_stop_the_run
 
 TIME_BOUND_S = 30  # each refusal: the CLI's start (no torch) and one capture read
+RSS_BOUND = 150 * 1024 * 1024  # each refusal, peak: the CLI itself is about 60 MB
 
 
 def _refused(code: int, output: str, seconds: float, *words: str) -> None:
@@ -33,6 +34,7 @@ def _refused(code: int, output: str, seconds: float, *words: str) -> None:
     assert "Traceback" not in output and "internal error" not in output
     assert not raw_controls(output), raw_controls(output)
     assert seconds < TIME_BOUND_S
+    assert last_rss and last_rss[0] < RSS_BOUND, last_rss
     for word in words:
         assert word in output, (word, output)
 
@@ -123,8 +125,8 @@ def test_a_recorded_command_that_cannot_be_shown_or_run_is_one_line(tmp_path, wo
     os.mkfifo(tmp_path / "fifo.py")  # opening it would block: it must never be opened
     (tmp_path / "pkgdir").mkdir()
     os.mkfifo(tmp_path / "pkgdir" / "__main__.py")
-    with open(tmp_path / "huge.py", "wb") as f:  # sparse: 17 MiB that reading would cost
-        f.truncate(17 << 20)
+    with open(tmp_path / "huge.py", "wb") as f:  # sparse: 2 GiB that reading and compiling would cost
+        f.truncate(2 << 30)
     argv, cwd = make(tmp_path)
     capture = recorded_capture(tmp_path / "bug.dynscope", argv, cwd)
     before = tree(work)
