@@ -9,7 +9,7 @@ from rich.markup import escape
 from rich.syntax import Syntax
 from rich.table import Table
 
-from dynscope.analysis.fix_verdict import FIX_COLUMNS, fix_cells
+from dynscope.analysis.fix_verdict import FIX_COLUMNS, fix_cells, run_conditions
 
 _STYLE = {"fixed": "bold green", "improved": "green", "no change": "dim", "worse": "yellow", "failed": "bold red",
           "not run": "dim"}
@@ -20,6 +20,7 @@ def render_fix(doc: dict[str, Any], console: Console) -> None:
     console.print(f"[bold]dynscope fix[/] · {len(doc.get('problems', []))} problems · "
                   f"{doc.get('runs')} runs in {doc.get('wall_s')} s · baseline: {base.get('graph_breaks')} breaks, "
                   f"{base.get('recompiles')} recompiles, {base.get('errors')} errors", soft_wrap=True)
+    console.print(escape(run_conditions(doc)), style="dim", soft_wrap=True)
     if not doc.get("trials"):
         console.print("No remedy to try: " + ("no problems found." if not doc.get("problems") else
                                               "none of the problems has a remedy dynscope knows."))

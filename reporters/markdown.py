@@ -266,13 +266,14 @@ def comparison_markdown(result) -> str:
 
 def render_fix_markdown(doc: dict) -> str:
     """A ``dynscope.fix/1`` document as an issue or pull-request comment."""
-    from dynscope.analysis.fix_verdict import FIX_COLUMNS, fix_cells
+    from dynscope.analysis.fix_verdict import FIX_COLUMNS, fix_cells, run_conditions
 
     base = doc.get("baseline") or {}
     lines = ["## dynscope fix\n",
              f"Baseline: {base.get('graph_breaks')} graph breaks, {base.get('recompiles')} recompiles, "
              f"{base.get('errors')} errors; {doc.get('runs')} runs in {doc.get('wall_s')} s "
-             f"(torch {text(str(doc.get('torch_version')))}).\n"]
+             f"(torch {text(str(doc.get('torch_version')))}).\n",
+             text(run_conditions(doc)) + ".\n"]
     if doc.get("trials"):
         lines.append("| " + " | ".join(FIX_COLUMNS) + " |")
         lines.append("|" + "---|" * len(FIX_COLUMNS))

@@ -268,3 +268,11 @@ def _arrow(before: Any, after: Any, unit: str = "") -> str:
 
 def _base(path: str | None) -> str:
     return (path or "?").replace("\\", "/").rsplit("/", 1)[-1]
+
+
+def run_conditions(doc: dict[str, Any]) -> str:
+    """How every run of a ``dynscope.fix/1`` document was made: its stdin, and its directory."""
+    program = doc.get("program") or {}
+    where = (f"each in a scratch copy of {program.get('cwd')}" if doc.get("scratch_copies")
+             else f"in {program.get('cwd')} itself")
+    return f"runs: stdin: {doc.get('stdin', '/dev/null')}; {where}"

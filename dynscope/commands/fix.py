@@ -7,6 +7,12 @@ run, and report the ones its run proved (problem gone, outputs equal).
 
 Progress goes to stderr, then the table; ``-o`` writes the JSON document (dynscope.fix/1),
 ``--md`` a Markdown comment. The user's files are never edited.
+
+``--from`` re-runs the command a capture recorded, and a capture can come from anyone: the exact
+command and directory are shown first and run only when the user says so (y on a terminal, or
+``--yes``); with no terminal to ask on and no ``--yes`` it is refused (exit 2). Every run reads
+stdin from /dev/null and runs in a scratch copy of the working directory (dynscope/fix/scratch.py).
+SIGTERM, SIGHUP and SIGINT end every run it started, then it exits with 128 + the signal's number.
 """
 
 from __future__ import annotations
@@ -14,6 +20,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
+import stat
 import sys
 
 from dynscope.commands._common import add_program_arguments, program_from_args
@@ -25,6 +33,8 @@ USAGE = """dynscope fix [OPTIONS] SCRIPT [ARGS...]
 
 DEFAULT_BUDGET_S = 1800.0
 DEFAULT_RTOL = DEFAULT_ATOL = 1e-5
+MAX_SHOWN_COMMAND = 8192  # characters: a recorded command longer than this, escaped, is not shown or run
+MAX_RECORDED_SCRIPT = 16 << 20  # bytes: a recorded "script" larger than this is not read (nor compiled) to check it
 
 
 class Command:
@@ -37,7 +47,11 @@ class Command:
         parser.add_argument("-o", "--output", metavar="PATH", help="write the result as JSON (schema dynscope.fix/1)")
         parser.add_argument("--md", metavar="PATH", help="write the result as Markdown (for an issue or PR comment)")
         parser.add_argument("--from", dest="capture", metavar="CAPTURE",
-                            help="take the problems from a recorded run and re-run the command it recorded")
+                            help="take the problems from a recorded run and re-run the command it recorded "
+                                 "(shown first; asks before running it)")
+        parser.add_argument("--yes", action="store_true",
+                            help="with --from: run the recorded command without asking (it is still shown); "
+                                 "needed where there is no terminal to ask on")
         parser.add_argument("--budget", type=float, default=DEFAULT_BUDGET_S, metavar="SECONDS",
                             help=f"the whole fix's time limit: a trial that cannot finish in it is not started, one still "
                                  f"running then is stopped (default {DEFAULT_BUDGET_S:.0f})")
@@ -56,20 +70,34 @@ class Command:
                                  "timings or dates); outputs and exit status are still compared")
         parser.add_argument("--try", dest="tries", action="append", default=[], metavar="NAME=VALUE",
                             help="also try this setting (e.g. torch._dynamo.config.specialize_int=True); repeatable")
-        parser.add_argument("--out", metavar="DIR", help="where the runs' captures and output go (default: <program>-fix)")
+        parser.add_argument("--out", metavar="DIR", help="where the runs' captures and output go (default: a new "
+                                                         "<program>-fix-<date>-<time> directory per run)")
         add_program_arguments(parser)
 
     def run(self, args: argparse.Namespace) -> int:
-        from dynscope.fix import session
+        from dataclasses import replace
+
+        from dynscope.fix import outdir, session
+        from dynscope.fix.stopping import Stopped, signals_stop_the_run
         from dynscope.safe_text import safe_console
 
         from dynscope.commands.minify import LiveProgress
 
         options = _options(args)
+        if args.capture is not None:
+            confirm_recorded(args.capture, options.program, options.cwd, yes=args.yes)
+        out = outdir.claim(args.out, _stem(args.capture or options.program.target))
+        options = replace(options, out_dir=out.path)
         console = safe_console(stderr=True, highlight=False)
-        # On a terminal one live line (spinner, elapsed time) and a ✓ per finished step; in a log, one line each.
-        with LiveProgress(console) as progress:
-            doc = session.run(options, progress.stage)
+        try:
+            # On a terminal one live line (spinner, elapsed time) and a ✓ per finished step; in a log, one line each.
+            with signals_stop_the_run(), LiveProgress(console) as progress:
+                doc = session.run(options, progress.stage)
+        except Stopped as stopped:
+            raise DynscopeError(f"fix stopped by {stopped.name}: every run it started has ended "
+                                f"(their output so far: {out.path})", exit_code=stopped.exit_code) from None
+        finally:
+            out.release()
         from dynscope.reporters.fix_table import render_fix
 
         render_fix(doc, console)
@@ -84,7 +112,20 @@ class Command:
         return 0
 
 
+def _check_output(option: str, path: str | None, capture: str | None) -> None:
+    """-o and --md never replace a capture: the one fix reads (--from) or any other."""
+    from dynscope.store.header import is_capture_file
+
+    if path is None or not os.path.exists(path):
+        return
+    if capture is not None and os.path.exists(capture) and os.path.samefile(path, capture) or \
+            os.path.isfile(path) and is_capture_file(path):
+        raise DynscopeError(f"{option} {path}: that is a dynscope capture; refusing to overwrite it "
+                            "(give the output another name)")
+
+
 def _write(path: str, text: str) -> None:
+    _check_output("output", path, None)  # made since the start (a run's capture under that name)
     try:
         with open(path, "w", encoding="utf-8") as f:
             f.write(text)
@@ -97,12 +138,14 @@ def _options(args: argparse.Namespace):
     from dynscope.fix.session import Options
     from dynscope.runner.program import check_runnable
 
-    if args.budget <= 0:
+    if not args.budget > 0:  # NaN too
         raise DynscopeError("--budget must be a positive number of seconds")
     if args.jobs is not None and args.jobs < 1:
         raise DynscopeError("--jobs must be 1 or more")
-    if args.rtol < 0 or args.atol < 0:
-        raise DynscopeError("--rtol and --atol must not be negative")
+    if not (args.rtol >= 0 and args.atol >= 0):  # NaN too: it would compare unequal to everything
+        raise DynscopeError("--rtol and --atol must be numbers, not negative")
+    if args.yes and args.capture is None:
+        raise DynscopeError("--yes goes with --from CAPTURE (it answers the question before a recorded command runs)")
     try:
         tries = [parse_try(t) for t in args.tries]
     except ValueError as e:
@@ -116,30 +159,110 @@ def _options(args: argparse.Namespace):
         raise DynscopeError("fix needs a program to run (dynscope fix SCRIPT [ARGS...]) "
                             "or a capture (dynscope fix --from CAPTURE)")
     check_runnable(program)
-    stem = os.path.splitext(os.path.basename((args.capture or program.target).rstrip("/")))[0] or "program"
-    return Options(program=program, out_dir=os.path.abspath(args.out or f"{stem}-fix"), budget_s=args.budget,
+    if args.out is not None and os.path.realpath(args.out) == os.path.realpath(cwd or os.getcwd()):
+        raise DynscopeError(f"--out {args.out} is the program's working directory: give the runs' output a "
+                            "directory of its own (each run works in a copy of the working directory)")
+    for option, path in (("-o", args.output), ("--md", args.md)):
+        _check_output(option, path, args.capture)
+    return Options(program=program, out_dir="", budget_s=args.budget,
                    jobs=args.jobs or os.cpu_count() or 1, rtol=args.rtol, atol=args.atol, only=args.only,
                    from_capture=args.capture and os.path.abspath(args.capture), tries=tries, cwd=cwd,
                    check_stdout=not args.ignore_stdout, profile=args.profile)
 
 
+def _stem(path: str) -> str:
+    return os.path.splitext(os.path.basename(path.rstrip("/")))[0] or "program"
+
+
 def _recorded_program(path: str):
-    """The program a capture recorded (``dynscope explain ... train.py --epochs 1``), to run again
-    where it ran (a missing directory: here)."""
+    """The program a capture recorded (``dynscope explain ... train.py --epochs 1``) and the
+    directory it ran in, checked before anything is shown or run: text without NUL, an existing
+    absolute directory, a script that is a regular file (or a directory: its __main__.py)."""
     from dynscope.model import Capture
     from dynscope.runner.program import Program
 
     if not os.path.exists(path):
         raise DynscopeError(f"no such capture: {path}")
     with Capture.open(path) as capture:
-        argv = capture.run.program_command
+        argv = list(capture.run.program_command)
         cwd = capture.run.cwd
-    where = cwd if cwd and os.path.isdir(cwd) else None
     if not argv or argv[0] in ("dynscope", sys.executable):
         raise DynscopeError(f"{path} does not record the command of a program dynscope can run again")
+    if any("\0" in a for a in argv) or (cwd and "\0" in cwd):
+        raise DynscopeError(f"{path} records a command or directory holding a NUL character: not a command to run")
+    if not cwd or not os.path.isabs(cwd):
+        raise DynscopeError(f"{path} records no absolute working directory for its command: run the program "
+                            "yourself with dynscope fix SCRIPT [ARGS...]")
+    if not os.path.isdir(cwd):
+        raise DynscopeError(f"{path} records the working directory {cwd}, which does not exist here: run the "
+                            "program yourself with dynscope fix SCRIPT [ARGS...]")
     if argv[0] == "-m" or (argv[0].startswith("-m") and len(argv[0]) > 2):
-        module = argv[1] if argv[0] == "-m" else argv[0][2:]
+        module = (argv[1] if len(argv) > 1 else "") if argv[0] == "-m" else argv[0][2:]
+        if not module or module.startswith("-"):
+            raise DynscopeError(f"{path} records -m with no module name")
         rest = argv[2:] if argv[0] == "-m" else argv[1:]
-        return Program("module", module, rest), where
-    target = argv[0] if os.path.isabs(argv[0]) or not cwd else os.path.join(cwd, argv[0])
-    return Program("script", target, argv[1:]), where
+        return Program("module", module, rest), cwd
+    if argv[0].startswith("-"):
+        raise DynscopeError(f"{path} records a command starting with the option {argv[0]}: only a script or "
+                            "-m MODULE is run again")
+    target = os.path.join(cwd, argv[0])
+    try:
+        mode = os.stat(target).st_mode  # never opened here unless it is a file: a FIFO would block
+    except OSError as e:
+        raise DynscopeError(f"cannot run {target} (the script {path} records): {e.strerror}") from None
+    if stat.S_ISDIR(mode):  # python runs its __main__.py, which check_runnable reads
+        try:
+            mode = os.stat(os.path.join(target, "__main__.py")).st_mode
+        except OSError:
+            mode = stat.S_IFREG  # check_runnable says what is missing
+    if not stat.S_ISREG(mode):
+        raise DynscopeError(f"cannot run {target} (the script {path} records): not a regular file")
+    if os.path.isfile(target) and os.path.getsize(target) > MAX_RECORDED_SCRIPT:
+        raise DynscopeError(f"cannot run {target} (the script {path} records): {os.path.getsize(target):,} bytes "
+                            f"is no Python script (more than {MAX_RECORDED_SCRIPT:,})")
+    return Program("script", target, argv[1:]), cwd
+
+
+def command_text(program) -> str:
+    """The command a trial runs, as one line a shell would take, every control character escaped."""
+    from dynscope.fix.trials import program_argv
+
+    words = [sys.executable, *program_argv(program)]
+    return " ".join(one_line(shlex.quote(w)) for w in words)
+
+
+def one_line(text: str) -> str:
+    from dynscope.safe_text import visible
+
+    return visible(text).replace("\n", "\\n").replace("\t", "\\t")
+
+
+def confirm_recorded(capture: str, program, cwd: str, *, yes: bool) -> None:
+    """Show the recorded command and directory, and run them only if the user agrees."""
+    shown, where = command_text(program), one_line(cwd)
+    if len(shown) + len(where) > MAX_SHOWN_COMMAND:
+        raise DynscopeError(f"{capture} records a command of {len(shown):,} characters (more than "
+                            f"{MAX_SHOWN_COMMAND:,} with its directory): too long to show, so it is not run; "
+                            "run the program yourself with dynscope fix SCRIPT [ARGS...]")
+    if yes:
+        print(f"dynscope: running the command {one_line(capture)} recorded (--yes): {shown}  (in {where})",
+              file=sys.stderr)
+        return
+    if not _stdin_is_terminal():
+        raise DynscopeError(f"{capture} records the command {shown} (in {where}); fix --from runs it again, once per "
+                            "trial: read it, then pass --yes to run it (there is no terminal to ask on)")
+    sys.stderr.write(f"dynscope fix --from {one_line(capture)} runs the command that capture recorded, once per trial:\n"
+                     f"  command:   {shown}\n"
+                     f"  directory: {where}\n"
+                     "A capture can come from anyone: run it only if you would run it yourself. Run it? [y/N] ")
+    sys.stderr.flush()
+    answer = sys.stdin.readline(64).strip().lower()
+    if answer not in ("y", "yes"):
+        raise DynscopeError("not run: the recorded command was not confirmed")
+
+
+def _stdin_is_terminal() -> bool:
+    try:
+        return sys.stdin is not None and sys.stdin.isatty()
+    except (ValueError, OSError):
+        return False

@@ -29,12 +29,15 @@ LEAVES_CAP = 64  # outputs recorded per call
 CALLS_CAP = 100  # calls recorded per compiled region
 
 
-def install_from_env(recorder) -> None:
+def install_from_env(recorder) -> str | None:
+    """Apply the run's remedies; returns the directory the program is to run in (a scratch copy
+    of its working directory, dynscope/fix/scratch.py), or None for here."""
     raw = os.environ.pop(ENV, None)  # the user's program and its children never see it
     if raw is None:
-        return
+        return None
     spec = json.loads(raw)
     Trial(recorder, list(spec.get("remedies") or [])).install()
+    return spec.get("workdir")
 
 
 class Trial:

@@ -17,6 +17,7 @@ from typing import Any, Callable
 from dynscope.analysis.fix_verdict import RunFacts, judge, pick_combined
 from dynscope.analysis.remedies import FixProblem, Remedy, problems_from_summary, select
 from dynscope.errors import DynscopeError
+from dynscope.fix.outdir import LOCK_NAME
 from dynscope.fix.trials import TrialRun, run_all, starter_for
 from dynscope import events as contract
 from dynscope.runner.program import Program
@@ -41,7 +42,7 @@ class Options:
 
 
 def run(options: Options, say: Callable[[str], None]) -> dict[str, Any]:
-    os.makedirs(options.out_dir, exist_ok=True)
+    """The whole fix in ``options.out_dir`` (made and locked by the caller: dynscope/fix/outdir.py)."""
     starter = starter_for(options.out_dir)
     try:
         return _run(options, say, starter)
@@ -52,13 +53,19 @@ def run(options: Options, say: Callable[[str], None]) -> dict[str, Any]:
 def _run(options: Options, say: Callable[[str], None], starter) -> dict[str, Any]:
     started = time.time()
     deadline = started + options.budget_s
-    os.makedirs(options.out_dir, exist_ok=True)
     before = _fingerprint(options.program)
     program = options.program
 
     say("baseline: running the program once as it is")
     baseline = TrialRun("baseline", [], options.out_dir, options.cwd, options.profile)
-    run_all(program, [baseline], jobs=1, deadline=deadline + 3600, estimate_s=0, starter=starter)
+    run_all(program, [baseline], jobs=1, deadline=deadline, estimate_s=0, starter=starter)
+    if baseline.skipped or (baseline.facts is not None and baseline.facts.timed_out):
+        raise DynscopeError(f"the first run of the program did not finish within --budget {options.budget_s:g} s "
+                            f"({'stopped' if baseline.facts else 'not started'}): nothing to compare trials with; "
+                            "give a larger --budget")
+    if baseline.workdir_note:
+        say(f"warning: the runs write into {options.cwd or os.getcwd()} itself, not into copies of it "
+            f"({baseline.workdir_note})")
     if baseline.facts is None or not baseline.facts.ran or baseline.summary is None:
         raise DynscopeError(f"the baseline run wrote no capture (see {os.path.join(options.out_dir, 'baseline.stderr')})")
     base = baseline.facts
@@ -148,6 +155,8 @@ def _run(options: Options, say: Callable[[str], None], starter) -> dict[str, Any
         "budget_s": options.budget_s,
         "wall_s": round(time.time() - started, 2),
         "files_unchanged": before == after,
+        "stdin": os.devnull,  # every run reads nothing: a program that needs input cannot be judged
+        "scratch_copies": baseline.workdir is not None,  # each run in its own copy of the working directory
         "stdout_checked": options.check_stdout,
         "profiled": options.profile,
         "rtol": options.rtol,
@@ -307,7 +316,8 @@ def _fingerprint(program: Program) -> dict[str, str]:
     root = _root(program)
     found: dict[str, str] = {}
     for directory, dirs, files in os.walk(root):
-        dirs[:] = [d for d in dirs if not d.startswith(".") and d != "__pycache__" and not d.endswith("-fix")]
+        dirs[:] = [d for d in dirs if not d.startswith(".") and d != "__pycache__" and not d.endswith("-fix")
+                   and not os.path.lexists(os.path.join(directory, d, LOCK_NAME))]  # fix output directories
         for name in files:
             if name.endswith(".py") and len(found) < 5000:
                 path = os.path.join(directory, name)

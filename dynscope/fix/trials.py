@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from dynscope.errors import DynscopeError
+from dynscope.fix import scratch
 from dynscope.analysis.fix_verdict import RunFacts, metrics_from_summary
 from dynscope.analysis.remedies import problem_counts
 from dynscope.model.fix import ENV, applied_actions, compiled_callables, program_seconds, trial_features, trial_outputs
@@ -35,10 +36,16 @@ class TrialRun:
     features: dict[str, Any] = field(default_factory=dict)
     wall_s: float | None = None
     skipped: str | None = None  # why it was not run (the budget)
+    workdir: str | None = None  # the scratch copy of the working directory it runs in (None: the directory itself)
+    workdir_note: str | None = None  # why it ran in the directory itself
 
     @property
     def capture(self) -> str:
         return os.path.join(self.out_dir, f"{self.name}.dynscope")
+
+    def environment(self) -> dict[str, str]:
+        """What its child reads (dynscope/fix/apply.py): the remedies, and where to run."""
+        return {ENV: json.dumps({"remedies": self.actions, "workdir": self.workdir})}
 
 
 def program_argv(program: Program) -> list[str]:
@@ -58,11 +65,18 @@ def run_all(program: Program, runs: list[TrialRun], *, jobs: int, deadline: floa
             while waiting and len(running) < max(1, jobs):
                 run = waiting.pop(0)
                 if time.time() + estimate_s * 0.5 > deadline:
-                    run.skipped = "the budget ran out before it could start"
+                    run.skipped = _OUT_OF_BUDGET
                     on_done(run)
                     continue
-                _clear(run.capture)
-                running.append((run, starter.start(program, run), time.time()))
+                _clear(run)
+                _make_workdir(run)
+                handle = starter.start(program, run, deadline)
+                if handle is None:  # the fork server was still starting when the budget ran out
+                    scratch.remove(run.workdir)
+                    run.skipped = _OUT_OF_BUDGET
+                    on_done(run)
+                    continue
+                running.append((run, handle, time.time()))
             time.sleep(0.05)
             for item in list(running):
                 run, handle, started = item
@@ -75,20 +89,62 @@ def run_all(program: Program, runs: list[TrialRun], *, jobs: int, deadline: floa
                     timed_out = True
                 run.wall_s = time.time() - started
                 starter.finish(run, returncode, run.wall_s)
+                scratch.remove(run.workdir)
                 _read(run, timed_out=timed_out)
                 running.remove(item)
                 on_done(run)
     finally:
-        for _run, handle, _started in running:  # interrupted: leave no run behind
+        for run, handle, _started in running:  # interrupted: leave no run behind
             starter.stop(handle)
+            scratch.remove(run.workdir)
 
 
-def _clear(capture: str) -> None:
-    for suffix in ("", "-wal", "-shm", ".lock"):
+_OUT_OF_BUDGET = "the budget ran out before it could start"
+
+
+def _clear(run: TrialRun) -> None:
+    """What an earlier fix run left under this run's names (``--out`` names a directory used before);
+    a link there is removed, never followed."""
+    stem = os.path.join(run.out_dir, run.name)
+    for suffix in (".dynscope", ".dynscope-wal", ".dynscope-shm", ".dynscope.lock", ".stdout", ".stderr"):
         try:
-            os.remove(capture + suffix)
+            os.remove(stem + suffix)
         except OSError:
             pass
+    scratch.remove(_workdir_path(run))
+
+
+def new_file(path: str):
+    """``path`` opened for writing as a new file: whatever had that name (a link to somewhere
+    else, in a directory given with --out) is removed first, never written through."""
+    try:
+        os.remove(path)
+    except FileNotFoundError:
+        pass
+    except OSError as e:
+        raise DynscopeError(f"cannot write {path}: {e.strerror}") from None
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    except OSError as e:
+        raise DynscopeError(f"cannot write {path}: {e.strerror}") from None
+    return os.fdopen(fd, "wb")
+
+
+def _workdir_path(run: TrialRun) -> str:
+    return os.path.join(run.out_dir, f"{run.name}.cwd")
+
+
+def _make_workdir(run: TrialRun) -> None:
+    """A scratch copy of the directory the program runs in (dynscope/fix/scratch.py); where one
+    cannot be made, the run uses the directory itself and says why."""
+    path = _workdir_path(run)
+    try:
+        scratch.make(os.path.abspath(run.cwd or os.getcwd()), path)
+        run.workdir = path
+    except (scratch.TooLarge, OSError) as e:
+        scratch.remove(path)
+        run.workdir = None
+        run.workdir_note = str(e) if isinstance(e, scratch.TooLarge) else f"cannot copy it: {e.strerror or e}"
 
 
 def _explain_argv(program: Program, run: TrialRun) -> list[str]:
@@ -99,7 +155,7 @@ def _explain_argv(program: Program, run: TrialRun) -> list[str]:
 class Starter:
     """How a run is started: a ``dynscope explain`` process, or a fork of the zygote."""
 
-    def start(self, program: Program, run: TrialRun) -> Any: ...
+    def start(self, program: Program, run: TrialRun, deadline: float) -> Any: ...  # None: not started by then
     def poll(self, handle: Any) -> int | None: ...
     def stop(self, handle: Any) -> int: ...
     def finish(self, run: TrialRun, returncode: int, wall_s: float) -> None: ...
@@ -109,11 +165,11 @@ class Starter:
 class Subprocesses(Starter):
     """``python -m dynscope explain`` per run: what a user would type."""
 
-    def start(self, program: Program, run: TrialRun) -> Any:
-        stdout = open(os.path.join(run.out_dir, f"{run.name}.stdout"), "wb")
-        stderr = open(os.path.join(run.out_dir, f"{run.name}.stderr"), "wb")
+    def start(self, program: Program, run: TrialRun, deadline: float) -> Any:
+        stdout = new_file(os.path.join(run.out_dir, f"{run.name}.stdout"))
+        stderr = new_file(os.path.join(run.out_dir, f"{run.name}.stderr"))
         argv = [sys.executable, "-m", *_explain_argv(program, run)]
-        env = {**os.environ, ENV: json.dumps({"remedies": run.actions})}
+        env = {**os.environ, **run.environment()}
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, env=env,
                                 start_new_session=True, cwd=run.cwd)
         stdout.close()
@@ -145,7 +201,7 @@ class Zygote(Starter):
         import queue
         import threading
 
-        self._log = open(log_path, "wb")
+        self._log = new_file(log_path)
         self.proc = subprocess.Popen([sys.executable, "-m", "dynscope.fix.zygote"], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=self._log)
         self._messages: queue.Queue = queue.Queue()
@@ -186,14 +242,16 @@ class Zygote(Starter):
             if wait_for == "ready" and self.ready or wait_for and wait_for in self.pids:
                 return
 
-    def start(self, program: Program, run: TrialRun) -> Any:
+    def start(self, program: Program, run: TrialRun, deadline: float) -> Any:
         if not self.ready:
-            self._drain(wait_for="ready")
+            self._drain(wait_for="ready", timeout=max(0.0, deadline - time.time()))
+            if not self.ready:
+                return None
         if self.fallback is not None:
-            return self.fallback.start(program, run)
+            return self.fallback.start(program, run, deadline)
         spec = {"program": {"kind": program.kind, "target": program.target, "args": list(program.args)},
                 "capture": run.capture, "keep_caches": False, "profile": run.profile, "command": _explain_argv(program, run)}
-        request = {"id": run.name, "spec": spec, "env": {ENV: json.dumps({"remedies": run.actions})},
+        request = {"id": run.name, "spec": spec, "env": run.environment(),
                    "stdout": os.path.join(run.out_dir, f"{run.name}.stdout"),
                    "stderr": os.path.join(run.out_dir, f"{run.name}.stderr"), "cwd": run.cwd}
         self.proc.stdin.write((json.dumps(request) + "\n").encode())
@@ -232,12 +290,16 @@ class Zygote(Starter):
             self.proc.stdin.close()
         except OSError:
             pass
-        # With its input closed and no child left, it exits by itself; tearing down an interpreter
-        # that imported torch takes a second or two, which nobody needs to wait for.
-        try:
-            self.proc.wait(timeout=0.2)
-        except subprocess.TimeoutExpired:
-            pass
+        # With its input closed it ends every child it still has and exits at once; one still
+        # importing torch (fix stopped early) reads nothing yet, so it is ended here.
+        for ending in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                self.proc.wait(timeout=1.0)
+                break
+            except subprocess.TimeoutExpired:
+                self.proc.send_signal(ending)
+        else:
+            self.proc.wait()
         self._log.close()
 
 
@@ -253,8 +315,11 @@ def _read(run: TrialRun, *, timed_out: bool) -> None:
     from dynscope.errors import DynscopeError
     from dynscope.model import Capture
 
-    with open(os.path.join(run.out_dir, f"{run.name}.stdout"), "rb") as f:
-        stdout = f.read().decode("utf-8", "replace")
+    try:
+        with open(os.path.join(run.out_dir, f"{run.name}.stdout"), "rb") as f:
+            stdout = f.read().decode("utf-8", "replace")
+    except OSError:  # the run never got as far as its output file
+        stdout = ""
     try:
         with Capture.open(run.capture) as capture:
             doc = summary_document(capture)

@@ -9,6 +9,11 @@ from /dev/null and stdout/stderr to the run's files. Lines back on stdout:
 ``{"id", "pid"}`` when a child starts and ``{"id", "returncode"}`` when it ends (negative: the
 signal that killed it).
 
+It never outlives ``dynscope fix``: the end of its input (the parent closed it, or died) with a
+child still running, SIGTERM or SIGHUP kill every child's process group and end it at once.
+SIGINT is ignored: Ctrl-C reaches this process too (it shares the parent's process group), and
+the parent decides what an interrupt stops.
+
     python -m dynscope.fix.zygote
 """
 
@@ -19,6 +24,9 @@ import os
 import select
 import signal
 import sys
+
+
+_ENDING = {signal.SIGTERM, signal.SIGHUP}
 
 
 def main() -> None:
@@ -41,35 +49,67 @@ def main() -> None:
     from dynscope.fix import apply  # noqa: F401
 
     children: dict[int, str] = {}
+    server = os.getpid()
+
+    def end(*_signal) -> None:
+        _kill_all(children)
+        os._exit(0)  # no interpreter teardown: with torch imported it takes seconds
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for sig in _ENDING:
+        signal.signal(sig, end)
     _send({"ready": True})
     stdin = sys.stdin.buffer
     buffered = b""
-    open_input = True
-    while open_input or children:
-        if open_input:
+    try:
+        while True:
             ready, _, _ = select.select([stdin], [], [], 0.05)
             if ready:
                 chunk = os.read(stdin.fileno(), 65536)
-                if not chunk:
-                    open_input = False
+                if not chunk:  # the parent is done (every run ended) or gone: none may outlive it
+                    end()
                 buffered += chunk
                 while b"\n" in buffered:
                     line, buffered = buffered.split(b"\n", 1)
                     if line.strip():
-                        request = json.loads(line)
-                        sys.stdout.flush()
-                        sys.stderr.flush()
-                        pid = os.fork()
-                        if pid == 0:
-                            _child(request)  # never returns: SystemExit ends the child as python would
-                        children[pid] = request["id"]
-                        _send({"id": request["id"], "pid": pid})
-        else:
-            select.select([], [], [], 0.05)
-        for pid in list(children):
-            done, status = os.waitpid(pid, os.WNOHANG)
-            if done:
-                _send({"id": children.pop(pid), "returncode": os.waitstatus_to_exitcode(status)})
+                        _fork(json.loads(line), children)
+            for pid in list(children):
+                done, status = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    _send({"id": children.pop(pid), "returncode": os.waitstatus_to_exitcode(status)})
+    except BaseException:  # the parent went away mid-message (a broken pipe), or a bad request
+        if os.getpid() != server:
+            raise  # a forked child ending (SystemExit): it exits as python would
+        end()
+
+
+def _fork(request: dict, children: dict[int, str]) -> None:
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # No SIGTERM between the fork and the child's entry in `children`: it would be left running.
+    signal.pthread_sigmask(signal.SIG_BLOCK, _ENDING)
+    pid = os.fork()
+    if pid == 0:
+        _child(request)  # never returns: SystemExit ends the child as python would
+    children[pid] = request["id"]
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _ENDING)
+    _send({"id": request["id"], "pid": pid})
+
+
+def _kill_all(children: dict[int, str]) -> None:
+    """SIGKILL to each child's process group (its own session: the run and all it started),
+    and to the child itself in case it has not yet made that group; then reap them."""
+    for pid in list(children):
+        for kill in (os.killpg, os.kill):
+            try:
+                kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+    for pid in list(children):
+        try:
+            os.waitpid(pid, 0)
+        except OSError:
+            pass
 
 
 def _send(message: dict) -> None:
@@ -79,9 +119,13 @@ def _send(message: dict) -> None:
 
 def _child(request: dict) -> None:
     os.setsid()  # its own process group: the parent can stop the run and everything it started
+    for sig in _ENDING:  # the program gets python's defaults, not the server's handlers
+        signal.signal(sig, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _ENDING)
     for fd, path, flags in ((0, os.devnull, os.O_RDONLY),
-                            (1, request["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
-                            (2, request["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)):
+                            # made new by the parent's run loop; a link put there since is not followed
+                            (1, request["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW),
+                            (2, request["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW)):
         opened = os.open(path, flags, 0o644)
         os.dup2(opened, fd)
         os.close(opened)

@@ -32,12 +32,13 @@ def main() -> None:
     spec = json.loads(sys.argv[1])
     program = Program(**spec["program"])
     recorder = start_recording(spec)
+    workdir = None
     if ENV in os.environ:  # a trial of `dynscope fix`: apply its remedies before the program runs
         from dynscope.fix.apply import install_from_env
 
-        install_from_env(recorder)
+        workdir = install_from_env(recorder)  # and run it in a scratch copy of this directory
     try:
-        run_program(program)
+        run_program(program, workdir=workdir)
     except UserProgramError as e:
         recorder.record_exception(e.exc)
         recorder.stop()

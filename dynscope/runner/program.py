@@ -53,23 +53,28 @@ def check_runnable(program: Program) -> None:
         raise DynscopeError(f"cannot run {path}: {e}", exit_code=1) from None
 
 
-def run_program(program: Program) -> None:
+def run_program(program: Program, *, workdir: str | None = None) -> None:
     """Run it as __main__. Exceptions other than SystemExit are reported like python does
-    (traceback on stderr, exit status 1) with dynscope's own frames left out."""
+    (traceback on stderr, exit status 1) with dynscope's own frames left out.
+
+    ``workdir`` (dynscope fix: a scratch copy of this directory) is where the program runs; its
+    script and module search path are still resolved here first, so its code is the original's."""
     sys.argv = [program.target, *program.args]
     try:
+        sys.path[0] = os.getcwd() if program.kind == "module" else os.path.dirname(os.path.realpath(program.target))
+        target = program.target if program.kind == "module" else os.path.abspath(program.target)
+        if workdir is not None:
+            os.chdir(workdir)
         if program.kind == "module":
-            sys.path[0] = os.getcwd()
-            if importlib.util.find_spec(program.target) is None:
-                raise DynscopeError(f"no module named {program.target}", exit_code=1)
-            runpy.run_module(program.target, init_globals={"__builtins__": builtins}, run_name="__main__",
+            if importlib.util.find_spec(target) is None:
+                raise DynscopeError(f"no module named {target}", exit_code=1)
+            runpy.run_module(target, init_globals={"__builtins__": builtins}, run_name="__main__",
                              alter_sys=True)
         else:
-            sys.path[0] = os.path.dirname(os.path.realpath(program.target))
-            if os.path.isfile(program.target):
-                _run_script(os.path.abspath(program.target))
+            if os.path.isfile(target):
+                _run_script(target)
             else:  # a directory or zip file with __main__.py
-                runpy.run_path(program.target, run_name="__main__")
+                runpy.run_path(target if workdir is not None else program.target, run_name="__main__")
     except (SystemExit, DynscopeError):
         raise
     except BaseException as exc:

@@ -104,7 +104,7 @@ def test_from_a_capture_rescues_a_crashing_program(tmp_path):
     shutil.copy(PROGRAMS / "compile_error.py", tmp_path / "compile_error.py")
     explain = run_dynscope("explain", "-q", "-o", "run.dynscope", "compile_error.py", cwd=tmp_path)
     assert explain.returncode == 1
-    result = run_dynscope("fix", "--from", "run.dynscope", "--only", "error", "-o", "fix.json", cwd=tmp_path)
+    result = run_dynscope("fix", "--from", "run.dynscope", "--yes", "--only", "error", "-o", "fix.json", cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     doc = json.loads((tmp_path / "fix.json").read_text())
     assert {t["problem"]["kind"] for t in doc["trials"]} == {"error"}

@@ -270,8 +270,9 @@ def test_trials_keep_to_the_budget_and_jobs(tmp_path):
         def __init__(self, seconds):
             self.seconds, self.running, self.most, self.stopped = seconds, set(), 0, []
 
-        def start(self, program, run):
+        def start(self, program, run, deadline):
             (tmp_path / f"{run.name}.stdout").write_text("")
+            assert (Path(run.workdir) / "data.txt").read_text() == "input"  # a scratch copy of its directory
             self.running.add(run.name)
             self.most = max(self.most, len(self.running))
             return run.name, time.time() + self.seconds[run.name]
@@ -291,7 +292,10 @@ def test_trials_keep_to_the_budget_and_jobs(tmp_path):
         def finish(self, run, returncode, wall_s):
             pass
 
-    runs = [TrialRun(name, [], str(tmp_path)) for name in ("a", "b", "c", "d")]
+    program_dir = tmp_path / "program"
+    program_dir.mkdir()
+    (program_dir / "data.txt").write_text("input")
+    runs = [TrialRun(name, [], str(tmp_path), cwd=str(program_dir)) for name in ("a", "b", "c", "d")]
     starter = Timed({"a": 0.3, "b": 1.5, "c": 10.0, "d": 0.1})
     done = []
     run_all(Program("script", "x.py"), runs, jobs=2, deadline=time.time() + 2.4, estimate_s=3.0,
@@ -301,6 +305,7 @@ def test_trials_keep_to_the_budget_and_jobs(tmp_path):
     assert c.facts.timed_out and starter.stopped == ["c"]  # still running at the deadline: stopped
     assert d.skipped and d.facts is None  # could not finish in time: never started
     assert not a.facts.timed_out and not a.facts.ran  # ran, but this stand-in wrote no capture
+    assert not list(tmp_path.glob("*.cwd"))  # every scratch copy removed once its run ended
 
 
 def test_stdout_check_can_be_left_out(summary, outputs):
