@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import base64
 import gzip
-import json
 import secrets
 import shutil
 import time
@@ -35,6 +34,7 @@ from dynscope.analysis.source import SourceAccess
 from dynscope.errors import DynscopeError
 from dynscope.model import Capture, Compile, Stage
 from dynscope.reporters import ReportOptions
+from dynscope.safe_text import json_text, visible, visible_strings
 
 _HERE = Path(__file__).parent
 _STAGE_COLORS = {"dynamo": "#4c6ef5", "aot_autograd": "#12b886", "inductor": "#fab005", "codegen": "#fa5252",
@@ -54,6 +54,16 @@ class ReportLimits:
     timeline_frames: int = 200
 
 
+def _visible_value(value: Any) -> Any:
+    """The templates' finalize: text from a capture made visible; dynscope's own markup (the
+    page's CSS and JS, marked safe) and numbers as they are."""
+    import markupsafe
+
+    if isinstance(value, str) and not isinstance(value, markupsafe.Markup):
+        return visible(value)
+    return value
+
+
 class HtmlReporter:
     """The report's data is prepared once (every rank's run view, stages, diffs, drawings); the
     template renders it."""
@@ -67,7 +77,8 @@ class HtmlReporter:
         started = time.perf_counter()
         graphs = _GraphBudget(limits.graphs)
         ranks = [_RankView(i, capture, limits, graphs,
-                           SourceAccess.for_run(capture.run, any_source=options.any_source)).build()
+                           SourceAccess.for_run(capture.run, source_roots=options.source_roots,
+                                                any_source=options.any_source)).build()
                  for i, capture in enumerate(captures)]
         comparison = options.comparison
         return cls({
@@ -90,6 +101,8 @@ class HtmlReporter:
             undefined=jinja2.StrictUndefined,
             trim_blocks=True,
             lstrip_blocks=True,
+            # Every value a template shows is a capture's text: its control characters visible.
+            finalize=_visible_value,
         )
         env.filters["seconds"] = lambda v: "–" if not v else f"{v:.2f}"
         out.write(env.get_template("report.html.j2").render(
@@ -355,7 +368,9 @@ class _RankView:
         for kernel in self.capture.kernels(c.compile_id):
             data["kernels"].append({**kernel_json(kernel),
                                     "lines": [self._line_ref(f.file, f.line) for f in kernel.source_lines[:12]]})
-        raw = json.dumps(data, ensure_ascii=True, separators=(",", ":"))
+        # The page shows these strings as text (textContent): control characters and bidi
+        # overrides visible there too, then ASCII JSON.
+        raw = json_text(visible_strings(data), separators=(",", ":"))
         if len(raw) > self.payload_left:
             return None, "not embedded: the report's payload budget was used up (use `dynscope show`)"
         self.payload_left -= len(raw)

@@ -6,7 +6,6 @@ report stops adding items before GitHub's 65,536-character limit (it says what i
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import TextIO
 
@@ -16,10 +15,10 @@ from dynscope.analysis.overview import not_understood_line
 from dynscope.analysis.run_view import RunView, run_view
 from dynscope.model import Capture
 from dynscope.reporters import ReportOptions
+from dynscope.safe_text import markdown_code, markdown_fence, markdown_text, visible
 
 SIZE_CAP = 60_000
 _MAX_ITEMS = 50
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|~])")
 
 
 class MarkdownReporter:
@@ -226,28 +225,9 @@ class _Budget:
         return "".join(self.parts)
 
 
-def text(value: str) -> str:
-    """Markdown-inert text: HTML characters as entities, Markdown punctuation escaped."""
-    value = _printable(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return _MD_SPECIAL.sub(r"\\\1", value)
-
-
-def code(value: str, *, cell: bool = False) -> str:
-    """An inline code span that survives any backticks in the value (and stays on one line).
-    In a table cell a pipe must be escaped even inside code (GFM splits cells first)."""
-    value = _printable(value).replace("\n", " ")
-    if cell:
-        value = value.replace("|", "\\|")
-    longest = max((len(run) for run in re.findall(r"`+", value)), default=0)
-    fence = "`" * (longest + 1)
-    pad = " " if value.startswith("`") or value.endswith("`") or not value.strip() else ""
-    return f"{fence}{pad}{value}{pad}{fence}"
-
-
-def _printable(value: str) -> str:
-    """Lone surrogates (undecodable bytes in paths) become visible escapes, not an encode error."""
-    return value.encode("utf-8", "backslashreplace").decode("utf-8")
-
+# The Markdown escaping rule is dynscope.safe_text's, like every other output's.
+text = markdown_text
+code = markdown_code
 
 
 def comparison_markdown(result) -> str:
@@ -288,7 +268,7 @@ def render_fix_markdown(doc: dict) -> str:
                      f"{after.get('graph_breaks')}, recompiles {base.get('recompiles')} → {after.get('recompiles')}.\n")
         if combined.get("verdict") in ("fixed", "improved"):
             patch = str(combined.get("patch", ""))
-            fence = "```" + "`" * max((len(r) for r in re.findall(r"`{3,}", patch)), default=0)
+            fence = markdown_fence(patch)
             language = "diff" if patch.startswith("--- ") else "python"
-            lines.append(f"The change to make:\n\n{fence}{language}\n{patch.rstrip()}\n{fence}\n")
+            lines.append(f"The change to make:\n\n{fence}{language}\n{visible(patch.rstrip())}\n{fence}\n")
     return "\n".join(lines) + "\n"

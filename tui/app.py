@@ -55,14 +55,16 @@ class DynscopeApp(App[None]):
     ]
 
     def __init__(self, capture: Capture, *, export_html: ExportHtml | None = None, hide_volatile: bool = False,
-                 divergence: tuple = (), comparison: tuple[str, ...] = (), any_source: bool = False) -> None:
+                 divergence: tuple = (), comparison: tuple[str, ...] = (), any_source: bool = False,
+                 source_roots: tuple[str, ...] = ()) -> None:
         """``export_html(path)`` writes the HTML report (the `e` key); None: no reporter installed.
         ``hide_volatile`` leaves out or masks what changes from run to run or machine to machine
         (timings, the capture's directory, the command line, the torch version, object ids in
         guards), for snapshot tests. ``divergence``: where this run's ranks part
         (dynscope.analysis.ranks.divergence over all ranks' captures), shown on the overview.
         ``comparison``: the other run's name, then the lines of dynscope.analysis.changes against it.
-        ``any_source`` shows source files outside the program's tree.
+        ``source_roots``: directories besides the current one whose source files may be shown;
+        ``any_source`` shows every source file the capture names (dynscope.analysis.source).
 
         Reads the overview's records here, so a damaged capture fails before the terminal is taken over."""
         super().__init__()
@@ -71,7 +73,7 @@ class DynscopeApp(App[None]):
         self.hide_volatile = hide_volatile
         self.divergence = divergence
         self.comparison = comparison
-        self.sources = SourceAccess.for_run(capture.run, any_source=any_source)
+        self.sources = SourceAccess.for_run(capture.run, source_roots=source_roots, any_source=any_source)
         self.run_view = run_view(capture)
         self.totals = self.run_view.totals
         self.problems = self.run_view.problems
