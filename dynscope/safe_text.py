@@ -92,6 +92,18 @@ def markdown_fence(value: str) -> str:
     return "```" + "`" * max((len(r) - 2 for r in re.findall(r"`{3,}", value)), default=0)
 
 
+# -- links ---------------------------------------------------------------------------------------
+
+# torch's break messages end with a link to its documentation; a capture can put any text there.
+_DOC_URL = re.compile(r"https://(?:meta-pytorch\.github\.io|pytorch\.org|docs\.pytorch\.org)/[A-Za-z0-9._~/#%-]*")
+
+
+def doc_url(link: str | None) -> str | None:
+    """``link`` when it is a plain https URL on torch's documentation sites, else None: the only
+    links a report makes from a capture (anything else stays text)."""
+    return link if link and _DOC_URL.fullmatch(link) else None
+
+
 # -- GitHub Actions workflow commands -----------------------------------------------------------
 
 

@@ -34,7 +34,7 @@ from dynscope.analysis.source import SourceAccess
 from dynscope.errors import DynscopeError
 from dynscope.model import Capture, Compile, Stage
 from dynscope.reporters import ReportOptions
-from dynscope.safe_text import json_text, visible, visible_strings
+from dynscope.safe_text import doc_url, json_text, visible, visible_strings
 
 _HERE = Path(__file__).parent
 _STAGE_COLORS = {"dynamo": "#4c6ef5", "aot_autograd": "#12b886", "inductor": "#fab005", "codegen": "#fa5252",
@@ -300,7 +300,7 @@ class _RankView:
         return {
             **break_json(group),
             "id": f"r{self.index}-break-{index}",
-            "doc_url": group.doc_link if (group.doc_link or "").startswith("https://") else None,
+            "doc_url": doc_url(group.doc_link),
             "where": location(loc.file, loc.line, self.cwd), "shown_function": friendly_function(loc.function),
             "shown_resumed_into": [friendly_function(r) for r in group.resumed_into],
             "stack": [{"where": location(f.file, f.line, self.cwd), "function": friendly_function(f.function),

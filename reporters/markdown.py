@@ -15,7 +15,7 @@ from dynscope.analysis.overview import not_understood_line
 from dynscope.analysis.run_view import RunView, run_view
 from dynscope.model import Capture
 from dynscope.reporters import ReportOptions
-from dynscope.safe_text import markdown_code, markdown_fence, markdown_text, visible
+from dynscope.safe_text import doc_url, markdown_code, markdown_fence, markdown_text, visible
 
 SIZE_CAP = 60_000
 _MAX_ITEMS = 50
@@ -86,8 +86,10 @@ def _capture_section(out: _Budget, capture: Capture, *, titled: bool) -> None:
                 details.append(text(g.explanation))
             details += [f"- **{text(c)}**" for c in g.consequences]
             details += [f"- hint: {text(h)}" for h in g.hints]
-            if g.doc_link and g.doc_link.startswith("https://"):
-                details.append(f"- docs: <{g.doc_link}>")
+            if doc_url(g.doc_link):
+                details.append(f"- docs: <{doc_url(g.doc_link)}>")
+            elif g.doc_link:
+                details.append(f"- docs: {text(g.doc_link)}")
             if g.compile_ids:
                 details.append(f"- compiles: {', '.join(code(c) for c in g.compile_ids[:10])}")
             if details:

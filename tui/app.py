@@ -22,6 +22,7 @@ from dynscope.analysis.search import Hit
 from dynscope.analysis.source import SourceAccess
 from dynscope.errors import DynscopeError
 from dynscope.model import Capture
+from dynscope.safe_text import one_line
 from dynscope.tui.breaks import BreaksPane
 from dynscope.tui.compiles import CompilesPane
 from dynscope.tui.guards import GuardsPane
@@ -77,7 +78,7 @@ class DynscopeApp(App[None]):
         self.run_view = run_view(capture)
         self.totals = self.run_view.totals
         self.problems = self.run_view.problems
-        self.sub_title = Path(capture.path).name
+        self.sub_title = one_line(Path(capture.path).name)  # a file name can hold control characters too
 
     def compose(self) -> ComposeResult:
         # Only the overview is built now; each other view is built the first time it is shown.
@@ -187,7 +188,8 @@ class DynscopeApp(App[None]):
             return
         out = str(Path(self.capture.path).with_suffix(".html"))
         replaced = Path(out).exists()
-        self.notify(f"Writing {out}{' (replacing the report already there)' if replaced else ''}…", markup=False)
+        self.notify(one_line(f"Writing {out}{' (replacing the report already there)' if replaced else ''}…"),
+                    markup=False)
         self._export(out, replaced)
 
     @work(thread=True, exclusive=True, group="export")
@@ -196,6 +198,6 @@ class DynscopeApp(App[None]):
         try:
             self.export_html(out)
         except DynscopeError as e:
-            self.call_from_thread(self.notify, f"Export failed: {e}", severity="error", markup=False)
+            self.call_from_thread(self.notify, one_line(f"Export failed: {e}"), severity="error", markup=False)
         else:
-            self.call_from_thread(self.notify, f"{'Replaced' if replaced else 'Wrote'} {out}", markup=False)
+            self.call_from_thread(self.notify, one_line(f"{'Replaced' if replaced else 'Wrote'} {out}"), markup=False)

@@ -68,9 +68,9 @@ class SourceAccess:
         resolved = resolve_path(path, self.cwd)
         if resolved is None or self.any_source:
             return None
-        if "\x00" in resolved:
+        real = _real_path(resolved)
+        if real is None:
             return f"source withheld: {path} is not a file name"
-        real = os.path.realpath(resolved)
         if not real.endswith(".py"):
             return f"source withheld: {path} is not Python source (.py); --any-source reads it"
         if not any(_inside(real, root) for root in self.roots):
@@ -88,7 +88,7 @@ def source_excerpt(path: str | None, line: int | None, cwd: str | None = None, *
     """Lines ``line - context .. line + context`` of the file, or None if it can't be read.
     Views go through SourceAccess, which decides whether the file may be read at all."""
     resolved = resolve_path(path, cwd)
-    if resolved is None or not line or line < 1 or "\x00" in resolved:
+    if resolved is None or not line or line < 1 or _real_path(resolved) is None:
         return None
     text = _read_regular_file(resolved)
     if text is None:
@@ -118,6 +118,15 @@ def _read_regular_file(path: str) -> str | None:
     finally:
         os.close(fd)
     return data[:MAX_SOURCE_BYTES].decode("utf-8", "replace")
+
+
+def _real_path(path: str) -> str | None:
+    """``path`` with symlinks and ``..`` resolved, or None when it can name no file (a NUL, a
+    lone surrogate that no file system encoding can write)."""
+    try:
+        return os.path.realpath(path)
+    except (ValueError, UnicodeError):
+        return None
 
 
 def _inside(path: str, root: str) -> bool:
