@@ -23,7 +23,7 @@ from typing import Any, TextIO
 from dynscope.analysis.changes import comparison_lines
 from dynscope.analysis.diff import diff_compiles, diff_stages, previous_recorded
 from dynscope.analysis.dot import render_svg, stage_to_dot
-from dynscope.analysis.names import friendly_function, location, seconds_text, short_path
+from dynscope.analysis.names import command_line, friendly_function, location, seconds_text, short_path
 from dynscope.analysis.overview import compile_seconds, not_understood_line, stage_seconds
 from dynscope.analysis import runtime
 from dynscope.analysis.problems import Problem, advice_for
@@ -188,7 +188,7 @@ class _RankView:
         exception = self.capture.exception
         return {
             "torch": run.torch_version, "python": run.python, "dynscope": run.dynscope_version,
-            "command": " ".join(run.program_command), "cwd": run.cwd, "host": run.hostname,
+            "command": command_line(run.command), "cwd": run.cwd, "host": run.hostname,
             "device": run.device.get("cuda_device") or ("CUDA" if run.device.get("cuda") else "CPU"),
             "triton": run.device.get("triton"),
             "rank": run.rank, "world_size": run.world_size,

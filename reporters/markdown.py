@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from dynscope.analysis import runtime
-from dynscope.analysis.names import first_line, friendly_function, location, seconds_text
+from dynscope.analysis.names import command_line, first_line, friendly_function, location, seconds_text
 from dynscope.analysis.overview import not_understood_line
 from dynscope.analysis.run_view import RunView, run_view
 from dynscope.model import Capture
@@ -54,9 +54,9 @@ def _capture_section(out: _Budget, capture: Capture, *, titled: bool) -> None:
     cwd = run.cwd
     if titled:
         out.add(f"\n### Rank {run.rank if run.rank is not None else '?'}\n")
-    command = " ".join(run.program_command)
     out.add(f"\ntorch {text(run.torch_version or '?')} · {run.outcome}"
-            + (f" · {run.duration_s:.1f} s" if run.duration_s else "") + f" · {code(command)}\n")
+            + (f" · {run.duration_s:.1f} s" if run.duration_s else "")
+            + f" · {code(command_line(run.command))} in {code(run.cwd or '?')}\n")
     if capture.exception is not None:
         out.add(f"\nThe program raised **{text(capture.exception.type)}**: {text(first_line(capture.exception.message))}\n")
     t = view.totals

@@ -286,3 +286,32 @@ def test_no_control_character_reaches_the_tui_screen(forged, which, monkeypatch)
     assert faulty == [], faulty
     # The screens did show the capture's strings: as escapes.
     assert "\\x1b]0;pwned-title" in "".join(shown) and HOSTILE not in "".join(shown)
+
+
+# -- the recorded command, near the top (issue 20 item 2) -------------------------------------
+
+
+def test_summary_shows_the_recorded_command_and_where_it_ran_near_its_top(tmp_path):
+    """Before anyone reruns a capture's command (dynscope fix --from does), the summary shows
+    it: the exact argv, quoted as a shell would read it back, and its working directory."""
+    import json
+    import sqlite3
+
+    from hostile import small_capture
+
+    capture = small_capture(tmp_path / "c.dynscope")
+    argv = ["python", "-m", "timeit", "__import__('os').system('touch marker')", "a b"]
+    with sqlite3.connect(capture) as db:
+        db.execute("UPDATE meta SET value = ? WHERE key = 'command'", (json.dumps(argv),))
+        db.execute("UPDATE meta SET value = ? WHERE key = 'cwd'", (json.dumps("/ops dir"),))
+    code, out, err, _ = _run(["summary", str(capture)], tmp_path, colour=False)
+    assert code == 0, err
+    second = out.decode().splitlines()[1]
+    assert second == ("command: python -m timeit '__import__('\"'\"'os'\"'\"').system('\"'\"'touch marker'\"'\"')' "
+                      "'a b'  in /ops dir")
+    code, out, err, _ = _run(["summary", str(capture), "--json"], tmp_path, colour=False)
+    run = json.loads(out)["run"]
+    assert run["command"] == argv and run["cwd"] == "/ops dir"
+    code, out, err, _ = _run(["report", str(capture), "--format", "md"], tmp_path, colour=False)
+    assert "in `/ops dir`" in out.decode().splitlines()[2]
+    assert not (tmp_path / "marker").exists()
