@@ -103,7 +103,7 @@ def forge(recorded: str, directory: Path, *, name: str = HOSTILE_NAME, compile_i
 def forge_trace_log(directory: Path) -> Path:
     """The recorded TORCH_TRACE log with every string of every record's header and payload
     spoiled, each payload's md5 recomputed (so the importer sees a whole, well-formed log),
-    plus one unreadable line that quotes HOSTILE (import reports the first such line)."""
+    plus one unreadable line holding HOSTILE and one event whose kind is HOSTILE."""
     lines = gzip.decompress(TRACE_LOG.read_bytes()).decode("utf-8").split("\n")
     records: list[tuple[str, dict, list[str]]] = []
     for line in lines:
@@ -112,7 +112,9 @@ def forge_trace_log(directory: Path) -> Path:
         elif "] {" in line:
             prefix, _, rest = line.partition("] ")
             records.append((prefix, json.loads(rest), []))
-    out: list[str] = [f"V1123 22:31:55.403000 6659 x.py:1] not json {HOSTILE}"]
+    out: list[str] = [f"V1123 22:31:55.403000 6659 x.py:1] not json {HOSTILE}",
+                      # An event of a kind dynscope does not know: import names the kinds it kept.
+                      f"V1123 22:31:55.403000 6659 x.py:1] {json.dumps({'evil' + HOSTILE: {}})}"]
     for prefix, header, payload in records:
         had_payload = "has_payload" in header
         header = _spoil({k: v for k, v in header.items() if k != "has_payload"})
