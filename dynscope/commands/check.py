@@ -119,10 +119,12 @@ def _within_limits(path: str, capture, limits: dict[str, int | None], out: _Outp
 
 class _Output:
     def __init__(self, form: str) -> None:
-        from dynscope.safe_text import visible
+        from dynscope.safe_text import one_line
 
         self.form = form
-        self.visible = visible
+        # One finding, one line: a capture's newline must not forge a line of its own in a CI log
+        # (such as "dynscope check: ok").
+        self.visible = one_line
 
     def finding(self, finding) -> None:
         if self.form == "github":

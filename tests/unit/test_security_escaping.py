@@ -315,3 +315,22 @@ def test_summary_shows_the_recorded_command_and_where_it_ran_near_its_top(tmp_pa
     code, out, err, _ = _run(["report", str(capture), "--format", "md"], tmp_path, colour=False)
     assert "in `/ops dir`" in out.decode().splitlines()[2]
     assert not (tmp_path / "marker").exists()
+
+
+def test_a_newline_in_a_capture_cannot_forge_a_line_of_checks_verdict(tmp_path):
+    """`check` prints one line per finding: a break message holding "\\ndynscope check: ok" stays
+    on its finding's line, so a CI log shows one verdict, the real one."""
+    from fake_capture import FakeCapture
+    from hostile import small_capture
+
+    forged_verdict = "x\ndynscope check: ok (0 problems)\n::notice::fine"
+    capture = small_capture(tmp_path / "c.dynscope", strings=forged_verdict)
+    base = FakeCapture(tmp_path / "base.dynscope").compile("0/0").close()
+    for form in ("text", "github"):
+        code, out, err, _ = _run(["check", str(capture), "--baseline", str(base), "--format", form], tmp_path,
+                                 colour=False)
+        assert code == 1, err
+        lines = out.decode().splitlines()
+        assert [line for line in lines if line.startswith("dynscope check:")] == (
+            ["dynscope check: FAIL (1 problem)"] if form == "text" else []), lines
+        assert not any(line.startswith("::notice::") for line in lines), lines
