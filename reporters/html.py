@@ -55,11 +55,13 @@ class ReportLimits:
 
 
 def _visible_value(value: Any) -> Any:
-    """The templates' finalize: text from a capture made visible; dynscope's own markup (the
-    page's CSS and JS, marked safe) and numbers as they are."""
+    """The templates' finalize: every string a template shows made visible, markup too (a
+    ``join`` of capture strings is markup; escapes add no HTML syntax, so it stays safe)."""
     import markupsafe
 
-    if isinstance(value, str) and not isinstance(value, markupsafe.Markup):
+    if isinstance(value, markupsafe.Markup):
+        return markupsafe.Markup(visible(str(value)))
+    if isinstance(value, str):
         return visible(value)
     return value
 

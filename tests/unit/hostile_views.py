@@ -25,7 +25,7 @@ TRACE_LOG = (Path(__file__).resolve().parents[1] / "data" / "torch_trace" / "gra
 # bidi overrides and isolates, NUL, BEL, CR, DEL, a lone surrogate (not encodable as UTF-8),
 # and markup for rich, Markdown, HTML and GitHub workflow commands.
 HOSTILE = ("\x1b]0;pwned-title\x07\x1b]8;;https://evil.example/\x1b\\click\x1b]8;;\x1b\\"
-           "\x1b]52;c;cHduZWQ=\x07\x1b[2J\x9b31m\u202egnp.exe\u2066x\u2069\x00\r\x7f"
+           "\x1b]52;c;cHduZWQ=\x07\x1b[2J\x9b31m\u202egnp.exe\u2066x\u2069\u061c\u200f\x00\r\x7f"
            "<script>alert(1)</script>[link](https://evil.example/) [bold]b[/] %0A::error::forged"
            " [/] [link=https://evil.example/]L[/link]")
 

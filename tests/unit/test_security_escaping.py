@@ -214,7 +214,7 @@ def _screen_faults(app, shown: list[str]) -> list[str]:
 
 
 def _tui_tour(path: Path, shown: list[str], *, size=(120, 40)) -> list[tuple[str, list[str]]]:
-    from textual.widgets import OptionList, Tree
+    from textual.widgets import OptionList
 
     from dynscope.model import Capture
     from dynscope.tui.app import DynscopeApp
@@ -241,10 +241,9 @@ def _tui_tour(path: Path, shown: list[str], *, size=(120, 40)) -> list[tuple[str
                     if app.screen is not app.screen_stack[0]:
                         await pilot.press("escape")
                         await look(app, pilot, f"view {key} back")
-                # Every compile's stages in the stepper, and every kernel's panel.
+                # The stage stepper, stage after stage, and a stage's diff.
                 await pilot.press("2")
                 await settle(app, pilot)
-                tree = app.query_one(Tree)
                 for _ in range(6):
                     await pilot.press("right")
                     await look(app, pilot, "stepper")
@@ -270,7 +269,6 @@ def _tui_tour(path: Path, shown: list[str], *, size=(120, 40)) -> list[tuple[str
                 await look(app, pilot, "palette")
                 await pilot.press("escape", "e")
                 await look(app, pilot, "export notice")
-                del tree
 
     asyncio.run(main())
     return seen
