@@ -27,7 +27,7 @@ TRACE_LOG = (Path(__file__).resolve().parents[1] / "data" / "torch_trace" / "gra
 HOSTILE = ("\x1b]0;pwned-title\x07\x1b]8;;https://evil.example/\x1b\\click\x1b]8;;\x1b\\"
            "\x1b]52;c;cHduZWQ=\x07\x1b[2J\x9b31m\u202egnp.exe\u2066x\u2069\u061c\u200f\x00\r\x7f"
            "<script>alert(1)</script>[link](https://evil.example/) [bold]b[/] %0A::error::forged"
-           " [/] [link=https://evil.example/]L[/link]")
+           " [/] [link=https://evil.example/]L[/link] $(touch marker) `touch marker`")
 
 # What may reach an output: no C0 control but tab and newline, no DEL, no C1, no bidi control,
 # no lone surrogate.
