@@ -108,7 +108,9 @@ def pytest_runtest_call(item: pytest.Item):
     if marker is not None and path is not None:
         problems = _over_limits(path, marker.kwargs)
         if problems:
-            pytest.fail("\n".join(problems), pytrace=False)
+            from dynscope.safe_text import visible
+
+            pytest.fail(visible("\n".join(problems)), pytrace=False)
     return result
 
 

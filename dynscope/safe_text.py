@@ -1,23 +1,33 @@
-"""Strings from a capture, made harmless for a terminal.
+"""Strings from a capture, made harmless for whatever shows them: the one escaping rule.
 
-A capture can come from anyone, and its strings (break messages, file names, guard text,
-generated code) reach terminals through rich and Textual. Control characters there are
-commands, not text: ``\\x1b[2J`` clears the screen, ``\\x1b]0;...\\x07`` retitles the window,
-``\\x1b]8;;url\\x07`` plants a link, and bidi overrides reorder what the eye reads. Every one
-of them is shown here as a visible escape instead (``\\x1b``), keeping newlines and tabs.
-Markup is the views' part: they wrap capture strings in rich ``Text``, never parse them.
+A capture (or a TORCH_TRACE log) can come from anyone, and its strings (break messages, file
+names, guard text, generated code, the recorded command) reach terminals, CI logs, Markdown
+and HTML viewers. Control characters there are commands, not text: ``\\x1b[2J`` clears the
+screen, ``\\x1b]0;...\\x07`` retitles the window, ``\\x1b]8;;url\\x07`` plants a link,
+``\\x1b]52;c;...`` writes the clipboard, ``\\x9b`` is a CSI to an 8-bit terminal, and bidi
+overrides reorder what the eye reads. The rule, for every output:
+
+- text for people (terminal, TUI, Markdown, HTML, DOT, JUnit, GitHub annotations, messages on
+  stderr) shows each such character as a visible escape (``\\x1b``, ``\\u202e``) -- ``visible``;
+  newlines and tabs are kept where the format allows them (``one_line`` where it does not);
+- JSON documents keep the text faithfully, each such character as a ``\\uXXXX`` escape --
+  ``json_text``;
+- each format's own syntax is neutralised on top: rich markup (views build ``Text``, never parse
+  capture strings; SafeConsole drops links), Markdown and HTML (``markdown_text``,
+  ``markdown_code``), GitHub workflow commands (``github_data``, ``github_property``).
 """
 
 from __future__ import annotations
 
+import json
 import re
 
 from rich.console import Console
 from rich.segment import Segment
 
-# C0 controls but tab and newline, DEL, C1 controls, and the bidi embedding/override/isolate
-# characters.
-_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# C0 controls but tab and newline, DEL, C1 controls, the bidi marks, embeddings, overrides and
+# isolates, and lone surrogates (JSON can carry "\\ud800"; no output encoding can write it).
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
 
 
 def _escape(match: re.Match[str]) -> str:
@@ -26,21 +36,110 @@ def _escape(match: re.Match[str]) -> str:
 
 
 def visible(text: str) -> str:
-    """``text`` with every terminal control character written out as an escape."""
+    """``text`` with every control character written out as an escape (newline and tab kept)."""
     return _UNSAFE.sub(_escape, text) if _UNSAFE.search(text) else text
+
+
+def one_line(text: str) -> str:
+    """``visible`` on one line: for messages (stderr, a notification) that must stay one line."""
+    return visible(text).replace("\n", "\\n").replace("\t", " ")
+
+
+def visible_strings(value):
+    """Every string in a JSON-like value made ``visible`` (data a page shows as text)."""
+    if isinstance(value, str):
+        return visible(value)
+    if isinstance(value, list | tuple):
+        return [visible_strings(v) for v in value]
+    if isinstance(value, dict):
+        return {k: visible_strings(v) for k, v in value.items()}
+    return value
+
+
+def json_text(value, **options) -> str:
+    """A JSON document whose strings carry no raw control character: ASCII only, so every
+    control, bidi and non-ASCII character (a lone surrogate too) is a ``\\uXXXX`` escape."""
+    return json.dumps(value, ensure_ascii=True, **options)
+
+
+# -- Markdown -----------------------------------------------------------------------------------
+
+_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|~<>])")
+
+
+def markdown_text(value: str) -> str:
+    """Markdown-inert text: HTML characters as entities, Markdown punctuation escaped (no raw
+    HTML, no links, no emphasis), control characters visible."""
+    value = visible(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return _MD_SPECIAL.sub(r"\\\1", value)
+
+
+def markdown_code(value: str, *, cell: bool = False) -> str:
+    """An inline code span that survives any backticks in the value (and stays on one line).
+    A code span is literal: no HTML, no links. In a table cell a pipe must be escaped even
+    inside code (GFM splits cells first)."""
+    value = visible(value).replace("\n", " ")
+    if cell:
+        value = value.replace("|", "\\|")
+    longest = max((len(run) for run in re.findall(r"`+", value)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if value.startswith("`") or value.endswith("`") or not value.strip() else ""
+    return f"{fence}{pad}{value}{pad}{fence}"
+
+
+def markdown_fence(value: str) -> str:
+    """A fence longer than any run of backticks in ``value``, so the block can't be closed early."""
+    return "```" + "`" * max((len(r) - 2 for r in re.findall(r"`{3,}", value)), default=0)
+
+
+# -- links ---------------------------------------------------------------------------------------
+
+# torch's break messages end with a link to its documentation; a capture can put any text there.
+_DOC_URL = re.compile(r"https://(?:meta-pytorch\.github\.io|pytorch\.org|docs\.pytorch\.org)/[A-Za-z0-9._~/#%-]*")
+
+
+def doc_url(link: str | None) -> str | None:
+    """``link`` when it is a plain https URL on torch's documentation sites, else None: the only
+    links a report makes from a capture (anything else stays text)."""
+    return link if link and _DOC_URL.fullmatch(link) else None
+
+
+# -- GitHub Actions workflow commands -----------------------------------------------------------
+
+
+def github_data(value: str) -> str:
+    """A workflow command's message: %, CR and LF escaped (so no second command can start on a
+    new line), control characters visible."""
+    return visible(value).replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def github_property(value: str) -> str:
+    """A workflow command's property (file=, title=): also ``:`` and ``,``, which end it."""
+    return github_data(value).replace(":", "%3A").replace(",", "%2C")
+
+
+# -- the terminal -------------------------------------------------------------------------------
 
 
 class SafeConsole(Console):
     """A rich Console whose rendered text never carries control characters from content.
 
     Rich adds its own styling codes after rendering, as control segments, so escaping the
-    content segments here leaves colours intact and covers every renderable at once.
+    content segments here leaves colours intact and covers every renderable at once. Links
+    are dropped: dynscope makes none on a terminal, so a link can only come from markup in a
+    capture string, and it would be an OSC 8 sequence pointing anywhere.
     """
 
     def render(self, renderable, options=None):  # type: ignore[override]
         for segment in super().render(renderable, options):
-            if segment.control is None and _UNSAFE.search(segment.text):
-                yield Segment(visible(segment.text), segment.style)
+            if segment.control is not None:
+                yield segment
+                continue
+            style = segment.style
+            if style is not None and style.link:
+                style = style.update_link(None)
+            if _UNSAFE.search(segment.text) or style is not segment.style:
+                yield Segment(visible(segment.text), style)
             else:
                 yield segment
 

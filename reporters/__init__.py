@@ -20,7 +20,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class ReportOptions:
-    any_source: bool = False  # show source files outside the program's directory
+    any_source: bool = False  # show every source file the capture names (dynscope.analysis.source)
+    source_roots: tuple[str, ...] = ()  # directories besides the current one whose source may be shown
     comparison: Any = None  # dynscope.analysis.compare.Comparison against an earlier run, shown first
 
 

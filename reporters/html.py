@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import base64
 import gzip
-import json
 import secrets
 import shutil
 import time
@@ -24,7 +23,7 @@ from typing import Any, TextIO
 from dynscope.analysis.changes import comparison_lines
 from dynscope.analysis.diff import diff_compiles, diff_stages, previous_recorded
 from dynscope.analysis.dot import render_svg, stage_to_dot
-from dynscope.analysis.names import friendly_function, location, seconds_text, short_path
+from dynscope.analysis.names import command_line, friendly_function, location, seconds_text, short_path
 from dynscope.analysis.overview import compile_seconds, not_understood_line, stage_seconds
 from dynscope.analysis import runtime
 from dynscope.analysis.problems import Problem, advice_for
@@ -35,6 +34,7 @@ from dynscope.analysis.source import SourceAccess
 from dynscope.errors import DynscopeError
 from dynscope.model import Capture, Compile, Stage
 from dynscope.reporters import ReportOptions
+from dynscope.safe_text import doc_url, json_text, visible, visible_strings
 
 _HERE = Path(__file__).parent
 _STAGE_COLORS = {"dynamo": "#4c6ef5", "aot_autograd": "#12b886", "inductor": "#fab005", "codegen": "#fa5252",
@@ -54,6 +54,18 @@ class ReportLimits:
     timeline_frames: int = 200
 
 
+def _visible_value(value: Any) -> Any:
+    """The templates' finalize: every string a template shows made visible, markup too (a
+    ``join`` of capture strings is markup; escapes add no HTML syntax, so it stays safe)."""
+    import markupsafe
+
+    if isinstance(value, markupsafe.Markup):
+        return markupsafe.Markup(visible(str(value)))
+    if isinstance(value, str):
+        return visible(value)
+    return value
+
+
 class HtmlReporter:
     """The report's data is prepared once (every rank's run view, stages, diffs, drawings); the
     template renders it."""
@@ -67,7 +79,8 @@ class HtmlReporter:
         started = time.perf_counter()
         graphs = _GraphBudget(limits.graphs)
         ranks = [_RankView(i, capture, limits, graphs,
-                           SourceAccess.for_run(capture.run, any_source=options.any_source)).build()
+                           SourceAccess.for_run(capture.run, source_roots=options.source_roots,
+                                                any_source=options.any_source)).build()
                  for i, capture in enumerate(captures)]
         comparison = options.comparison
         return cls({
@@ -90,6 +103,8 @@ class HtmlReporter:
             undefined=jinja2.StrictUndefined,
             trim_blocks=True,
             lstrip_blocks=True,
+            # Every value a template shows is a capture's text: its control characters visible.
+            finalize=_visible_value,
         )
         env.filters["seconds"] = lambda v: "–" if not v else f"{v:.2f}"
         out.write(env.get_template("report.html.j2").render(
@@ -175,7 +190,7 @@ class _RankView:
         exception = self.capture.exception
         return {
             "torch": run.torch_version, "python": run.python, "dynscope": run.dynscope_version,
-            "command": " ".join(run.program_command), "cwd": run.cwd, "host": run.hostname,
+            "command": command_line(run.command), "cwd": run.cwd, "host": run.hostname,
             "device": run.device.get("cuda_device") or ("CUDA" if run.device.get("cuda") else "CPU"),
             "triton": run.device.get("triton"),
             "rank": run.rank, "world_size": run.world_size,
@@ -287,7 +302,7 @@ class _RankView:
         return {
             **break_json(group),
             "id": f"r{self.index}-break-{index}",
-            "doc_url": group.doc_link if (group.doc_link or "").startswith("https://") else None,
+            "doc_url": doc_url(group.doc_link),
             "where": location(loc.file, loc.line, self.cwd), "shown_function": friendly_function(loc.function),
             "shown_resumed_into": [friendly_function(r) for r in group.resumed_into],
             "stack": [{"where": location(f.file, f.line, self.cwd), "function": friendly_function(f.function),
@@ -355,7 +370,9 @@ class _RankView:
         for kernel in self.capture.kernels(c.compile_id):
             data["kernels"].append({**kernel_json(kernel),
                                     "lines": [self._line_ref(f.file, f.line) for f in kernel.source_lines[:12]]})
-        raw = json.dumps(data, ensure_ascii=True, separators=(",", ":"))
+        # The page shows these strings as text (textContent): control characters and bidi
+        # overrides visible there too, then ASCII JSON.
+        raw = json_text(visible_strings(data), separators=(",", ":"))
         if len(raw) > self.payload_left:
             return None, "not embedded: the report's payload budget was used up (use `dynscope show`)"
         self.payload_left -= len(raw)

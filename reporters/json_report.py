@@ -6,13 +6,13 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any, TextIO
 
 from dynscope.analysis.summary import kernel_json, stage_json, summary_document
 from dynscope.model import Capture
 from dynscope.reporters import ReportOptions
+from dynscope.safe_text import json_text
 
 SCHEMA = "dynscope.report/1"
 SET_SCHEMA = "dynscope.report-set/1"
@@ -50,4 +50,4 @@ class JsonReporter:
         return cls(document)
 
     def render(self, out: TextIO) -> None:
-        out.write(json.dumps(self.document, indent=2, ensure_ascii=False) + "\n")
+        out.write(json_text(self.document, indent=2) + "\n")

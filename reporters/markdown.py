@@ -6,20 +6,19 @@ report stops adding items before GitHub's 65,536-character limit (it says what i
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import TextIO
 
 from dynscope.analysis import runtime
-from dynscope.analysis.names import first_line, friendly_function, location, seconds_text
+from dynscope.analysis.names import command_line, first_line, friendly_function, location, seconds_text
 from dynscope.analysis.overview import not_understood_line
 from dynscope.analysis.run_view import RunView, run_view
 from dynscope.model import Capture
 from dynscope.reporters import ReportOptions
+from dynscope.safe_text import doc_url, markdown_code, markdown_fence, markdown_text, visible
 
 SIZE_CAP = 60_000
 _MAX_ITEMS = 50
-_MD_SPECIAL = re.compile(r"([\\`*_{}\[\]()#+!|~])")
 
 
 class MarkdownReporter:
@@ -55,9 +54,9 @@ def _capture_section(out: _Budget, capture: Capture, *, titled: bool) -> None:
     cwd = run.cwd
     if titled:
         out.add(f"\n### Rank {run.rank if run.rank is not None else '?'}\n")
-    command = " ".join(run.program_command)
     out.add(f"\ntorch {text(run.torch_version or '?')} · {run.outcome}"
-            + (f" · {run.duration_s:.1f} s" if run.duration_s else "") + f" · {code(command)}\n")
+            + (f" · {run.duration_s:.1f} s" if run.duration_s else "")
+            + f" · {code(command_line(run.command))} in {code(run.cwd or '?')}\n")
     if capture.exception is not None:
         out.add(f"\nThe program raised **{text(capture.exception.type)}**: {text(first_line(capture.exception.message))}\n")
     t = view.totals
@@ -87,8 +86,10 @@ def _capture_section(out: _Budget, capture: Capture, *, titled: bool) -> None:
                 details.append(text(g.explanation))
             details += [f"- **{text(c)}**" for c in g.consequences]
             details += [f"- hint: {text(h)}" for h in g.hints]
-            if g.doc_link and g.doc_link.startswith("https://"):
-                details.append(f"- docs: <{g.doc_link}>")
+            if doc_url(g.doc_link):
+                details.append(f"- docs: <{doc_url(g.doc_link)}>")
+            elif g.doc_link:
+                details.append(f"- docs: {text(g.doc_link)}")
             if g.compile_ids:
                 details.append(f"- compiles: {', '.join(code(c) for c in g.compile_ids[:10])}")
             if details:
@@ -226,28 +227,9 @@ class _Budget:
         return "".join(self.parts)
 
 
-def text(value: str) -> str:
-    """Markdown-inert text: HTML characters as entities, Markdown punctuation escaped."""
-    value = _printable(value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-    return _MD_SPECIAL.sub(r"\\\1", value)
-
-
-def code(value: str, *, cell: bool = False) -> str:
-    """An inline code span that survives any backticks in the value (and stays on one line).
-    In a table cell a pipe must be escaped even inside code (GFM splits cells first)."""
-    value = _printable(value).replace("\n", " ")
-    if cell:
-        value = value.replace("|", "\\|")
-    longest = max((len(run) for run in re.findall(r"`+", value)), default=0)
-    fence = "`" * (longest + 1)
-    pad = " " if value.startswith("`") or value.endswith("`") or not value.strip() else ""
-    return f"{fence}{pad}{value}{pad}{fence}"
-
-
-def _printable(value: str) -> str:
-    """Lone surrogates (undecodable bytes in paths) become visible escapes, not an encode error."""
-    return value.encode("utf-8", "backslashreplace").decode("utf-8")
-
+# The Markdown escaping rule is dynscope.safe_text's, like every other output's.
+text = markdown_text
+code = markdown_code
 
 
 def comparison_markdown(result) -> str:
@@ -289,7 +271,7 @@ def render_fix_markdown(doc: dict) -> str:
                      f"{after.get('graph_breaks')}, recompiles {base.get('recompiles')} → {after.get('recompiles')}.\n")
         if combined.get("verdict") in ("fixed", "improved"):
             patch = str(combined.get("patch", ""))
-            fence = "```" + "`" * max((len(r) for r in re.findall(r"`{3,}", patch)), default=0)
+            fence = markdown_fence(patch)
             language = "diff" if patch.startswith("--- ") else "python"
-            lines.append(f"The change to make:\n\n{fence}{language}\n{patch.rstrip()}\n{fence}\n")
+            lines.append(f"The change to make:\n\n{fence}{language}\n{visible(patch.rstrip())}\n{fence}\n")
     return "\n".join(lines) + "\n"

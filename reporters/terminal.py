@@ -11,7 +11,7 @@ from rich.text import Text
 
 from dynscope.analysis import runtime
 from dynscope.analysis.breaks import BreakGroup
-from dynscope.analysis.names import (condensed, first_line, friendly_function, location, plural, seconds_text,
+from dynscope.analysis.names import (command_line, condensed, first_line, friendly_function, location, plural, seconds_text,
                                      short_path)
 from dynscope.analysis.overview import not_understood_line, stage_seconds
 from dynscope.analysis.problems import advice_for
@@ -150,6 +150,12 @@ def _headline(capture: Capture) -> Text:
         text.append(" · run did not finish", style="bold red")
     if run.duration_s is not None:
         text.append(f" · {run.duration_s:.1f} s")
+    if run.command or run.cwd:
+        # What was run, and where: before anyone reruns it (dynscope fix --from reruns it).
+        text.append("\ncommand: ", style="dim")
+        text.append(command_line(run.command))
+        text.append("  in ", style="dim")
+        text.append(run.cwd or "?")
     exception = capture.exception
     if exception is not None:
         text.append(f"\nThe program raised {exception.type}: {condensed(exception.message)}", style="red")

@@ -22,6 +22,7 @@ from dynscope.analysis.search import Hit
 from dynscope.analysis.source import SourceAccess
 from dynscope.errors import DynscopeError
 from dynscope.model import Capture
+from dynscope.safe_text import one_line
 from dynscope.tui.breaks import BreaksPane
 from dynscope.tui.compiles import CompilesPane
 from dynscope.tui.guards import GuardsPane
@@ -55,14 +56,16 @@ class DynscopeApp(App[None]):
     ]
 
     def __init__(self, capture: Capture, *, export_html: ExportHtml | None = None, hide_volatile: bool = False,
-                 divergence: tuple = (), comparison: tuple[str, ...] = (), any_source: bool = False) -> None:
+                 divergence: tuple = (), comparison: tuple[str, ...] = (), any_source: bool = False,
+                 source_roots: tuple[str, ...] = ()) -> None:
         """``export_html(path)`` writes the HTML report (the `e` key); None: no reporter installed.
         ``hide_volatile`` leaves out or masks what changes from run to run or machine to machine
         (timings, the capture's directory, the command line, the torch version, object ids in
         guards), for snapshot tests. ``divergence``: where this run's ranks part
         (dynscope.analysis.ranks.divergence over all ranks' captures), shown on the overview.
         ``comparison``: the other run's name, then the lines of dynscope.analysis.changes against it.
-        ``any_source`` shows source files outside the program's tree.
+        ``source_roots``: directories besides the current one whose source files may be shown;
+        ``any_source`` shows every source file the capture names (dynscope.analysis.source).
 
         Reads the overview's records here, so a damaged capture fails before the terminal is taken over."""
         super().__init__()
@@ -71,11 +74,11 @@ class DynscopeApp(App[None]):
         self.hide_volatile = hide_volatile
         self.divergence = divergence
         self.comparison = comparison
-        self.sources = SourceAccess.for_run(capture.run, any_source=any_source)
+        self.sources = SourceAccess.for_run(capture.run, source_roots=source_roots, any_source=any_source)
         self.run_view = run_view(capture)
         self.totals = self.run_view.totals
         self.problems = self.run_view.problems
-        self.sub_title = Path(capture.path).name
+        self.sub_title = one_line(Path(capture.path).name)  # a file name can hold control characters too
 
     def compose(self) -> ComposeResult:
         # Only the overview is built now; each other view is built the first time it is shown.
@@ -185,7 +188,8 @@ class DynscopeApp(App[None]):
             return
         out = str(Path(self.capture.path).with_suffix(".html"))
         replaced = Path(out).exists()
-        self.notify(f"Writing {out}{' (replacing the report already there)' if replaced else ''}…", markup=False)
+        self.notify(one_line(f"Writing {out}{' (replacing the report already there)' if replaced else ''}…"),
+                    markup=False)
         self._export(out, replaced)
 
     @work(thread=True, exclusive=True, group="export")
@@ -194,6 +198,6 @@ class DynscopeApp(App[None]):
         try:
             self.export_html(out)
         except DynscopeError as e:
-            self.call_from_thread(self.notify, f"Export failed: {e}", severity="error", markup=False)
+            self.call_from_thread(self.notify, one_line(f"Export failed: {e}"), severity="error", markup=False)
         else:
-            self.call_from_thread(self.notify, f"{'Replaced' if replaced else 'Wrote'} {out}", markup=False)
+            self.call_from_thread(self.notify, one_line(f"{'Replaced' if replaced else 'Wrote'} {out}"), markup=False)

@@ -128,5 +128,5 @@ def group_details(g: BreakGroup, cwd: str | None) -> Text:
 def frame_prompt(frame: StackFrame, cwd: str | None) -> Text:
     prompt = line((location(frame.file, frame.line, cwd), "cyan"), (f" in {friendly_function(frame.function)}", "dim"))
     if frame.code:
-        prompt.append(f"  {frame.code.strip()}")
+        prompt.append(plain(f"  {frame.code.strip()}"))
     return prompt

@@ -174,7 +174,7 @@ def guard_row(g: Guard, mask: Callable[[str], str] | None = None,
     row = line(("  ", ""), (g.kind, "bold"), (f"  {g.source}" if g.source else "", "cyan"), "  ", check)
     if g.user_code or g.user_location:
         place = (where(g.user_location) if where else g.user_location) if g.user_location else ""
-        row.append(f"\n      from {g.user_code or ''}{'  ' if g.user_code else ''}{place}", style="dim")
+        row.append(plain(f"\n      from {g.user_code or ''}{'  ' if g.user_code else ''}{place}", "dim"))
     return row
 
 

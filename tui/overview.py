@@ -73,7 +73,7 @@ def divergence_text(divergence: tuple) -> Text:
     for i, d in enumerate(divergence):
         if i:
             text.append("\n")
-        text.append("first: " if d.first else f"{d.what.replace('_', ' ')}: ", style="bold")
+        text.append(plain("first: " if d.first else f"{d.what.replace('_', ' ')}: ", "bold"))
         text.append(plain(d.detail))
     return text
 

@@ -14,6 +14,7 @@ from collections import defaultdict
 from dynscope.analysis.names import first_line, short_path
 from dynscope.errors import DynscopeError
 from dynscope.model import Capture, FxGraph, FxNode, Stage
+from dynscope.safe_text import visible
 
 # Beyond this many compute nodes a graph is collapsed unless the caller says otherwise.
 DEFAULT_MAX_NODES = 150
@@ -199,4 +200,5 @@ def _kernels_by_node(capture: Capture, stage: Stage) -> dict[str, str]:
 
 
 def _esc(text: str) -> str:
-    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    # Control characters visible first (dynscope.safe_text), then DOT's own quoting.
+    return visible(text).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 from collections.abc import Iterable
 
 from dynscope.model.break_text import first_line
@@ -39,6 +40,11 @@ def short_path(path: str | None, cwd: str | None = None) -> str:
     if marker in path:
         return path.split(marker, 1)[1]
     return path
+
+
+def command_line(argv: Iterable[object]) -> str:
+    """A recorded command as one shell line, quoted so it reads back as the exact argv."""
+    return shlex.join(str(a) for a in argv) or "?"
 
 
 def location(path: str | None, line: int | None, cwd: str | None = None) -> str:

@@ -1,17 +1,26 @@
-"""The user's source around a line, read from their disk (paths as the program saw them).
+"""The user's source around a line, read from the reader's disk (paths as the program saw them).
 
 A capture names the files; it must not decide what dynscope reads. A file is read only when
-it is Python source (``.py``) inside the recorded program's tree (its working directory and
-the script's directory) or inside this Python's own library directories; anything else is
-withheld unless the user asks for it (``--any-source``). Paths are compared after resolving
-symlinks and ``..``, so a capture can't climb out of the tree.
+it is Python source (``.py``) inside the reader's tree: the directory dynscope runs in, or a
+directory the reader names with ``--source-root DIR``. A directory the capture names (its
+recorded working directory, its script's directory) counts for nothing, so a capture that
+claims to come from a home directory cannot get that home's settings file into a report.
+Anything else is withheld, with the option that allows it; ``--any-source`` reads whatever the
+capture names. Paths are compared after resolving symlinks and ``..``, so neither can climb out
+of a root; only regular files are opened (never a FIFO or a device), and only up to a size.
 """
 
 from __future__ import annotations
 
 import os
-import sysconfig
+import shlex
+import stat
+from collections.abc import Iterable
 from dataclasses import dataclass
+
+# A source file bigger than this is not read: a view shows a few lines of it, and a capture
+# must not make a view read gigabytes.
+MAX_SOURCE_BYTES = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -30,33 +39,43 @@ def resolve_path(path: str | None, cwd: str | None) -> str | None:
     return path
 
 
+def reader_roots(source_roots: Iterable[str] = ()) -> tuple[str, ...]:
+    """The directories source may be read from: where dynscope runs, and each ``--source-root``.
+    The filesystem root counts only when the reader names it: running dynscope from ``/`` (as
+    in many containers) must not open the whole disk to a capture."""
+    try:
+        cwd = os.path.realpath(os.getcwd())
+    except OSError:  # the directory was removed under us: it holds nothing to read
+        cwd = None
+    here = [cwd] if cwd and os.path.dirname(cwd) != cwd else []
+    return tuple(dict.fromkeys([*here, *(os.path.realpath(p) for p in source_roots)]))
+
+
 @dataclass(frozen=True)
 class SourceAccess:
-    """Which files a view may read for a capture: its program's tree, this Python's libraries."""
+    """Which files a view may read: the reader's roots (never a directory the capture names)."""
 
-    cwd: str | None
+    cwd: str | None  # the run's recorded working directory: only resolves the capture's relative paths
     roots: tuple[str, ...]
     any_source: bool = False
 
     @classmethod
-    def for_run(cls, run, *, any_source: bool = False) -> SourceAccess:
-        roots = [run.cwd] if run.cwd else []
-        script = next((a for a in run.program_command if a.endswith(".py")), None)
-        resolved = resolve_path(script, run.cwd)
-        if resolved:
-            roots.append(os.path.dirname(resolved))
-        return cls(run.cwd, _real_roots(roots), any_source)
+    def for_run(cls, run, *, source_roots: Iterable[str] = (), any_source: bool = False) -> SourceAccess:
+        return cls(run.cwd, reader_roots(source_roots), any_source)
 
     def withheld(self, path: str | None) -> str | None:
-        """Why ``path`` is not read, or None when it may be."""
+        """Why ``path`` is not read, saying what would allow it, or None when it may be."""
         resolved = resolve_path(path, self.cwd)
         if resolved is None or self.any_source:
             return None
-        real = os.path.realpath(resolved)
+        real = _real_path(resolved)
+        if real is None:
+            return f"source withheld: {path} is not a file name"
         if not real.endswith(".py"):
-            return f"{path} is not Python source: not read (--any-source reads it)"
-        if not any(_inside(real, root) for root in (*self.roots, *_library_roots())):
-            return f"{path} is outside the program's directory: not read (--any-source reads it)"
+            return f"source withheld: {path} is not Python source (.py); --any-source reads it"
+        if not any(_inside(real, root) for root in self.roots):
+            return (f"source withheld: {path} is outside the source roots; "
+                    f"add --source-root {shlex.quote(os.path.dirname(real))}")
         return None
 
     def excerpt(self, path: str | None, line: int | None, *, context: int = 4) -> Excerpt | None:
@@ -69,28 +88,45 @@ def source_excerpt(path: str | None, line: int | None, cwd: str | None = None, *
     """Lines ``line - context .. line + context`` of the file, or None if it can't be read.
     Views go through SourceAccess, which decides whether the file may be read at all."""
     resolved = resolve_path(path, cwd)
-    if resolved is None or not line or not os.path.isfile(resolved):
+    if resolved is None or not line or line < 1 or _real_path(resolved) is None:
         return None
-    try:
-        with open(resolved, encoding="utf-8", errors="replace") as f:
-            all_lines = f.read().splitlines()
-    except OSError:
+    text = _read_regular_file(resolved)
+    if text is None:
         return None
+    all_lines = text.splitlines()
     if line > len(all_lines):
         return None
     start, end = max(1, line - context), min(len(all_lines), line + context)
     return Excerpt(resolved, line, tuple((n, all_lines[n - 1]) for n in range(start, end + 1)))
 
 
-def _real_roots(paths: list[str]) -> tuple[str, ...]:
-    # The filesystem root would admit every file: a capture claiming it gets no tree at all.
-    real = (os.path.realpath(p) for p in paths if os.path.isabs(p))
-    return tuple(dict.fromkeys(r for r in real if os.path.dirname(r) != r))
+def _read_regular_file(path: str) -> str | None:
+    """The file's text, when it is a regular file of at most MAX_SOURCE_BYTES. Opened without
+    blocking and checked after opening, so a FIFO or device swapped in is never read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_SOURCE_BYTES:
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read(MAX_SOURCE_BYTES + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return data[:MAX_SOURCE_BYTES].decode("utf-8", "replace")
 
 
-def _library_roots() -> tuple[str, ...]:
-    names = ("stdlib", "platstdlib", "purelib", "platlib")
-    return _real_roots([p for p in (sysconfig.get_paths().get(n) for n in names) if p])
+def _real_path(path: str) -> str | None:
+    """``path`` with symlinks and ``..`` resolved, or None when it can name no file (a NUL, a
+    lone surrogate that no file system encoding can write)."""
+    try:
+        return os.path.realpath(path)
+    except (ValueError, UnicodeError):
+        return None
 
 
 def _inside(path: str, root: str) -> bool:

@@ -51,6 +51,7 @@ def summary_document(capture: Capture) -> dict[str, Any]:
         "imported": run.imported,
         "run": {
             "command": run.command,
+            "cwd": run.cwd,
             "program_command": run.program_command,
             "exit_code": run.exit_code,
             "signal": run.signal,

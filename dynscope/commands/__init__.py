@@ -85,7 +85,7 @@ def _run(action) -> int:
 
 
 def _error(message: str) -> None:
-    from dynscope.safe_text import visible
+    from dynscope.safe_text import one_line
 
     # Messages can quote a capture (a stage name, a path): one line, no control characters.
-    print(f"dynscope: {visible(message).replace(chr(10), ' ')}", file=sys.stderr)
+    print(f"dynscope: {one_line(message)}", file=sys.stderr)

@@ -11,10 +11,24 @@ def add_capture_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("capture", help="a .dynscope capture file")
 
 
-def add_any_source_argument(parser: argparse.ArgumentParser) -> None:
+def add_source_arguments(parser: argparse.ArgumentParser) -> None:
+    """Where a view may read the source files a capture names (dynscope.analysis.source)."""
+    parser.add_argument("--source-root", dest="source_roots", action="append", default=[], metavar="DIR",
+                        help="also show source (.py) files under DIR (repeatable); by default only files "
+                             "under the directory dynscope runs in are shown, never one the capture names")
     parser.add_argument("--any-source", action="store_true",
-                        help="show source files the capture names even outside the program's directory "
+                        help="show every source file the capture names, wherever it is "
                              "(off by default: a capture must not decide what dynscope reads)")
+
+
+def source_roots(args: argparse.Namespace) -> tuple[str, ...]:
+    """The --source-root directories, each checked to be one."""
+    import os
+
+    for root in args.source_roots:
+        if not os.path.isdir(root):
+            raise DynscopeError(f"--source-root {root}: not a directory")
+    return tuple(args.source_roots)
 
 
 def add_compile_argument(parser: argparse.ArgumentParser, *, required: bool) -> None:

@@ -130,10 +130,12 @@ def _within_limits(path: str, capture, limits: dict[str, int | None], out: _Outp
 
 class _Output:
     def __init__(self, form: str) -> None:
-        from dynscope.safe_text import visible
+        from dynscope.safe_text import one_line
 
         self.form = form
-        self.visible = visible
+        # One finding, one line: a capture's newline must not forge a line of its own in a CI log
+        # (such as "dynscope check: ok").
+        self.visible = one_line
 
     def finding(self, finding) -> None:
         if self.form == "github":
@@ -160,19 +162,16 @@ class _Output:
 
 
 def _annotation(level: str, title: str, message: str, file: str | None, line: int | None) -> str:
-    """A GitHub Actions workflow command (its escaping rules for data and for properties)."""
-    def data(value: str) -> str:
-        return value.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    """A GitHub Actions workflow command (its escaping rules for data and for properties, in
+    dynscope.safe_text with every other output's)."""
+    from dynscope.safe_text import github_data, github_property
 
-    def prop(value: str) -> str:
-        return data(value).replace(":", "%3A").replace(",", "%2C")
-
-    props = [f"title={prop(title)}"]
+    props = [f"title={github_property(title)}"]
     if file:
-        props.insert(0, f"file={prop(file)}")
+        props.insert(0, f"file={github_property(file)}")
         if line is not None:
-            props.insert(1, f"line={line}")
-    return f"::{level} {','.join(props)}::{data(message)}"
+            props.insert(1, f"line={github_property(str(line))}")
+    return f"::{level} {','.join(props)}::{github_data(message)}"
 
 
 def _write_junit(path: str, suites: dict[str, list[CaseResult]]) -> None:
@@ -183,9 +182,9 @@ def _write_junit(path: str, suites: dict[str, list[CaseResult]]) -> None:
     root = ET.Element("testsuites", name="dynscope check")
     for capture, cases in suites.items():
         failures = sum(1 for c in cases if c.failures)
-        suite = ET.SubElement(root, "testsuite", name=capture, tests=str(len(cases)), failures=str(failures))
+        suite = ET.SubElement(root, "testsuite", name=visible(capture), tests=str(len(cases)), failures=str(failures))
         for case in cases:
-            element = ET.SubElement(suite, "testcase", classname="dynscope", name=case.name)
+            element = ET.SubElement(suite, "testcase", classname="dynscope", name=visible(case.name))
             if case.failures:
                 failure = ET.SubElement(element, "failure", message=visible(case.failures[0]))
                 failure.text = visible("\n".join(case.failures))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from contextlib import ExitStack
 
@@ -39,8 +38,9 @@ class Command:
             if args.json:
                 documents = [comparison_document(r) for r in results]
                 document = documents[0] if half == 1 else {"schema": SET_SCHEMA, "ranks": documents}
-                json.dump(document, sys.stdout, indent=2, ensure_ascii=False)
-                sys.stdout.write("\n")
+                from dynscope.safe_text import json_text
+
+                sys.stdout.write(json_text(document, indent=2) + "\n")
             elif args.md:
                 from dynscope.reporters.markdown import comparison_markdown
 

@@ -58,11 +58,13 @@ def _warn_if_unrelated(capture, compile_a: str, compile_b: str) -> None:
     a, b = capture.compile(compile_a), capture.compile(compile_b)
     if a.frame_id == b.frame_id and a.function == b.function:
         return
+    from dynscope.safe_text import one_line
+
     cwd = capture.run.cwd
-    print(f"dynscope: compiles {a.compile_id} and {b.compile_id} are of different frames "
-          f"({friendly_function(a.function)} at {location(a.file, a.line, cwd)}, "
-          f"{friendly_function(b.function)} at {location(b.file, b.line, cwd)}): this compares unrelated code, "
-          "not a recompile", file=sys.stderr)
+    print(one_line(f"dynscope: compiles {a.compile_id} and {b.compile_id} are of different frames "
+                   f"({friendly_function(a.function)} at {location(a.file, a.line, cwd)}, "
+                   f"{friendly_function(b.function)} at {location(b.file, b.line, cwd)}): this compares "
+                   "unrelated code, not a recompile"), file=sys.stderr)
 
 
 def _compile_lines(result) -> list[str]:

@@ -115,7 +115,9 @@ def explain(program, args: argparse.Namespace, *, command: list[str]) -> int:
 
             open_tui(path)
     except DynscopeError as e:
-        print(f"dynscope: {e}", file=sys.stderr)
+        from dynscope.safe_text import one_line
+
+        print(f"dynscope: {one_line(str(e))}", file=sys.stderr)
     return exit_like(result.returncode)
 
 

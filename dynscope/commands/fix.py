@@ -103,12 +103,12 @@ class Command:
         render_fix(doc, console)
         if args.output:
             _write(args.output, json.dumps(doc, indent=2) + "\n")
-            console.print(f"dynscope: wrote {args.output}")
+            console.print(f"dynscope: wrote {args.output}", markup=False)
         if args.md:
             from dynscope.reporters.markdown import render_fix_markdown
 
             _write(args.md, render_fix_markdown(doc))
-            console.print(f"dynscope: wrote {args.md}")
+            console.print(f"dynscope: wrote {args.md}", markup=False)
         return 0
 
 

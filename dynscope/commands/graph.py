@@ -42,7 +42,9 @@ class Command:
         except DynscopeError as e:
             fallback = os.path.splitext(args.output)[0] + ".dot"
             _write(fallback, dot_text.encode("utf-8"))
-            print(f"dynscope: {e}; wrote the DOT text to {fallback} instead", file=sys.stderr)
+            from dynscope.safe_text import one_line
+
+            print(one_line(f"dynscope: {e}; wrote the DOT text to {fallback} instead"), file=sys.stderr)
             return 1
         _write(args.output, image)
         return 0

@@ -17,7 +17,7 @@ class Command:
         parser.add_argument("-q", "--quiet", action="store_true", help="print nothing but errors")
 
     def run(self, args: argparse.Namespace) -> int:
-        from dynscope.safe_text import visible
+        from dynscope.safe_text import one_line
         from dynscope.trace_import import MAX_EVENT_BYTES, MAX_METADATA_BYTES, import_logs
 
         for i, done in enumerate(import_logs(args.paths, args.output)):
@@ -26,7 +26,7 @@ class Command:
             s = done.stats
             if i == 0:  # the same directories for every rank: say once what was not read
                 for note in s.skipped_files:
-                    print(visible(f"dynscope: {note}"), file=sys.stderr)
+                    print(one_line(f"dynscope: {note}"), file=sys.stderr)
             rank = f"rank {done.rank}: " if done.rank is not None else ""
             notes = []
             if s.bad_lines:
@@ -40,6 +40,7 @@ class Command:
                 notes.append(f"{s.payload_mismatches} payloads cut short")
             if s.unknown_events:
                 notes.append("unknown events kept: " + ", ".join(f"{k} ×{v}" for k, v in s.unknown_events.items()))
-            print(f"dynscope: {rank}{s.events} events from {len(s.files)} file{'s' if len(s.files) != 1 else ''}"
-                  f" → {done.path}" + ("; " + "; ".join(notes) if notes else ""), file=sys.stderr)
+            # The notes quote the log (an unreadable line): one line, control characters visible.
+            print(one_line(f"dynscope: {rank}{s.events} events from {len(s.files)} file{'s' if len(s.files) != 1 else ''}"
+                           f" → {done.path}" + ("; " + "; ".join(notes) if notes else "")), file=sys.stderr)
         return 0

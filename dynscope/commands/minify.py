@@ -134,7 +134,9 @@ class LiveProgress:
             self._done()
         self._stage, self._stage_started, self._detail = text, time.monotonic(), ""
         if self._live is None:
-            self.console.print(f"dynscope: {text}…", soft_wrap=True)
+            from rich.text import Text
+
+            self.console.print(Text(f"dynscope: {text}…"), soft_wrap=True)  # a recorded command: text, not markup
         self._refresh()
 
     def update(self, *, checks: int | None = None, nodes: int | None = None, detail: str | None = None) -> None:
@@ -149,7 +151,10 @@ class LiveProgress:
 
     def _done(self) -> None:
         if self._live is not None:
-            self.console.print(f"[green]✓[/] {self._stage} [dim]({time.monotonic() - self._stage_started:.1f} s)[/]")
+            from rich.text import Text
+
+            self.console.print(Text.assemble(("✓", "green"), f" {self._stage} ",
+                                             (f"({time.monotonic() - self._stage_started:.1f} s)", "dim")))
 
     def _refresh(self) -> None:
         if self._live is not None:
@@ -157,6 +162,7 @@ class LiveProgress:
 
     def _render(self):
         from rich.spinner import Spinner
+        from rich.text import Text
 
         parts = [self._stage or "starting"]
         if self._checks:
@@ -167,13 +173,13 @@ class LiveProgress:
         if self._detail:
             parts.append(self._detail)
         parts.append(f"{time.monotonic() - self._started:.0f} s")
-        return Spinner("dots", text=" · ".join(parts))
+        return Spinner("dots", text=Text(" · ".join(parts)))  # a str would be parsed as markup
 
 
 def print_outcome(console, outcome) -> None:
     from rich.markup import escape
 
-    where = f"compile {outcome.compile_id}" if outcome.compile_id else "the failing graph"
+    where = escape(f"compile {outcome.compile_id}") if outcome.compile_id else "the failing graph"
     if outcome.verified:
         console.print(f"[bold]dynscope:[/] minified {where} in {outcome.wall_s:.1f} s "
                       f"({outcome.checks_run} checks)", soft_wrap=True)

@@ -8,7 +8,7 @@ import os
 import sys
 from contextlib import ExitStack
 
-from dynscope.commands._common import add_any_source_argument
+from dynscope.commands._common import add_source_arguments, source_roots
 from dynscope.errors import DynscopeError
 
 FORMATS = ("html", "md", "json")
@@ -23,12 +23,13 @@ class Command:
         parser.add_argument("captures", nargs="+", metavar="CAPTURE", help=".dynscope capture files (several: one per rank)")
         parser.add_argument("-o", "--output", metavar="PATH", help="report file; Markdown and JSON go to stdout without it")
         parser.add_argument("--format", choices=FORMATS, help="html, md or json (default: from the output's suffix)")
-        add_any_source_argument(parser)
+        add_source_arguments(parser)
         parser.add_argument("--against", metavar="BASE", help="compare with this earlier capture (e.g. main's) first")
 
     def run(self, args: argparse.Namespace) -> int:
         fmt = report_format(args.output, args.format)
-        write_report(args.captures, args.output, fmt=fmt, any_source=args.any_source, against=args.against)
+        write_report(args.captures, args.output, fmt=fmt, any_source=args.any_source, against=args.against,
+                         source_roots=source_roots(args))
         if args.output:
             print(f"dynscope: wrote {args.output}", file=sys.stderr)
         return 0
@@ -46,7 +47,7 @@ def report_format(output: str | None, fmt: str | None) -> str:
 
 
 def write_report(paths: list[str], output: str | None, *, fmt: str, any_source: bool = False,
-                 against: str | None = None) -> None:
+                 against: str | None = None, source_roots: tuple[str, ...] = ()) -> None:
     """Render the captures at ``paths`` as ``fmt`` into ``output`` (stdout when None)."""
     from dynscope.model import Capture
 
@@ -61,7 +62,8 @@ def write_report(paths: list[str], output: str | None, *, fmt: str, any_source: 
             comparison = compare(stack.enter_context(Capture.open(against)), captures[0])
         from dynscope.reporters import ReportOptions, prepare_report
 
-        reporter = prepare_report(fmt, captures, ReportOptions(any_source=any_source, comparison=comparison))
+        reporter = prepare_report(fmt, captures, ReportOptions(any_source=any_source, comparison=comparison,
+                                                                 source_roots=source_roots))
         text = io.StringIO()
         reporter.render(text)
         text = text.getvalue()

@@ -33,7 +33,7 @@ class Command:
                 for stage in capture.stages(c.compile_id):
                     if stage.recorded:
                         views = f"  views: {', '.join(stage.variants)}" if len(stage.variants) > 1 else ""
-                        console.print(f"  {stage.key:<{width}}  {stage.language:<9}{stage.size:>9,} bytes{views}")
+                        console.print(Text(f"  {stage.key:<{width}}  {stage.language:<9}{stage.size:>9,} bytes{views}"))
                     else:
                         console.print(Text(f"  {stage.key:<{width}}  missing: {stage.missing_reason}", style="dim"))
                 console.print()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 
@@ -25,8 +24,9 @@ class Command:
             if args.json:
                 from dynscope.analysis.summary import summary_document
 
-                json.dump(summary_document(capture), sys.stdout, indent=2)
-                sys.stdout.write("\n")
+                from dynscope.safe_text import json_text
+
+                sys.stdout.write(json_text(summary_document(capture), indent=2) + "\n")
             else:
                 from dynscope.reporters import prepare_report
 
@@ -42,8 +42,9 @@ def _several(args: argparse.Namespace) -> int:
         if args.json:
             from dynscope.analysis.summary import summary_set_document
 
-            json.dump(summary_set_document(captures), sys.stdout, indent=2)
-            sys.stdout.write("\n")
+            from dynscope.safe_text import json_text
+
+            sys.stdout.write(json_text(summary_set_document(captures), indent=2) + "\n")
         else:
             from dynscope.reporters import prepare_report
 

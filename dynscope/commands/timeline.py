@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 
@@ -18,6 +17,7 @@ class Command:
     def run(self, args: argparse.Namespace) -> int:
         from dynscope.analysis.timeline import timeline_document
         from dynscope.errors import DynscopeError
+        from dynscope.safe_text import json_text, one_line
         from dynscope.model import Capture
 
         captures = [Capture.open(path) for path in args.captures]
@@ -28,9 +28,9 @@ class Command:
                 capture.close()
         try:
             with open(args.output, "w", encoding="utf-8") as f:
-                json.dump(document, f, separators=(",", ":"))
+                f.write(json_text(document, separators=(",", ":")))
         except OSError as e:
             raise DynscopeError(f"cannot write {args.output}: {e.strerror}") from None
-        print(f"dynscope: wrote {args.output} ({len(document['traceEvents'])} events; "
+        print(f"dynscope: wrote {one_line(args.output)} ({len(document['traceEvents'])} events; "
               "open it in https://ui.perfetto.dev or chrome://tracing)", file=sys.stderr)
         return 0

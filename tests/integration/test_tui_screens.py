@@ -75,7 +75,8 @@ def fixed_capture(tmp_path_factory) -> FixedCaptures:
 
 
 def app_for(path: Path) -> DynscopeApp:
-    return DynscopeApp(Capture.open(str(path)), hide_volatile=True)
+    # The programs ran in SNAPSHOT_ROOT, outside the directory the tests run in: name it as a source root.
+    return DynscopeApp(Capture.open(str(path)), hide_volatile=True, source_roots=(str(SNAPSHOT_ROOT),))
 
 
 def keys(*presses: str):
