@@ -25,11 +25,12 @@ from dynscope.store.schema import FILE_SUFFIX
 from dynscope.store.writer import CaptureWriter
 from dynscope.errors import DynscopeError
 from dynscope.recorder import record_run_end
+from dynscope.runner.interrupts import SigintRelay
 from dynscope.runner.program import Program, check_runnable
 
 # Signals a supervisor (torchrun, a batch system, the user) may send us: passed on to the
-# program. SIGINT is not: a terminal's Ctrl-C already reaches the child, which shares our
-# process group, and forwarding it would deliver it twice.
+# program. SIGINT is passed on only when the child did not get it too (dynscope.runner.interrupts):
+# a terminal's Ctrl-C already reaches the child, which shares our process group.
 _FORWARDED_SIGNALS = tuple(
     getattr(signal, name) for name in ("SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2") if hasattr(signal, name)
 )
@@ -85,12 +86,24 @@ def launch(program: Program, capture_path: str, *, keep_caches: bool, command: l
         "command": command,
         **(extra_spec or {}),
     }
+    relay = SigintRelay()
+    spec["sigint_notes_fd"] = relay.child_fd
     argv = [sys.executable, *_interpreter_flags(), "-m", child_module, json.dumps(spec)]
+    kwargs = dict(popen_kwargs or {})
+    kwargs["pass_fds"] = (*kwargs.get("pass_fds", ()), relay.child_fd)
     with exclusive_writer(capture_path):
         started = time.time()
-        proc = subprocess.Popen(argv, **(popen_kwargs or {}))
-        previous = {sig: signal.signal(sig, lambda signum, _frame: proc.send_signal(signum)) for sig in _FORWARDED_SIGNALS}
-        previous[signal.SIGINT] = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            proc = subprocess.Popen(argv, **kwargs)
+        except BaseException:
+            relay.close()
+            raise
+        relay.started(proc)
+        # (Set only now: an ignored SIGINT would be inherited, and python would then never
+        # raise KeyboardInterrupt in the child.)
+        previous = {signal.SIGINT: signal.signal(signal.SIGINT, relay.on_sigint)}
+        previous.update({sig: signal.signal(sig, lambda signum, _frame: proc.send_signal(signum))
+                         for sig in _FORWARDED_SIGNALS})
         try:
             returncode = wait(proc) if wait is not None else proc.wait()
         finally:

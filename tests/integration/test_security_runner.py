@@ -81,3 +81,42 @@ def test_a_bad_dynscope_dir_is_one_usage_error_at_session_start(pytester, tmp_pa
     assert len(errors) == 1 and errors[0].startswith(f"ERROR: --dynscope-dir {bad}: ")
     assert "Traceback" not in result.stdout.str() + result.stderr.str()
     assert (tmp_path / "a-file").read_text() == "keep me"
+
+
+PROGRAMS = Path(__file__).parent.parent / "programs"
+
+
+def _interrupt(argv: list[str], target: str) -> tuple[subprocess.CompletedProcess, float]:
+    """Start ``argv`` in a process group of its own, wait until the program is ready, then send
+    SIGINT to its PID or to the whole group (what a terminal's Ctrl-C does)."""
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)
+    try:
+        assert proc.stdout.readline() == "ready\n"
+        sent = time.monotonic()
+        if target == "pid":
+            os.kill(proc.pid, signal.SIGINT)
+        else:
+            os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+        return subprocess.CompletedProcess(argv, proc.returncode, "ready\n" + out, err), time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+@pytest.mark.parametrize("target", ["pid", "group"])
+def test_sigint_raises_keyboard_interrupt_in_the_program_exactly_once(tmp_path, target):
+    program = str(PROGRAMS / "interruptible.py")
+    capture = tmp_path / "run.dynscope"
+    ours, took = _interrupt([sys.executable, "-m", "dynscope", "explain", "-o", str(capture), program], target)
+    assert ours.stdout == "ready\nKeyboardInterrupt 1\n"  # the program's handler ran, once
+    assert ours.returncode == -signal.SIGINT  # died of SIGINT like python: a shell shows exit 130
+    assert "Traceback" in ours.stderr and "\nKeyboardInterrupt\n" in ours.stderr, ours.stderr  # its traceback
+    assert took < 30
+    with Capture.open(str(capture)) as recorded:
+        assert recorded.exception.type == "KeyboardInterrupt" and recorded.run.signal == signal.SIGINT
+    if target == "pid":  # what plain python does with the same signal
+        plain, _ = _interrupt([sys.executable, program], target)
+        assert (plain.returncode, plain.stdout) == (ours.returncode, ours.stdout)
