@@ -314,6 +314,22 @@ class CaptureMeta(Record):
     imported: dict[str, Any] | None = None  # ImportEnd's fields, for a capture of TORCH_TRACE logs
     profiled: bool | None = None
     forced_eager: bool | None = None
+    # A child process's capture (run.pid1234.dynscope): the process that started it, and the
+    # program's process and start time, which the launcher matches to list it in the program's capture.
+    parent_pid: int | None = None
+    root_pid: int | None = None
+    root_started: float | None = None
+    child_captures: tuple[ChildCapture, ...] = ()  # the program's capture: its children's captures
+
+
+@dataclasses.dataclass(frozen=True)
+class ChildCapture:
+    """A child process of the program (os.fork, a multiprocessing worker) that recorded a capture of
+    its own in the program's capture's directory. ``file`` is only ever shown, never opened from here."""
+
+    file: str
+    pid: int
+    compiles: int = 0
 
 
 

@@ -17,6 +17,7 @@ from dynscope.analysis.overview import not_understood_line, stage_seconds
 from dynscope.analysis.problems import advice_for
 from dynscope.analysis.run_view import RunView, run_view
 from dynscope.model import Capture, Recompile, RecompileLimitHit, SkippedFrame
+from dynscope.model.records import ChildCapture
 from dynscope.reporters import ReportOptions
 from dynscope.safe_text import safe_console
 
@@ -55,9 +56,14 @@ def render_summary(capture: Capture, console: Console) -> None:
     imported = capture.run.imported
     if isinstance(imported, dict):
         console.print(_imported_line(imported))
-    if not compiles:
+    children = run.compiling_children
+    if not compiles and children:
+        console.print(Text("torch.compile compiled nothing in this process; ", style="yellow") + _children_line(children))
+    elif not compiles:
         console.print("[yellow]torch.compile compiled nothing in this run.[/] "
                       "Was the compiled function called? Is torch.compile applied?")
+    elif children:
+        console.print(_children_line(children))
     console.print()
     if capture.runtime is not None:
         console.print(_runtime_section(capture))
@@ -123,6 +129,17 @@ def render_rank_set(captures: list[Capture], console: Console) -> None:
         console.print(f"  [bold]{escape(mark)}:[/] {escape(d.detail)}")
 
 
+def _children_line(children: Sequence[ChildCapture]) -> Text:
+    """'2 child processes compiled: see run.pid12.dynscope, run.pid13.dynscope'."""
+    shown = ", ".join(c.file for c in children[:_MAX_CHILDREN_NAMED])
+    more = f" and {len(children) - _MAX_CHILDREN_NAMED} more" if len(children) > _MAX_CHILDREN_NAMED else ""
+    many = "es" if len(children) != 1 else ""
+    return Text(f"{len(children)} child process{many} compiled: see {shown}{more}")
+
+
+_MAX_CHILDREN_NAMED = 3
+
+
 def _headline(capture: Capture) -> Text:
     run = capture.run
     text = Text("dynscope", style="bold cyan")
@@ -137,6 +154,8 @@ def _headline(capture: Capture) -> Text:
         text.append(" · run did not finish", style="bold red")
     if run.duration_s is not None:
         text.append(f" · {run.duration_s:.1f} s")
+    if run.parent_pid is not None:
+        text.append(f" · child process {run.pid} of {run.parent_pid}")
     exception = capture.exception
     if exception is not None:
         text.append(f"\nThe program raised {exception.type}: {condensed(exception.message)}", style="red")

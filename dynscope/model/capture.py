@@ -146,6 +146,8 @@ class Capture:
             probe_details=m.probe_details,
             probe_errors=m.probe_errors,
             imported=m.imported,
+            child_captures=m.child_captures,
+            parent_pid=m.parent_pid,
         )
 
     @cached_property

@@ -7,6 +7,7 @@ into the capture and can still print the summary. This process never imports tor
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
@@ -25,6 +26,7 @@ from dynscope.store.schema import FILE_SUFFIX
 from dynscope.store.writer import CaptureWriter
 from dynscope.errors import DynscopeError
 from dynscope.recorder import record_run_end
+from dynscope.runner.children import children_of_run
 from dynscope.runner.interrupts import SigintRelay
 from dynscope.runner.program import Program, check_runnable
 
@@ -109,7 +111,7 @@ def launch(program: Program, capture_path: str, *, keep_caches: bool, command: l
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
-        written = _finish_capture(capture_path, returncode, time.time() - started)
+        written = _finish_capture(capture_path, returncode, time.time() - started, program_pid=proc.pid)
     return RunResult(capture_path, returncode, written)
 
 
@@ -155,15 +157,17 @@ def _interpreter_flags() -> list[str]:
     return flags
 
 
-def finish_capture(path: str, returncode: int, elapsed_s: float) -> bool:
+def finish_capture(path: str, returncode: int, elapsed_s: float, *, program_pid: int | None = None) -> bool:
     """Record how a run ended (for runners that start the child some other way: dynscope fix)."""
-    return _finish_capture(path, returncode, elapsed_s)
+    return _finish_capture(path, returncode, elapsed_s, program_pid=program_pid)
 
 
-def _finish_capture(path: str, returncode: int, elapsed_s: float) -> bool:
-    """Record how the run ended; the child may have died before it could."""
+def _finish_capture(path: str, returncode: int, elapsed_s: float, *, program_pid: int | None = None) -> bool:
+    """Record how the run ended (the child may have died before it could), and which of the
+    program's child processes recorded captures of their own."""
     if not is_capture_file(path):
         return False
+    children = children_of_run(path, program_pid) if program_pid is not None else []
     try:
         writer = CaptureWriter.reopen(path)
     except sqlite3.Error:  # the disk filled up: the child already said so; keep what is there
@@ -175,6 +179,8 @@ def _finish_capture(path: str, returncode: int, elapsed_s: float) -> bool:
             signal=-returncode if returncode < 0 else None,
             elapsed_s=elapsed_s,
         )
+        if children:
+            writer.set_meta(child_captures=[dataclasses.asdict(c) for c in children])
     finally:
         writer.close()
     return True

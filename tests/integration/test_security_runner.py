@@ -120,3 +120,26 @@ def test_sigint_raises_keyboard_interrupt_in_the_program_exactly_once(tmp_path, 
     if target == "pid":  # what plain python does with the same signal
         plain, _ = _interrupt([sys.executable, program], target)
         assert (plain.returncode, plain.stdout) == (ours.returncode, ours.stdout)
+
+
+@pytest.mark.parametrize("how", ["os.fork", "fork", "spawn"])
+def test_compiles_in_child_processes_get_captures_of_their_own_named_in_the_summary(tmp_path, how):
+    root = tmp_path / "run.dynscope"
+    result = run_dynscope("explain", "-o", str(root), str(PROGRAMS / "compiles_in_children.py"), how, cwd=tmp_path,
+                          input="", timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "done\n"
+    children = sorted(p.name for p in tmp_path.iterdir() if p.name != "run.dynscope")
+    # One capture for the child that compiled, none for the idle one; no WAL, lock or temp file left.
+    assert len(children) == 1 and children[0].startswith("run.pid") and children[0].endswith(".dynscope")
+    child_pid = int(children[0][len("run.pid"):-len(".dynscope")])
+    assert f"compiled nothing in this process; 1 child process compiled: see {children[0]}" in result.stderr
+    assert "Was the compiled function called" not in result.stderr
+    with Capture.open(str(root)) as program, Capture.open(str(tmp_path / children[0])) as child:
+        assert program.compiles() == []
+        assert [(c.file, c.pid, c.compiles) for c in program.run.child_captures] == [(children[0], child_pid, 1)]
+        assert len(child.compiles()) == 1 and child.run.pid == child_pid
+        assert child.run.parent_pid == program.run.pid  # the program's process started it
+        assert child.run.command == program.run.command
+    summary = run_dynscope("summary", str(tmp_path / children[0]))
+    assert summary.returncode == 0 and f"child process {child_pid} of {program.run.pid}" in summary.stdout
