@@ -153,6 +153,12 @@ class Recorder:
         events.write(self, events.ProbesRemoved(elapsed_s=time.time() - self._started))
         if exit_code is not None or self._parent_pid is not None:  # no launcher records a child's end
             record_run_end(self._writer, exit_code=exit_code, signal=None, elapsed_s=time.time() - self._started)
+        if self._parent_pid is None:  # the program's children so far (explain's launcher lists them again at the end)
+            from dynscope.runner.children import find_child_captures
+
+            children = find_child_captures(self.path, root_pid=os.getpid(), root_started=self._started)
+            if children:
+                self._writer.set_meta(child_captures=[dataclasses.asdict(c) for c in children])
         self._writer.close()
         self._writer = None
 

@@ -19,7 +19,7 @@ from dynscope.analysis.run_view import RunView, run_view
 from dynscope.model import Capture, Recompile, RecompileLimitHit, SkippedFrame
 from dynscope.model.records import ChildCapture
 from dynscope.reporters import ReportOptions
-from dynscope.safe_text import safe_console
+from dynscope.safe_text import safe_console, visible
 
 _MAX_LISTED = 20  # per section; the rest is counted, and is in the TUI and reports
 
@@ -131,7 +131,7 @@ def render_rank_set(captures: list[Capture], console: Console) -> None:
 
 def _children_line(children: Sequence[ChildCapture]) -> Text:
     """'2 child processes compiled: see run.pid12.dynscope, run.pid13.dynscope'."""
-    shown = ", ".join(c.file for c in children[:_MAX_CHILDREN_NAMED])
+    shown = ", ".join(visible(c.file) for c in children[:_MAX_CHILDREN_NAMED])  # names from the capture
     more = f" and {len(children) - _MAX_CHILDREN_NAMED} more" if len(children) > _MAX_CHILDREN_NAMED else ""
     many = "es" if len(children) != 1 else ""
     return Text(f"{len(children)} child process{many} compiled: see {shown}{more}")

@@ -10,17 +10,17 @@ import pytest
 from dynscope.pytest_plugin import capture_file_name
 
 NODE_IDS = [
-    "tests/test_a.py::test[a b]",
-    "tests/test_a.py::test[a_b]",
-    "tests/test_a.py::test[a/b]",
-    "tests/test_a.py::test[A b]",
-    "tests/test_a.py::test[a\u00e9b]",
-    "tests/test_a.py::test[a\x1b]2;title\x07b]",
-    "tests/test_a.py::test[../../etc/passwd]",
+    "pkg/test_a.py::test[a b]",
+    "pkg/test_a.py::test[a_b]",
+    "pkg/test_a.py::test[a/b]",
+    "pkg/test_a.py::test[A b]",
+    "pkg/test_a.py::test[a\u00e9b]",
+    "pkg/test_a.py::test[a\x1b]2;title\x07b]",
+    "pkg/test_a.py::test[../../etc/passwd]",
     "..",
     "",
-    "tests/test_a.py::test[" + "x" * 5000 + "]",
-    "tests/test_a.py::test[" + "x" * 5000 + "y]",
+    "pkg/test_a.py::test[" + "x" * 5000 + "]",
+    "pkg/test_a.py::test[" + "x" * 5000 + "y]",
 ]
 
 
@@ -31,9 +31,9 @@ def test_node_ids_that_sanitize_alike_get_different_files():
 
 
 def test_the_name_stays_readable_and_stable():
-    name = capture_file_name("tests/test_a.py::test_clean")
-    assert name.startswith("tests_test_a.py_test_clean-") and name.endswith(".dynscope")
-    assert name == capture_file_name("tests/test_a.py::test_clean")
+    name = capture_file_name("pkg/test_a.py::test_clean")
+    assert name.startswith("pkg_test_a.py_test_clean-") and name.endswith(".dynscope")
+    assert name == capture_file_name("pkg/test_a.py::test_clean")
 
 
 @pytest.mark.parametrize("node_id", NODE_IDS)
