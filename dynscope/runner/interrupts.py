@@ -40,6 +40,7 @@ class SigintRelay:
         self._notes: collections.deque[float] = collections.deque()
         self._changed = threading.Condition()
         self._proc: subprocess.Popen | None = None
+        self._echoes = 0  # SIGINTs passed on whose notes are still to come back
 
     def started(self, proc: subprocess.Popen) -> None:
         """The child runs (and holds its end of the pipe): start listening."""
@@ -61,14 +62,18 @@ class SigintRelay:
                 if now >= deadline:
                     break
                 self._changed.wait(deadline - now)
-        if self._proc is not None:
-            self._proc.send_signal(signum)
+            if self._proc is None:
+                return
+            self._echoes += 1  # the child notes the SIGINT passed on, too: that note is not a new one
+        self._proc.send_signal(signum)
 
     def close(self) -> None:
+        """The child could not be started: nothing to listen to."""
         if self._proc is None:
             os.close(self.child_fd)
-        # The reader thread owns the read end and closes it at EOF (when the child and any
-        # process it forked have exited); closing it here could hand its number to another file.
+            os.close(self._read_fd)
+        # Once started, the reader thread owns the read end and closes it at EOF (when the child
+        # and any process it forked have exited); closing it here could hand its number to another file.
 
     def _read_notes(self) -> None:
         try:
@@ -81,7 +86,13 @@ class SigintRelay:
                     return
                 arrived = time.monotonic()
                 with self._changed:
-                    self._notes.extend(arrived for byte in chunk if byte == signal.SIGINT)
+                    for byte in chunk:
+                        if byte != signal.SIGINT:
+                            continue
+                        if self._echoes:
+                            self._echoes -= 1
+                        else:
+                            self._notes.append(arrived)
                     self._changed.notify_all()
         except OSError:
             return

@@ -94,10 +94,13 @@ def _interrupt(argv: list[str], target: str) -> tuple[subprocess.CompletedProces
     try:
         assert proc.stdout.readline() == "ready\n"
         sent = time.monotonic()
-        if target == "pid":
-            os.kill(proc.pid, signal.SIGINT)
-        else:
+        if target == "group":
             os.killpg(proc.pid, signal.SIGINT)
+        else:
+            os.kill(proc.pid, signal.SIGINT)
+        if target == "pid twice":  # the second while the program handles the first
+            time.sleep(1)
+            os.kill(proc.pid, signal.SIGINT)
         out, err = proc.communicate(timeout=60)
         return subprocess.CompletedProcess(argv, proc.returncode, "ready\n" + out, err), time.monotonic() - sent
     finally:
@@ -106,12 +109,13 @@ def _interrupt(argv: list[str], target: str) -> tuple[subprocess.CompletedProces
             proc.wait()
 
 
-@pytest.mark.parametrize("target", ["pid", "group"])
-def test_sigint_raises_keyboard_interrupt_in_the_program_exactly_once(tmp_path, target):
+@pytest.mark.parametrize("target, interrupts", [("pid", 1), ("group", 1), ("pid twice", 2)])
+def test_sigint_raises_keyboard_interrupt_in_the_program_once_per_signal(tmp_path, target, interrupts):
     program = str(PROGRAMS / "interruptible.py")
     capture = tmp_path / "run.dynscope"
     ours, took = _interrupt([sys.executable, "-m", "dynscope", "explain", "-o", str(capture), program], target)
-    assert ours.stdout == "ready\nKeyboardInterrupt 1\n"  # the program's handler ran, once
+    expected = "".join(f"KeyboardInterrupt {n}\n" for n in range(1, interrupts + 1))
+    assert ours.stdout == "ready\n" + expected  # the program's handler ran, once per SIGINT
     assert ours.returncode == -signal.SIGINT  # died of SIGINT like python: a shell shows exit 130
     assert "Traceback" in ours.stderr and "\nKeyboardInterrupt\n" in ours.stderr, ours.stderr  # its traceback
     assert took < 30
