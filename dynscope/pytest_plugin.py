@@ -81,9 +81,9 @@ def _dynscope_recording(request: pytest.FixtureRequest):
         # session on the same directory) is refused instead of mixing its compiles into this file.
         try:
             cleanup.enter_context(exclusive_writer(path))
-        except DynscopeError as e:
+            recorder = Recorder(path, command=["pytest", request.node.nodeid]).start()
+        except DynscopeError as e:  # the directory went away mid-session, another run holds the file...
             pytest.fail(f"dynscope: {e}", pytrace=False)
-        recorder = Recorder(path, command=["pytest", request.node.nodeid]).start()
         request.node.stash[_PATH] = path
         try:
             yield path
