@@ -147,3 +147,26 @@ def test_compiles_in_child_processes_get_captures_of_their_own_named_in_the_summ
         assert child.run.command == program.run.command
     summary = run_dynscope("summary", str(tmp_path / children[0]))
     assert summary.returncode == 0 and f"child process {child_pid} of {program.run.pid}" in summary.stdout
+
+
+def test_a_test_whose_capture_another_run_is_writing_fails_with_one_line(pytester):
+    """Another process holds the writer's lock on the test's capture (a second session on the
+    same directory, ``--dist each``): the test fails with one line; the file is left alone."""
+    import fcntl
+
+    from dynscope.pytest_plugin import capture_file_name
+
+    pytester.makepyfile(test_held="def test_held(dynscope_capture):\n    pass\n")
+    keep = pytester.path / "captures"
+    keep.mkdir()
+    capture = keep / capture_file_name("test_held.py::test_held")
+    capture.write_bytes(b"the other run's capture")
+    with open(str(capture) + ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        lock.write("4242")
+        lock.flush()
+        result = pytester.runpytest_subprocess("--dynscope-dir", str(keep), "-p", "no:cacheprovider")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(["*dynscope: another dynscope run (pid 4242) is writing*test_held*"])
+    assert "Traceback" not in result.stdout.str()
+    assert capture.read_bytes() == b"the other run's capture"
