@@ -215,7 +215,6 @@ class Recorder:
         if self.probe_errors <= _MAX_RECORDED_PROBE_ERRORS:
             events.write(self, events.ProbeError(message=message))
 
-
     # -- child processes -----------------------------------------------------------------
 
     def _forked(self) -> None:

@@ -43,6 +43,7 @@ class CaptureWriter:
         self._pending = 0
         self._pid = os.getpid()
         self._lock = threading.Lock()
+        self._held_for_fork = False
         self._known_blobs: set[str] = set()
         _remove_capture_files(self.path)
         try:
@@ -65,6 +66,7 @@ class CaptureWriter:
         self.path = os.fspath(path)
         self._pid = os.getpid()
         self._lock = threading.Lock()
+        self._held_for_fork = False
         self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
@@ -154,7 +156,7 @@ class CaptureWriter:
         self._held_for_fork = self._lock.acquire(timeout=_FORK_WAIT_S)
 
     def release_after_fork(self) -> None:
-        if getattr(self, "_held_for_fork", False):
+        if self._held_for_fork:
             self._held_for_fork = False
             self._lock.release()
 
