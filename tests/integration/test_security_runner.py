@@ -87,14 +87,22 @@ PROGRAMS = Path(__file__).parent.parent / "programs"
 
 
 def _interrupt(argv: list[str], target: str) -> tuple[subprocess.CompletedProcess, float]:
-    """Start ``argv`` in a process group of its own, wait until the program is ready, then send
-    SIGINT to its PID or to the whole group (what a terminal's Ctrl-C does)."""
-    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
+    """Start ``argv`` in a session of its own whose controlling terminal is a new pseudo-terminal,
+    wait until the program is ready, then send SIGINT: to its PID, to its whole process group, or
+    as a terminal does when Ctrl-C is typed (the line discipline signals the foreground group)."""
+    import fcntl
+    import termios
+
+    terminal, tty = os.openpty()
+    proc = subprocess.Popen(argv, stdin=tty, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0))
+    os.close(tty)
     try:
         assert proc.stdout.readline() == "ready\n"
         sent = time.monotonic()
-        if target == "group":
+        if target == "terminal":
+            os.write(terminal, b"\x03")
+        elif target == "group":
             os.killpg(proc.pid, signal.SIGINT)
         else:
             os.kill(proc.pid, signal.SIGINT)
@@ -104,12 +112,13 @@ def _interrupt(argv: list[str], target: str) -> tuple[subprocess.CompletedProces
         out, err = proc.communicate(timeout=60)
         return subprocess.CompletedProcess(argv, proc.returncode, "ready\n" + out, err), time.monotonic() - sent
     finally:
+        os.close(terminal)
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
 
 
-@pytest.mark.parametrize("target, interrupts", [("pid", 1), ("group", 1), ("pid twice", 2)])
+@pytest.mark.parametrize("target, interrupts", [("pid", 1), ("group", 1), ("terminal", 1), ("pid twice", 2)])
 def test_sigint_raises_keyboard_interrupt_in_the_program_once_per_signal(tmp_path, target, interrupts):
     program = str(PROGRAMS / "interruptible.py")
     capture = tmp_path / "run.dynscope"
