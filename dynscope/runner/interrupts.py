@@ -13,8 +13,9 @@ signal arrives, whatever Python handler the program installed) is a pipe to the 
 A SIGINT of the launcher's own is passed on only when no SIGINT of the child's arrived within
 ``_SAME_SIGNAL_S`` of it.
 
-Limit: a program that installs its own wakeup fd (asyncio's ``loop.add_signal_handler``) hides
-its SIGINTs from the launcher, and a terminal Ctrl-C then reaches it twice.
+Limit: a program that sets its own wakeup fd (asyncio's ``loop.add_signal_handler`` does, and
+clears it when the last handler goes) hides its later SIGINTs from the launcher: a terminal's
+Ctrl-C then reaches it a second time, half a second after the first.
 """
 
 from __future__ import annotations
