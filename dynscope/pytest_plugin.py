@@ -5,7 +5,8 @@
   recompile's failed guard. Dynamo's caches are reset first, so the test's own compiles count.
 - ``dynscope_capture``: the typed model (dynscope.model.Capture) of what the test compiled so
   far; every attribute access reads the capture afresh.
-- ``pytest --dynscope-dir DIR``: keep one capture per test, for the TUI and the reports.
+- ``pytest --dynscope-dir DIR``: keep one capture per test, for the TUI and the reports, named
+  after the test's node id (capture_file_name: no two tests share one, under xdist too).
 
 Tests that use none of these pay one dictionary lookup: nothing is imported or recorded.
 """
@@ -28,7 +29,7 @@ _LIMITS = ("max_graph_breaks", "max_recompiles")
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("dynscope")
     group.addoption("--dynscope-dir", metavar="DIR", default=None,
-                    help="record what torch.compile does in every test into DIR/<test>.dynscope")
+                    help="record what torch.compile does in every test into DIR/<test id>-<hash>.dynscope")
 
 
 def pytest_configure(config: pytest.Config) -> None:
