@@ -320,6 +320,22 @@ class CaptureMeta(Record):
     # close; a failed write adds why. Absent in captures older than the mark.
     complete: bool | None = None
     incomplete_reason: str | None = None
+    # A child process's capture (run.pid1234.dynscope): the process that started it, and the
+    # program's process and start time, which the launcher matches to list it in the program's capture.
+    parent_pid: int | None = None
+    root_pid: int | None = None
+    root_started: float | None = None
+    child_captures: tuple[ChildCapture, ...] = ()  # the program's capture: its children's captures
+
+
+@dataclasses.dataclass(frozen=True)
+class ChildCapture:
+    """A child process of the program (os.fork, a multiprocessing worker) that recorded a capture of
+    its own in the program's capture's directory. ``file`` is only ever shown, never opened from here."""
+
+    file: str
+    pid: int
+    compiles: int = 0
 
 
 

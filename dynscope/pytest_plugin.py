@@ -5,16 +5,20 @@
   recompile's failed guard. Dynamo's caches are reset first, so the test's own compiles count.
 - ``dynscope_capture``: the typed model (dynscope.model.Capture) of what the test compiled so
   far; every attribute access reads the capture afresh.
-- ``pytest --dynscope-dir DIR``: keep one capture per test, for the TUI and the reports.
+- ``pytest --dynscope-dir DIR``: keep one capture per test, for the TUI and the reports, named
+  after the test's node id (capture_file_name: no two tests share one, under xdist too).
 
 Tests that use none of these pay one dictionary lookup: nothing is imported or recorded.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
+import shutil
 import tempfile
+from contextlib import ExitStack
 
 import pytest
 
@@ -25,13 +29,29 @@ _LIMITS = ("max_graph_breaks", "max_recompiles")
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("dynscope")
     group.addoption("--dynscope-dir", metavar="DIR", default=None,
-                    help="record what torch.compile does in every test into DIR/<test>.dynscope")
+                    help="record what torch.compile does in every test into DIR/<test id>-<hash>.dynscope")
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", f"{_MARKER}(max_graph_breaks=None, max_recompiles=None): fail the test when the code it "
                    "runs has more torch.compile graph breaks or recompiles than allowed")
+    keep_dir = config.getoption("dynscope_dir")
+    if keep_dir is not None:
+        _check_keep_dir(keep_dir)
+
+
+def _check_keep_dir(keep_dir: str) -> None:
+    """A --dynscope-dir that cannot hold captures is one usage error now, not one traceback per test."""
+    if os.path.lexists(keep_dir) and not os.path.isdir(keep_dir):
+        raise pytest.UsageError(f"--dynscope-dir {keep_dir}: not a directory")
+    try:
+        os.makedirs(keep_dir, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=".dynscope-write-check-", dir=keep_dir)
+        os.close(fd)
+        os.remove(probe)
+    except OSError as e:
+        raise pytest.UsageError(f"--dynscope-dir {keep_dir}: cannot write there ({e.strerror})") from None
 
 
 @pytest.fixture(autouse=True)
@@ -48,25 +68,28 @@ def _dynscope_recording(request: pytest.FixtureRequest):
         import torch._dynamo
 
         torch._dynamo.reset()  # earlier tests' cache entries would hide or add compiles
-    if keep_dir is not None:
-        os.makedirs(keep_dir, exist_ok=True)
-        path = os.path.join(keep_dir, _file_name(request.node.nodeid))
-    else:
-        fd, path = tempfile.mkstemp(suffix=".dynscope", prefix="pytest-")
-        os.close(fd)
-        os.remove(path)
-    recorder = Recorder(path, command=["pytest", request.node.nodeid]).start()
-    request.node.stash[_PATH] = path
-    try:
-        yield path
-    finally:
-        recorder.stop(exit_code=0)
-        if keep_dir is None:
-            for suffix in ("", "-wal", "-shm"):
-                try:
-                    os.remove(path + suffix)
-                except FileNotFoundError:
-                    pass
+    from dynscope.errors import DynscopeError
+    from dynscope.runner.launcher import exclusive_writer
+
+    with ExitStack() as cleanup:
+        if keep_dir is not None:
+            path = os.path.join(keep_dir, capture_file_name(request.node.nodeid))
+        else:  # a private directory: nobody else can put a file (or a link) where the capture goes
+            scratch = tempfile.mkdtemp(prefix="dynscope-pytest-")
+            cleanup.callback(shutil.rmtree, scratch, ignore_errors=True)
+            path = os.path.join(scratch, "test.dynscope")
+        # The writer's lock: another process recording the same test (``--dist each``, a second
+        # session on the same directory) is refused instead of mixing its compiles into this file.
+        try:
+            cleanup.enter_context(exclusive_writer(path))
+            recorder = Recorder(path, command=["pytest", request.node.nodeid]).start()
+        except DynscopeError as e:  # the directory went away mid-session, another run holds the file...
+            pytest.fail(f"dynscope: {e}", pytrace=False)
+        request.node.stash[_PATH] = path
+        try:
+            yield path
+        finally:
+            recorder.stop(exit_code=0)
 
 
 @pytest.fixture
@@ -149,6 +172,15 @@ def _over_limits(path: str, limits: dict[str, int]) -> list[str]:
     return problems
 
 
-def _file_name(nodeid: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", nodeid).strip("_")[:200] + ".dynscope"
+def capture_file_name(nodeid: str) -> str:
+    """``<readable name>-<hash>.dynscope``: the name is the node id with everything but letters,
+    digits, ``_``, ``.`` and ``-`` turned into ``_`` (so ``test[a b]`` and ``test[a_b]`` read
+    alike), and the hash is of the exact node id, so no two tests share a file."""
+    readable = re.sub(r"[^A-Za-z0-9_.-]+", "_", nodeid).strip("_.")[:_MAX_READABLE] or "test"
+    digest = hashlib.blake2b(nodeid.encode("utf-8", "surrogatepass"), digest_size=5).hexdigest()
+    return f"{readable}-{digest}.dynscope"
+
+
+# Keeps the whole file name well under the 255 bytes most file systems allow.
+_MAX_READABLE = 150
 

@@ -12,6 +12,7 @@ import sys
 
 from dynscope.errors import DynscopeError
 from dynscope.runner.child import start_recording
+from dynscope.runner.interrupts import report_sigints
 from dynscope.runner.program import Program, UserProgramError, run_program
 
 STOPPED_AT_FAILURE = 0  # exit status once the failure is recorded: the parent reads failure.json
@@ -19,6 +20,7 @@ STOPPED_AT_FAILURE = 0  # exit status once the failure is recorded: the parent r
 
 def main() -> None:
     spec = json.loads(sys.argv[1])
+    report_sigints(spec.get("sigint_notes_fd"))  # first: a Ctrl-C during startup is noted too
     program = Program(**spec["program"])
     options = spec["minify"]
     recorder = start_recording(spec)

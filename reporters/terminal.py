@@ -17,8 +17,9 @@ from dynscope.analysis.overview import not_understood_line, stage_seconds
 from dynscope.analysis.problems import advice_for
 from dynscope.analysis.run_view import RunView, run_view
 from dynscope.model import Capture, Recompile, RecompileLimitHit, SkippedFrame
+from dynscope.model.records import ChildCapture
 from dynscope.reporters import ReportOptions
-from dynscope.safe_text import safe_console
+from dynscope.safe_text import safe_console, visible
 
 _MAX_LISTED = 20  # per section; the rest is counted, and is in the TUI and reports
 
@@ -57,9 +58,14 @@ def render_summary(capture: Capture, console: Console) -> None:
     imported = capture.run.imported
     if isinstance(imported, dict):
         console.print(_imported_line(imported))
-    if not compiles:
+    children = run.compiling_children
+    if not compiles and children:
+        console.print(Text("torch.compile compiled nothing in this process; ", style="yellow") + _children_line(children))
+    elif not compiles:
         console.print("[yellow]torch.compile compiled nothing in this run.[/] "
                       "Was the compiled function called? Is torch.compile applied?")
+    elif children:
+        console.print(_children_line(children))
     console.print()
     if capture.runtime is not None:
         console.print(_runtime_section(capture))
@@ -134,6 +140,15 @@ def _incomplete_line(capture: Capture) -> Text:
 
     return Text(f"INCOMPLETE CAPTURE {visible(capture.path)}: {visible(capture.run.incomplete or '')}; "
                 "everything below covers only what was recorded before that", style="bold red")
+def _children_line(children: Sequence[ChildCapture]) -> Text:
+    """'2 child processes compiled: see run.pid12.dynscope, run.pid13.dynscope'."""
+    shown = ", ".join(visible(c.file) for c in children[:_MAX_CHILDREN_NAMED])  # names from the capture
+    more = f" and {len(children) - _MAX_CHILDREN_NAMED} more" if len(children) > _MAX_CHILDREN_NAMED else ""
+    many = "es" if len(children) != 1 else ""
+    return Text(f"{len(children)} child process{many} compiled: see {shown}{more}")
+
+
+_MAX_CHILDREN_NAMED = 3
 
 
 def _headline(capture: Capture) -> Text:
@@ -150,6 +165,8 @@ def _headline(capture: Capture) -> Text:
         text.append(" · run did not finish", style="bold red")
     if run.duration_s is not None:
         text.append(f" · {run.duration_s:.1f} s")
+    if run.parent_pid is not None:
+        text.append(f" · child process {run.pid} of {run.parent_pid}")
     if run.command or run.cwd:
         # What was run, and where: before anyone reruns it (dynscope fix --from reruns it).
         text.append("\ncommand: ", style="dim")

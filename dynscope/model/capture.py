@@ -150,6 +150,8 @@ class Capture:
             probe_errors=m.probe_errors,
             imported=m.imported,
             incomplete=(m.incomplete_reason or NEVER_CLOSED) if m.complete is False else None,
+            child_captures=m.child_captures,
+            parent_pid=m.parent_pid,
         )
 
     @cached_property

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from dynscope.events import ChildCapture
+
 
 # `dynscope explain` options that take a value (the explain command parses with the same set).
 EXPLAIN_VALUE_OPTIONS = frozenset({"-o", "--output", "--html"})
@@ -47,6 +49,13 @@ class Run:
     imported: dict[str, Any] | None = None
     # Why the capture is incomplete (recording was cut: a full disk, a killed recorder); None when whole.
     incomplete: str | None = None
+    # Child processes (os.fork, multiprocessing workers) that recorded a capture of their own beside this one.
+    child_captures: tuple[ChildCapture, ...] = ()
+    parent_pid: int | None = None  # set in a child process's own capture
+
+    @property
+    def compiling_children(self) -> tuple[ChildCapture, ...]:
+        return tuple(c for c in self.child_captures if c.compiles > 0)
 
     @property
     def ended(self) -> bool:

@@ -13,6 +13,7 @@ import sys
 from dynscope.errors import DynscopeError
 from dynscope.model.fix import ENV
 from dynscope.recorder import Recorder
+from dynscope.runner.interrupts import report_sigints
 from dynscope.runner.program import Program, UserProgramError, run_program
 
 
@@ -30,6 +31,7 @@ def start_recording(spec: dict) -> Recorder:
 
 def main() -> None:
     spec = json.loads(sys.argv[1])
+    report_sigints(spec.get("sigint_notes_fd"))  # first: a Ctrl-C during startup is noted too
     program = Program(**spec["program"])
     recorder = start_recording(spec)
     workdir = None

@@ -7,6 +7,7 @@ into the capture and can still print the summary. This process never imports tor
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
@@ -23,11 +24,13 @@ from dynscope.store.schema import FILE_SUFFIX
 from dynscope.store.lock import exclusive_writer
 from dynscope.store.writer import CaptureWriter, check_capture_target
 from dynscope.recorder import record_run_end
+from dynscope.runner.children import children_of_run
+from dynscope.runner.interrupts import SigintRelay
 from dynscope.runner.program import Program, check_runnable
 
 # Signals a supervisor (torchrun, a batch system, the user) may send us: passed on to the
-# program. SIGINT is not: a terminal's Ctrl-C already reaches the child, which shares our
-# process group, and forwarding it would deliver it twice.
+# program. SIGINT is passed on only when the child did not get it too (dynscope.runner.interrupts):
+# a terminal's Ctrl-C already reaches the child, which shares our process group.
 _FORWARDED_SIGNALS = tuple(
     getattr(signal, name) for name in ("SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2") if hasattr(signal, name)
 )
@@ -80,18 +83,30 @@ def launch(program: Program, capture_path: str, *, keep_caches: bool, command: l
         "command": command,
         **(extra_spec or {}),
     }
+    relay = SigintRelay()
+    spec["sigint_notes_fd"] = relay.child_fd
     argv = [sys.executable, *_interpreter_flags(), "-m", child_module, json.dumps(spec)]
+    kwargs = dict(popen_kwargs or {})
+    kwargs["pass_fds"] = (*kwargs.get("pass_fds", ()), relay.child_fd)
     with exclusive_writer(capture_path):
         started = time.time()
-        proc = subprocess.Popen(argv, **(popen_kwargs or {}))
-        previous = {sig: signal.signal(sig, lambda signum, _frame: proc.send_signal(signum)) for sig in _FORWARDED_SIGNALS}
-        previous[signal.SIGINT] = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            proc = subprocess.Popen(argv, **kwargs)
+        except BaseException:
+            relay.close()
+            raise
+        relay.started(proc)
+        # (Set only now: an ignored SIGINT would be inherited, and python would then never
+        # raise KeyboardInterrupt in the child.)
+        previous = {signal.SIGINT: signal.signal(signal.SIGINT, relay.on_sigint)}
+        previous.update({sig: signal.signal(sig, lambda signum, _frame: proc.send_signal(signum))
+                         for sig in _FORWARDED_SIGNALS})
         try:
             returncode = wait(proc) if wait is not None else proc.wait()
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
-        written = _finish_capture(capture_path, returncode, time.time() - started)
+        written = _finish_capture(capture_path, returncode, time.time() - started, program_pid=proc.pid)
     return RunResult(capture_path, returncode, written)
 
 
@@ -103,15 +118,17 @@ def _interpreter_flags() -> list[str]:
     return flags
 
 
-def finish_capture(path: str, returncode: int, elapsed_s: float) -> bool:
+def finish_capture(path: str, returncode: int, elapsed_s: float, *, program_pid: int | None = None) -> bool:
     """Record how a run ended (for runners that start the child some other way: dynscope fix)."""
-    return _finish_capture(path, returncode, elapsed_s)
+    return _finish_capture(path, returncode, elapsed_s, program_pid=program_pid)
 
 
-def _finish_capture(path: str, returncode: int, elapsed_s: float) -> bool:
-    """Record how the run ended; the child may have died before it could."""
+def _finish_capture(path: str, returncode: int, elapsed_s: float, *, program_pid: int | None = None) -> bool:
+    """Record how the run ended (the child may have died before it could), and which of the
+    program's child processes recorded captures of their own."""
     if not is_capture_file(path):
         return False
+    children = children_of_run(path, program_pid) if program_pid is not None else []
     try:
         writer = CaptureWriter.reopen(path)
     except sqlite3.Error:  # the disk filled up: the child already said so; keep what is there
@@ -124,6 +141,8 @@ def _finish_capture(path: str, returncode: int, elapsed_s: float) -> bool:
             elapsed_s=elapsed_s,
         )
         writer.mark_ended(killed_by=-returncode if returncode < 0 else None)  # the child never closed it?
+        if children:
+            writer.set_meta(child_captures=[dataclasses.asdict(c) for c in children])
     finally:
         writer.close()
     return True

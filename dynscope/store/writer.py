@@ -53,6 +53,7 @@ class CaptureWriter:
         self._pending = 0
         self._pid = os.getpid()
         self._lock = threading.Lock()
+        self._held_for_fork = False
         self._known_blobs: set[str] = set()
         self._created = True  # this writer made the capture: its clean close makes it complete
         self.cut: str | None = None  # why recording stopped early, once a write failed
@@ -80,6 +81,7 @@ class CaptureWriter:
         self.path = os.fspath(path)
         self._pid = os.getpid()
         self._lock = threading.Lock()
+        self._held_for_fork = False
         self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
@@ -196,6 +198,25 @@ class CaptureWriter:
             self._db.close()
             self._db = None
 
+    # -- os.fork (dynscope.recorder's fork hooks) -----------------------------------------------
+
+    def hold_for_fork(self) -> None:
+        """Before a fork: wait for the event being written, so that the child's copy of the
+        connection is not in the middle of a transaction."""
+        self._held_for_fork = self._lock.acquire(timeout=_FORK_WAIT_S)
+
+    def release_after_fork(self) -> None:
+        if self._held_for_fork:
+            self._held_for_fork = False
+            self._lock.release()
+
+    def abandon_in_forked_child(self) -> None:
+        """In the forked child: this connection is the parent's. It is never written through
+        (``_owned``); dropping it here closes the child's copy while no transaction is open,
+        which leaves the parent's file, WAL and locks as they are."""
+        self.release_after_fork()
+        self._db = None
+
     # -- internals -----------------------------------------------------------------------
 
     def _stop_writing(self, error: sqlite3.Error) -> None:
@@ -268,6 +289,10 @@ class CaptureWriter:
             return _Transaction(self._db, commit=False)
         return _Transaction(self._db)
 
+
+# How long a fork waits for an event being written (a write takes milliseconds; a stuck disk
+# must not hang the program's fork).
+_FORK_WAIT_S = 5.0
 
 # In bulk mode, events committed together (one transaction per event would bound an import
 # to a few thousand events a second).
