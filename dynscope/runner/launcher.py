@@ -145,7 +145,30 @@ def _finish_capture(path: str, returncode: int, elapsed_s: float, *, program_pid
             writer.set_meta(child_captures=[dataclasses.asdict(c) for c in children])
     finally:
         writer.close()
+    for child in children:
+        _settle_child(os.path.join(os.path.dirname(path), child.file), child.pid)
     return True
+
+
+def _settle_child(path: str, pid: int) -> None:
+    """A child capture its process never closed (a fork child leaves through ``os._exit``):
+    once the process is gone, say how much is known of its end, instead of "still running"."""
+    try:
+        os.kill(pid, 0)
+        return  # still running (a daemon the program left behind): its own close will settle it
+    except ProcessLookupError:
+        pass
+    except OSError:
+        return
+    try:
+        writer = CaptureWriter.reopen(path)
+    except sqlite3.Error:
+        return
+    try:
+        writer.mark_unclosed(f"child process {pid} ended without closing its capture (os._exit, or a "
+                             "signal): everything it recorded until then is here")
+    finally:
+        writer.close()
 
 
 def exit_like(returncode: int) -> int:

@@ -98,6 +98,15 @@ class CaptureWriter:
         Ended by itself (``os._exit``), the recording saw the whole run: complete. Killed by a
         signal, the run was cut where the recording stops: incomplete, saying so. A cut the
         writer recorded (a failed write) stays as it is."""
+        self._settle(None if killed_by is None else
+                     f"the program was killed by signal {killed_by}{_signal_name(killed_by)} before it ended")
+
+    def mark_unclosed(self, reason: str) -> None:
+        """Its writer has ended without closing it, and nobody saw how (a child process of the
+        program, which left through ``os._exit`` or was killed): incomplete, saying ``reason``."""
+        self._settle(reason)
+
+    def _settle(self, incomplete_reason: str | None) -> None:
         if not self._owned():
             return
         with self._lock:
@@ -106,12 +115,11 @@ class CaptureWriter:
                     "SELECT key, value FROM meta WHERE key IN ('complete', 'incomplete_reason')"))
                 if rows.get("complete") != "false" or "incomplete_reason" in rows:
                     return
-                if killed_by is None:
+                if incomplete_reason is None:
                     with self._transaction():
                         self._db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('complete', 'true')")
                 else:
-                    self._mark_incomplete(self._db, f"the program was killed by signal {killed_by}"
-                                                    f"{_signal_name(killed_by)} before it ended")
+                    self._mark_incomplete(self._db, incomplete_reason)
             except sqlite3.Error as e:
                 self._stop_writing(e)
 
