@@ -1,8 +1,9 @@
 """The user's source around a line, read from the reader's disk (paths as the program saw them).
 
 A capture names the files; it must not decide what dynscope reads. A file is read only when
-it is Python source (``.py``) inside the reader's tree: the directory dynscope runs in, or a
-directory the reader names with ``--source-root DIR``. A directory the capture names (its
+it is Python source (``.py``) inside the reader's tree: the directory dynscope runs in, a
+directory the reader names with ``--source-root DIR``, or this Python's own libraries (torch,
+transformers: where many breaks happen, and nothing a capture chose). A directory the capture names (its
 recorded working directory, its script's directory) counts for nothing, so a capture that
 claims to come from a home directory cannot get that home's settings file into a report.
 Anything else is withheld, with the option that allows it; ``--any-source`` reads whatever the
@@ -15,6 +16,7 @@ from __future__ import annotations
 import os
 import shlex
 import stat
+import sysconfig
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -40,7 +42,8 @@ def resolve_path(path: str | None, cwd: str | None) -> str | None:
 
 
 def reader_roots(source_roots: Iterable[str] = ()) -> tuple[str, ...]:
-    """The directories source may be read from: where dynscope runs, and each ``--source-root``.
+    """The directories source may be read from: where dynscope runs, each ``--source-root`` and
+    this Python's libraries.
     The filesystem root counts only when the reader names it: running dynscope from ``/`` (as
     in many containers) must not open the whole disk to a capture."""
     try:
@@ -48,7 +51,14 @@ def reader_roots(source_roots: Iterable[str] = ()) -> tuple[str, ...]:
     except OSError:  # the directory was removed under us: it holds nothing to read
         cwd = None
     here = [cwd] if cwd and os.path.dirname(cwd) != cwd else []
-    return tuple(dict.fromkeys([*here, *(os.path.realpath(p) for p in source_roots)]))
+    return tuple(dict.fromkeys([*here, *(os.path.realpath(p) for p in source_roots), *_library_roots()]))
+
+
+def _library_roots() -> list[str]:
+    """This Python's standard library and site-packages: the reader's own install."""
+    paths = sysconfig.get_paths()
+    found = (paths.get(name) for name in ("stdlib", "platstdlib", "purelib", "platlib"))
+    return [os.path.realpath(p) for p in found if p and os.path.dirname(os.path.realpath(p)) != os.path.realpath(p)]
 
 
 @dataclass(frozen=True)

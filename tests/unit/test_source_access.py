@@ -178,3 +178,19 @@ def test_a_source_root_that_is_not_a_directory_is_one_line(tmp_path):
                            "--source-root", str(tmp_path / "nope")], capture_output=True, text=True)
     assert done.returncode == 2
     assert done.stderr == f"dynscope: --source-root {tmp_path / 'nope'}: not a directory\n"
+
+
+def test_this_pythons_own_libraries_are_read_but_only_their_python_files(tmp_path, monkeypatch):
+    """Breaks inside torch or transformers show their line: the reader's own install, which no
+    capture chose. The rules of a root still hold there (.py only)."""
+    import json as some_library_module
+    import sysconfig
+
+    monkeypatch.chdir(tmp_path)
+    sources = access(tmp_path / "elsewhere", "train.py")
+    library_file = some_library_module.__file__
+    assert sources.withheld(library_file) is None
+    assert sources.excerpt(library_file, 1) is not None
+    not_python = Path(sysconfig.get_paths()["stdlib"]) / "LICENSE.txt"
+    if not_python.exists():
+        assert "not Python source" in sources.withheld(str(not_python))
