@@ -8,7 +8,7 @@ import os
 import sys
 from contextlib import ExitStack
 
-from dynscope.commands._common import add_any_source_argument
+from dynscope.commands._common import add_any_source_argument, refuse_overwriting_a_capture
 from dynscope.errors import DynscopeError
 
 FORMATS = ("html", "md", "json")
@@ -52,6 +52,8 @@ def write_report(paths: list[str], output: str | None, *, fmt: str, any_source: 
 
     if fmt == "html" and output is None:
         raise DynscopeError("an HTML report needs a file: -o report.html")
+    if output is not None:
+        refuse_overwriting_a_capture(output, [*paths, *([against] if against else [])])
     with ExitStack() as stack:
         captures = [stack.enter_context(Capture.open(p)) for p in paths]
         comparison = None
