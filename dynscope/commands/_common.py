@@ -92,7 +92,9 @@ def refuse_overwriting_a_capture(output: str, inputs: list[str]) -> None:
 
 
 def _same_file(a: str, b: str) -> bool:
+    if os.path.realpath(a) == os.path.realpath(b):  # a WAL that is not there yet is still the capture's
+        return True
     try:
-        return os.path.samefile(a, b)  # a symbolic or hard link to the capture is the capture
-    except OSError:  # one of them does not exist (yet)
+        return os.path.samefile(a, b)  # a hard link to the capture is the capture
+    except OSError:  # one of them does not exist
         return False
