@@ -8,6 +8,7 @@ Python's decoder recurses once per level, and so does every view that walks the 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from dynscope.errors import CaptureError
@@ -15,18 +16,20 @@ from dynscope.errors import CaptureError
 MAX_DEPTH = 64
 
 
-def loads(text: object, what: str) -> Any:
-    """``text`` decoded; ``what`` names it in the error ("event 12's metadata")."""
+def loads(text: object, what: str | Callable[[], str]) -> Any:
+    """``text`` decoded; ``what`` names it in an error ("event 12's metadata"), or makes
+    that name when called (callers decoding many rows build it only for a bad one)."""
     if isinstance(text, bytes):
         text = text.decode("utf-8", "replace")
     if not isinstance(text, str):
-        raise CaptureError(f"{what} is {_sql_type(text)} where JSON text belongs: the capture was tampered with")
+        raise CaptureError(f"{_name(what)} is {_sql_type(text)} where JSON text belongs: "
+                           "the capture was tampered with")
     try:
         value = json.loads(text)
     except RecursionError:  # the decoder's own bound, near 1,000 levels
         raise _too_deep(what) from None
     except ValueError as e:
-        raise CaptureError(f"{what} is not JSON ({e}): the capture was damaged or tampered with") from None
+        raise CaptureError(f"{_name(what)} is not JSON ({e}): the capture was damaged or tampered with") from None
     # Fewer brackets than the bound cannot nest past it: most rows skip the walk.
     if text.count("[") + text.count("{") > MAX_DEPTH and depth(value) > MAX_DEPTH:
         raise _too_deep(what)
@@ -48,8 +51,12 @@ def depth(value: Any) -> int:
     return deepest
 
 
-def _too_deep(what: str) -> CaptureError:
-    return CaptureError(f"{what} nests deeper than {MAX_DEPTH} levels: the capture was tampered with")
+def _too_deep(what: str | Callable[[], str]) -> CaptureError:
+    return CaptureError(f"{_name(what)} nests deeper than {MAX_DEPTH} levels: the capture was tampered with")
+
+
+def _name(what: str | Callable[[], str]) -> str:
+    return what if isinstance(what, str) else what()
 
 
 def _sql_type(value: object) -> str:

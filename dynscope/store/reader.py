@@ -102,15 +102,21 @@ class CaptureReader:
         if where:
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY id"
-        events = []
-        for id_, ts, name, cid, attempt, meta, digest in self._query(sql, args):
+        return [self._event(*row) for row in self._query(sql, args)]
+
+    def _event(self, id_: int, ts: Any, name: Any, cid: Any, attempt: Any, meta: Any, digest: Any) -> Event:
+        metadata = json_text.loads(meta, lambda: _Row(self.path, id_).what("metadata"))
+        # One quick test of every column's type (overviews read tens of thousands of rows);
+        # only a row that fails it is looked at column by column, to say which is wrong.
+        if not (type(metadata) is dict and type(name) is str and (type(ts) is float or type(ts) is int)
+                and (cid is None or type(cid) is str) and (attempt is None or type(attempt) is int)
+                and (digest is None or type(digest) is str)):
             row = _Row(self.path, id_)
-            metadata = json_text.loads(meta, row.what("metadata"))
             if not isinstance(metadata, dict):
                 raise row.wrong("metadata", metadata, "a JSON object")
-            events.append(Event(id_, row.time(ts), row.text("name", name), row.text_or_null("compile_id", cid),
-                                row.int_or_null("attempt", attempt), metadata, row.text_or_null("payload", digest)))
-        return events
+            row.time(ts), row.text("name", name), row.text_or_null("compile_id", cid)
+            row.int_or_null("attempt", attempt), row.text_or_null("payload", digest)
+        return Event(id_, float(ts), name, cid, attempt, metadata, digest)
 
     def compile_event_names(self, names: Iterable[str] | None = None, name_like: str | None = None) -> list[tuple[str, str]]:
         """(compile_id, name) pairs, distinct; cheap: no metadata or payload is read."""
@@ -140,12 +146,15 @@ class CaptureReader:
                f"WHERE name IN ({','.join('?' * len(names))}) ORDER BY id")
         found = []
         for id_, ts, name, cid, attempt, values in self._query(sql, [*paths, *names]):
-            row = _Row(self.path, id_)
             # SQLite wrote this array itself, but from the row's metadata: its depth is the row's.
-            values = json_text.loads(values, row.what("metadata"))
-            found.append({"id": id_, "ts": row.time(ts), "name": row.text("name", name),
-                          "compile_id": row.text_or_null("compile_id", cid),
-                          "attempt": row.int_or_null("attempt", attempt), **dict(zip(fields, values))})
+            values = json_text.loads(values, lambda: _Row(self.path, id_).what("metadata"))
+            if not (type(name) is str and (type(ts) is float or type(ts) is int)
+                    and (cid is None or type(cid) is str) and (attempt is None or type(attempt) is int)):
+                row = _Row(self.path, id_)
+                row.time(ts), row.text("name", name), row.text_or_null("compile_id", cid)
+                row.int_or_null("attempt", attempt)
+            found.append({"id": id_, "ts": float(ts), "name": name, "compile_id": cid, "attempt": attempt,
+                          **dict(zip(fields, values))})
         return found
 
     def name_counts(self) -> dict[str, int]:

@@ -261,7 +261,7 @@ def test_stdout_on_a_full_device_is_one_line_and_exit_2(capture, tmp_path, name)
 
 @pytest.fixture(scope="module")
 def five_gib_capture(tmp_path_factory) -> Path:
-    """~8 MB on disk: five honest 1 GiB payloads (right hash and size), on the output code and
+    """~16 MB on disk: five honest 1 GiB payloads (right hash and size), on the output code and
     bytecode the stage list reads only the head of, and on stages `show dynamo` never reads."""
     path = make_capture(tmp_path_factory.mktemp("big") / "big.dynscope")
     for i, name in enumerate(["inductor_output_code", "dynscope:log:bytecode", "dynscope:log:bytecode",
@@ -273,7 +273,7 @@ def five_gib_capture(tmp_path_factory) -> Path:
 
 
 def test_five_gib_of_honest_payloads_cost_a_stage_view_nothing(five_gib_capture, tmp_path):
-    assert five_gib_capture.stat().st_size < 10 * MB
+    assert five_gib_capture.stat().st_size < 20 * MB
     for args in (["show", str(five_gib_capture), "--compile", "0/0", "--stage", "dynamo", "--raw"],
                  ["stages", str(five_gib_capture), "--compile", "0/0"],
                  ["summary", str(five_gib_capture)]):
