@@ -59,11 +59,14 @@ def large_capture(compiles: int, target_mb: float) -> Path:
     return path
 
 
-def baseline_reader(rev: str) -> type:
-    """CaptureReader as it was at ``rev``, loaded from git (it imports today's helpers,
-    which it uses the same way)."""
-    source = subprocess.run(["git", "show", f"{rev}:dynscope/store/reader.py"], cwd=REPO, check=True,
-                            capture_output=True, text=True).stdout
+def baseline_reader(rev: str, source_file: Path | None = None) -> type:
+    """CaptureReader as it was at ``rev``, loaded from git, or from ``source_file`` where there
+    is no git (it imports today's helpers, which it uses the same way)."""
+    if source_file is not None:
+        source = source_file.read_text()
+    else:
+        source = subprocess.run(["git", "show", f"{rev}:dynscope/store/reader.py"], cwd=REPO, check=True,
+                                capture_output=True, text=True).stdout
     module = types.ModuleType("baseline_reader")
     module.__file__ = f"<{rev}:dynscope/store/reader.py>"
     sys.modules[module.__name__] = module  # dataclasses look their module up
@@ -97,9 +100,11 @@ def main() -> None:
     parser.add_argument("--target-mb", type=float, default=160.0)
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--baseline-rev", default="7795f69", help="the commit whose reader is 'before'")
+    parser.add_argument("--baseline-file", type=Path,
+                        help="that reader's source (`git show REV:dynscope/store/reader.py`), where git is not")
     args = parser.parse_args()
     path = str(args.capture or large_capture(args.compiles, args.target_mb))
-    variants = {"before": baseline_reader(args.baseline_rev), "after": CaptureReader}
+    variants = {"before": baseline_reader(args.baseline_rev, args.baseline_file), "after": CaptureReader}
     with Capture.open(path) as model:
         events = sum(model.reader.name_counts().values())
         print(f"capture: {path} ({os.path.getsize(path) / 1e6:.0f} MB, {len(model.compiles())} compiles, "
