@@ -10,6 +10,7 @@ checked for its type. Every failure surfaces as one CaptureError line.
 from __future__ import annotations
 
 import os
+import reprlib
 import sqlite3
 import threading
 import time
@@ -114,8 +115,8 @@ class CaptureReader:
             row = _Row(self.path, id_)
             if not isinstance(metadata, dict):
                 raise row.wrong("metadata", metadata, "a JSON object")
-            row.time(ts), row.text("name", name), row.text_or_null("compile_id", cid)
-            row.int_or_null("attempt", attempt), row.text_or_null("payload", digest)
+            row.check_columns(ts, name, cid, attempt)
+            row.text_or_null("payload", digest)
         return Event(id_, float(ts), name, cid, attempt, metadata, digest)
 
     def compile_event_names(self, names: Iterable[str] | None = None, name_like: str | None = None) -> list[tuple[str, str]]:
@@ -150,9 +151,7 @@ class CaptureReader:
             values = json_text.loads(values, lambda: _Row(self.path, id_).what("metadata"))
             if not (type(name) is str and (type(ts) is float or type(ts) is int)
                     and (cid is None or type(cid) is str) and (attempt is None or type(attempt) is int)):
-                row = _Row(self.path, id_)
-                row.time(ts), row.text("name", name), row.text_or_null("compile_id", cid)
-                row.int_or_null("attempt", attempt)
+                _Row(self.path, id_).check_columns(ts, name, cid, attempt)
             found.append({"id": id_, "ts": float(ts), "name": name, "compile_id": cid, "attempt": attempt,
                           **dict(zip(fields, values))})
         return found
@@ -255,8 +254,16 @@ class _Row:
         return f"{self.path}: {where}'s {column}"
 
     def wrong(self, column: str, value: object, expected: str) -> CaptureError:
-        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "…"
-        return CaptureError(f"{self.what(column)} is {shown}, not {expected}: the capture was tampered with")
+        # reprlib: a bad value may be megabytes long; its first characters say enough
+        return CaptureError(f"{self.what(column)} is {reprlib.repr(value)}, not {expected}: "
+                            "the capture was tampered with")
+
+    def check_columns(self, ts: object, name: object, compile_id: object, attempt: object) -> None:
+        """Raise for the first of an event's columns whose value is of the wrong type."""
+        self.time(ts)
+        self.text("name", name)
+        self.text_or_null("compile_id", compile_id)
+        self.int_or_null("attempt", attempt)
 
     def text(self, column: str, value: object) -> str:
         if not isinstance(value, str):
