@@ -317,8 +317,11 @@ def _connect(path: str, past_deadline) -> sqlite3.Connection:
         db = sqlite3.connect(uri, uri=True, check_same_thread=False)
         # Before anything reads the schema: SQL functions in it may not run (trusted_schema),
         # every statement watches the clock, a value longer than the limit is an error
-        # instead of memory, pages are checked as they are read, nothing can be attached.
+        # instead of memory, pages are checked as they are read, nothing can be attached,
+        # no extension can be loaded (off by default; said here so it stays off).
         db.set_progress_handler(lambda: 1 if past_deadline() else 0, _PROGRESS_STEPS)
+        if hasattr(db, "enable_load_extension"):
+            db.enable_load_extension(False)
         if hasattr(db, "setlimit"):  # Python 3.11+
             db.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
             db.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)

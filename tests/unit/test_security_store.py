@@ -143,6 +143,7 @@ def test_every_query_has_a_time_budget(capture):
     ("ts text", ["event 3's ts is 'noon', not a time"]),
     ("name a blob", ["name is b'dynscope:graph_break', not text"]),
     ("metadata over the length limit", ["holds a value longer than 16 MB"]),
+    ("meta key a blob", ["a meta key is b'cwd', not text"]),
 ])
 def test_a_value_of_the_wrong_kind_is_one_line_not_an_internal_error(capture, tmp_path, tamper, words):
     if tamper == "deep metadata":
@@ -167,6 +168,10 @@ def test_a_value_of_the_wrong_kind_is_one_line_not_an_internal_error(capture, tm
         set_column(capture, "name", b"dynscope:graph_break")
     elif tamper == "metadata over the length limit":
         set_column(capture, "metadata", '{"pad": "' + "x" * (17 * MB) + '"}')
+    elif tamper == "meta key a blob":
+        with sqlite3.connect(capture) as db:
+            db.execute("UPDATE meta SET key = CAST(key AS BLOB) WHERE key = 'cwd'")
+        db.close()
     # (`show` of compile 0/0 does not see a row whose compile id is not the text "0/0")
     for name in ("summary", "report json") + (("show",) if tamper != "compile id a blob" else ()):
         assert_refused(run_measured(command(name, capture, tmp_path), tmp_path), *words)
