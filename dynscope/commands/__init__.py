@@ -63,8 +63,11 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(action) -> int:
+    from dynscope.stdout_guard import guarded_stdout
+
     try:
-        return int(action() or 0)
+        with guarded_stdout():  # a failed write to stdout is one line and exit 2, not a bug
+            return int(action() or 0)
     except DynscopeError as e:
         _error(str(e))
         return e.exit_code

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 
 from dynscope.errors import DynscopeError
 
@@ -79,3 +80,35 @@ def resolve_stage(capture, compile_id: str, name: str):
         why = " (it was compiled for training: AOTAutograd made aot_joint, aot_forward and aot_backward)"
     raise DynscopeError(f"compile {compile_id} has no stage {name!r}{why}; its stages: {', '.join(s.key for s in stages)}")
 
+
+
+# Files that are part of a capture beside it (SQLite's write-ahead log and shared memory).
+_CAPTURE_SIDE_FILES = ("", "-wal", "-shm", "-journal")
+
+
+def refuse_overwriting_a_capture(output: str, inputs: list[str]) -> None:
+    """Raise unless writing ``output`` (a report, a trace, a drawing) leaves every capture
+    whole: not a capture being read (or its WAL), whatever its name, and not any other
+    capture, told by its SQLite header rather than by its extension."""
+    from dynscope.store.header import is_capture_file, is_sqlite_file
+
+    for capture in inputs:
+        for suffix in _CAPTURE_SIDE_FILES:
+            if _same_file(output, capture + suffix):
+                raise DynscopeError(f"refusing to write {output}: it is {'the capture' if not suffix else 'part of'} "
+                                    f"{capture}, which this command reads; choose another output path")
+    if is_capture_file(output):
+        raise DynscopeError(f"refusing to overwrite {output}: it is a dynscope capture (by its SQLite header), "
+                            "not an output of this command; choose another output path")
+    if is_sqlite_file(output):
+        raise DynscopeError(f"refusing to overwrite {output}: it is an SQLite database, not an output of this "
+                            "command; choose another output path")
+
+
+def _same_file(a: str, b: str) -> bool:
+    if os.path.realpath(a) == os.path.realpath(b):  # a WAL that is not there yet is still the capture's
+        return True
+    try:
+        return os.path.samefile(a, b)  # a hard link to the capture is the capture
+    except OSError:  # one of them does not exist
+        return False

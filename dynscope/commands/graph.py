@@ -6,7 +6,12 @@ import argparse
 import os
 import sys
 
-from dynscope.commands._common import add_capture_argument, add_compile_argument, resolve_stage
+from dynscope.commands._common import (
+    add_capture_argument,
+    add_compile_argument,
+    refuse_overwriting_a_capture,
+    resolve_stage,
+)
 from dynscope.errors import DynscopeError
 
 
@@ -31,6 +36,7 @@ class Command:
         if fmt not in ("dot", *IMAGE_FORMATS):
             raise DynscopeError(f"cannot draw {args.output}: give -o a path ending in .svg, .png, .pdf "
                                 "(drawn by graphviz) or .dot (the DOT text)")
+        refuse_overwriting_a_capture(args.output, [args.capture])
         with Capture.open(args.capture) as capture:
             stage = resolve_stage(capture, args.compile_id, args.stage)
             dot_text = stage_to_dot(capture, stage, collapse=args.collapse)
@@ -41,6 +47,7 @@ class Command:
             image = render_image(dot_text, fmt)
         except DynscopeError as e:
             fallback = os.path.splitext(args.output)[0] + ".dot"
+            refuse_overwriting_a_capture(fallback, [args.capture])
             _write(fallback, dot_text.encode("utf-8"))
             from dynscope.safe_text import one_line
 

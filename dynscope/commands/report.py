@@ -8,7 +8,7 @@ import os
 import sys
 from contextlib import ExitStack
 
-from dynscope.commands._common import add_source_arguments, source_roots
+from dynscope.commands._common import add_source_arguments, refuse_overwriting_a_capture, source_roots
 from dynscope.errors import DynscopeError
 
 FORMATS = ("html", "md", "json")
@@ -53,6 +53,8 @@ def write_report(paths: list[str], output: str | None, *, fmt: str, any_source: 
 
     if fmt == "html" and output is None:
         raise DynscopeError("an HTML report needs a file: -o report.html")
+    if output is not None:
+        refuse_overwriting_a_capture(output, [*paths, *([against] if against else [])])
     with ExitStack() as stack:
         captures = [stack.enter_context(Capture.open(p)) for p in paths]
         comparison = None

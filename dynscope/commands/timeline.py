@@ -16,10 +16,12 @@ class Command:
 
     def run(self, args: argparse.Namespace) -> int:
         from dynscope.analysis.timeline import timeline_document
+        from dynscope.commands._common import refuse_overwriting_a_capture
         from dynscope.errors import DynscopeError
         from dynscope.safe_text import json_text, one_line
         from dynscope.model import Capture
 
+        refuse_overwriting_a_capture(args.output, args.captures)
         captures = [Capture.open(path) for path in args.captures]
         try:
             document = timeline_document(captures)

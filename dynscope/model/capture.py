@@ -63,6 +63,9 @@ _DYNSCOPE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os
 _EXPECTED_ACTUAL = re.compile(r"expected (?P<expected>.+?), actual (?P<actual>.+?)\.?$")
 _CACHE_LIMIT = 64  # compiles whose stages and kernels stay parsed in memory
 _MAIN_VARIANTS = ("graph", "after", "code", "original")
+# What is read of a payload when only its first lines are needed (a graph's role, a bytecode
+# dump's kind): a payload's gigabyte costs nothing there.
+_HEAD_BYTES = 16 * 1024
 
 class Capture:
     def __init__(self, reader: CaptureReader) -> None:
@@ -628,8 +631,8 @@ class _StageBuilder:
 
     def _role_of(self, events: list[Event]) -> str | None:
         for event in events:
-            if event.name == "inductor_output_code":
-                return graph_role(self.reader.payload(event.payload_hash) or "")
+            if event.name == "inductor_output_code":  # the role is on the code's first lines
+                return graph_role(self.reader.payload(event.payload_hash, limit=_HEAD_BYTES) or "")
         return None
 
     def _bytecode(self, found: dict[str, tuple[str, str | None, dict[str, Event]]]) -> None:
@@ -638,7 +641,7 @@ class _StageBuilder:
         seen: dict[str, Event] = {}
         for event in self.events:
             if event.name == contract.log_tap_kind("bytecode"):
-                head = (self.reader.payload(event.payload_hash) or "")[:40]
+                head = (self.reader.payload(event.payload_hash, limit=_HEAD_BYTES) or "")[:40]
                 variant = "original" if head.startswith("ORIGINAL") else "modified" if head.startswith("MODIFIED") else None
             elif event.name.endswith("_ORIGINAL_BYTECODE") or event.name.endswith("_MODIFIED_BYTECODE"):
                 variant = "original" if event.name.endswith("_ORIGINAL_BYTECODE") else "modified"

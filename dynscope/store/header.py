@@ -7,6 +7,7 @@ SQLite gets a chance to report them as one vague "malformed" error.
 from __future__ import annotations
 
 import os
+import stat
 import struct
 from dataclasses import dataclass
 
@@ -23,9 +24,30 @@ class SQLiteHeader:
     user_version: int
 
 
+def special_file_kind(path: str) -> str | None:
+    """What ``path`` is when it is not a regular file ("a FIFO", "a directory"...), else None.
+    Asked before any ``open``: opening a FIFO blocks until a writer comes, and a device
+    (/dev/zero, /dev/random) never ends. Symbolic links are followed, like open does."""
+    mode = os.stat(path).st_mode
+    if stat.S_ISREG(mode):
+        return None
+    for test, kind in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return kind
+    return "not a regular file"
+
+
 def read_header(path: str) -> SQLiteHeader | None:
-    """The header, or None if the file is not an SQLite database."""
-    with open(path, "rb") as f:
+    """The header, or None if the file is not an SQLite database (or not a regular file)."""
+    if special_file_kind(path) is not None:
+        return None
+    # O_NONBLOCK: should the file become a FIFO between the check and here, open still returns.
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
         raw = f.read(100)
     if len(raw) < 100 or not raw.startswith(_MAGIC):
         return None
@@ -46,6 +68,14 @@ def is_capture_file(path: str) -> bool:
     except OSError:
         return False
     return header is not None and header.application_id == APPLICATION_ID
+
+
+def is_sqlite_file(path: str) -> bool:
+    """Any SQLite database (a capture whose application id was changed is one too)."""
+    try:
+        return read_header(path) is not None
+    except OSError:
+        return False
 
 
 def expected_size(header: SQLiteHeader) -> int:

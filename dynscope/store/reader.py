@@ -1,24 +1,38 @@
 """Open a capture for reading: validate it, then answer narrow, indexed queries.
 
 Nothing read from a capture is ever executed or unpickled: rows are JSON text and
-compressed UTF-8 payloads. Every SQLite failure surfaces as one CaptureError line.
+compressed UTF-8 payloads. The file is data, not a program: it is opened read-only, its
+schema must be exactly ours before any query (no views, triggers or virtual tables: see
+schema_check), every query has a time budget and SQLite a length limit, and every value is
+checked for its type. Every failure surfaces as one CaptureError line.
 """
 
 from __future__ import annotations
 
-import json
 import os
+import reprlib
 import sqlite3
 import threading
+import time
 import urllib.request
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from dynscope.store import json_text
 from dynscope.store.payloads import DEFAULT_LIMIT, Payload, decode, truncation_note
-from dynscope.store.header import expected_size, file_size, read_header
+from dynscope.store.header import expected_size, file_size, read_header, special_file_kind
 from dynscope.store.schema import APPLICATION_ID, SCHEMA_VERSION
+from dynscope.store.schema_check import check_schema
 from dynscope.errors import CaptureError
+
+# One query's time budget. Honest queries on a 137 MB capture take well under a second; a
+# capture that passed the schema check cannot make one run long, so this is a second wall.
+QUERY_SECONDS = 30.0
+# The longest string or blob SQLite hands back from a query (metadata, meta values; payloads
+# are streamed apart): the largest metadata of a real capture is ~40 KB.
+MAX_VALUE_BYTES = 16 * 1024 * 1024
+_PROGRESS_STEPS = 10_000  # SQLite VM instructions between two looks at the clock
 
 
 @dataclass(frozen=True)
@@ -33,17 +47,27 @@ class Event:
 
 
 class CaptureReader:
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, query_seconds: float = QUERY_SECONDS) -> None:
         self.path = os.fspath(path)
         _validate_file(self.path)
         self._lock = threading.RLock()
+        self._query_seconds = query_seconds
+        self._deadline = float("inf")
+        self._db = _connect(self.path, self._past_deadline)
         try:
-            self._db = _connect(self.path)
-            self.meta: dict[str, Any] = {
-                key: json.loads(value) for key, value in self._db.execute("SELECT key, value FROM meta")
-            }
-        except sqlite3.DatabaseError as e:
-            raise _as_capture_error(self.path, e) from None
+            self._bounded(check_schema, self._db, self.path)  # before any other query
+            self.meta: dict[str, Any] = {}
+            for key, value in self._query("SELECT key, value FROM meta", ()):
+                if not isinstance(key, str):
+                    raise CaptureError(f"{self.path}: a meta key is {key!r}, not text: the capture was tampered with")
+                self.meta[key] = json_text.loads(value, f"{self.path}: meta value {key!r}")
+        except CaptureError:
+            self._db.close()
+            raise
+
+    def _past_deadline(self) -> bool:
+        # SQLite's progress handler: a true answer interrupts the running statement.
+        return time.monotonic() > self._deadline
 
     def close(self) -> None:
         with self._lock:
@@ -79,10 +103,21 @@ class CaptureReader:
         if where:
             sql += " WHERE " + " AND ".join(where)
         sql += " ORDER BY id"
-        return [
-            Event(id_, ts, name, cid, attempt, json.loads(meta), digest)
-            for id_, ts, name, cid, attempt, meta, digest in self._query(sql, args)
-        ]
+        return [self._event(*row) for row in self._query(sql, args)]
+
+    def _event(self, id_: int, ts: Any, name: Any, cid: Any, attempt: Any, meta: Any, digest: Any) -> Event:
+        metadata = json_text.loads(meta, lambda: _Row(self.path, id_).what("metadata"))
+        # One quick test of every column's type (overviews read tens of thousands of rows);
+        # only a row that fails it is looked at column by column, to say which is wrong.
+        if not (type(metadata) is dict and type(name) is str and (type(ts) is float or type(ts) is int)
+                and (cid is None or type(cid) is str) and (attempt is None or type(attempt) is int)
+                and (digest is None or type(digest) is str)):
+            row = _Row(self.path, id_)
+            if not isinstance(metadata, dict):
+                raise row.wrong("metadata", metadata, "a JSON object")
+            row.check_columns(ts, name, cid, attempt)
+            row.text_or_null("payload", digest)
+        return Event(id_, float(ts), name, cid, attempt, metadata, digest)
 
     def compile_event_names(self, names: Iterable[str] | None = None, name_like: str | None = None) -> list[tuple[str, str]]:
         """(compile_id, name) pairs, distinct; cheap: no metadata or payload is read."""
@@ -97,7 +132,8 @@ class CaptureReader:
                 args += names
             where.append(clause)
         sql = "SELECT DISTINCT compile_id, name FROM events WHERE " + " AND ".join(where)
-        return [(cid, name) for cid, name in self._query(sql, args)]
+        row = _Row(self.path, None)
+        return [(row.text("compile_id", cid), row.text("name", name)) for cid, name in self._query(sql, args)]
 
     def event_fields(self, names: Iterable[str], fields: dict[str, str]) -> list[dict[str, Any]]:
         """Selected metadata fields of events, extracted by SQLite (JSON paths like
@@ -109,13 +145,22 @@ class CaptureReader:
         paths = list(fields.values()) * (2 if len(fields) == 1 else 1)
         sql = (f"SELECT id, ts, name, compile_id, attempt, json_extract(metadata{', ?' * len(paths)}) FROM events "
                f"WHERE name IN ({','.join('?' * len(names))}) ORDER BY id")
-        rows = self._query(sql, [*paths, *names])
-        keys = ["id", "ts", "name", "compile_id", "attempt"]
-        return [{**dict(zip(keys, row[:5])), **dict(zip(fields, json.loads(row[5])))} for row in rows]
+        found = []
+        for id_, ts, name, cid, attempt, values in self._query(sql, [*paths, *names]):
+            # SQLite wrote this array itself, but from the row's metadata: its depth is the row's.
+            values = json_text.loads(values, lambda: _Row(self.path, id_).what("metadata"))
+            if not (type(name) is str and (type(ts) is float or type(ts) is int)
+                    and (cid is None or type(cid) is str) and (attempt is None or type(attempt) is int)):
+                _Row(self.path, id_).check_columns(ts, name, cid, attempt)
+            found.append({"id": id_, "ts": float(ts), "name": name, "compile_id": cid, "attempt": attempt,
+                          **dict(zip(fields, values))})
+        return found
 
     def name_counts(self) -> dict[str, int]:
         """How many events of each kind the capture holds (one pass over the name index)."""
-        return dict(self._query("SELECT name, count(*) FROM events GROUP BY name", ()))
+        row = _Row(self.path, None)
+        return {row.text("name", name): count
+                for name, count in self._query("SELECT name, count(*) FROM events GROUP BY name", ())}
 
     def payload(self, digest: str | None, *, limit: int = DEFAULT_LIMIT) -> str | None:
         """The payload's text, checked against its size and hash; past ``limit`` bytes it
@@ -135,7 +180,7 @@ class CaptureReader:
         if found.truncated:
             raise CaptureError(f"payload {digest[:12]} is {found.size:,} bytes of JSON, over the "
                                f"{limit:,}-byte limit for structured data: not read")
-        return json.loads(found.text)
+        return json_text.loads(found.text, f"{self.path}: payload {digest[:12]}")
 
     def payload_record(self, digest: str | None, *, limit: int = DEFAULT_LIMIT) -> Payload | None:
         if digest is None:
@@ -144,12 +189,15 @@ class CaptureReader:
         if not rows:
             return None
         rowid, codec, size, stored = rows[0]
+        if not isinstance(stored, int) or not isinstance(codec, str):
+            raise CaptureError(f"{self.path}: payload {digest[:12]} is not stored as a payload is: "
+                               "the capture was tampered with")
         with self._lock:
             chunks = self._blob_chunks(rowid)
             try:
                 return decode(digest, codec, size, chunks, stored, limit)
             except sqlite3.DatabaseError as e:
-                raise _as_capture_error(self.path, e) from None
+                raise self._error(e) from None
             finally:
                 chunks.close()  # release the blob handle now, not when garbage is collected
 
@@ -168,22 +216,82 @@ class CaptureReader:
         if digest is None:
             return 0
         rows = self._query("SELECT size FROM blobs WHERE hash = ?", (digest,))
-        return rows[0][0] if rows else 0
+        if not rows:
+            return 0
+        size = rows[0][0]
+        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            raise CaptureError(f"{self.path}: payload {digest[:12]} declares the size {size!r}: "
+                               "the capture was tampered with")
+        return size
 
     def _query(self, sql: str, args: Iterable[Any]) -> list[tuple]:
+        return self._bounded(lambda: self._db.execute(sql, tuple(args)).fetchall())
+
+    def _bounded(self, action, *args):
+        """Run ``action`` (SQL on this connection) within one query's time budget."""
         with self._lock:
+            self._deadline = time.monotonic() + self._query_seconds
             try:
-                return self._db.execute(sql, tuple(args)).fetchall()
+                return action(*args)
             except sqlite3.DatabaseError as e:
-                raise _as_capture_error(self.path, e) from None
+                raise self._error(e) from None
+            finally:
+                self._deadline = float("inf")
+
+    def _error(self, e: sqlite3.DatabaseError) -> CaptureError:
+        return _as_capture_error(self.path, e, self._query_seconds)
+
+
+class _Row:
+    """Type checks for the values of one row: SQLite stores whatever a file says, whatever
+    the column's declared type (an integer compile id, a text attempt)."""
+
+    def __init__(self, path: str, event_id: int | None) -> None:
+        self.path, self.event_id = path, event_id
+
+    def what(self, column: str) -> str:
+        where = f"event {self.event_id}" if self.event_id is not None else "an event"
+        return f"{self.path}: {where}'s {column}"
+
+    def wrong(self, column: str, value: object, expected: str) -> CaptureError:
+        # reprlib: a bad value may be megabytes long; its first characters say enough
+        return CaptureError(f"{self.what(column)} is {reprlib.repr(value)}, not {expected}: "
+                            "the capture was tampered with")
+
+    def check_columns(self, ts: object, name: object, compile_id: object, attempt: object) -> None:
+        """Raise for the first of an event's columns whose value is of the wrong type."""
+        self.time(ts)
+        self.text("name", name)
+        self.text_or_null("compile_id", compile_id)
+        self.int_or_null("attempt", attempt)
+
+    def text(self, column: str, value: object) -> str:
+        if not isinstance(value, str):
+            raise self.wrong(column, value, "text")
+        return value
+
+    def text_or_null(self, column: str, value: object) -> str | None:
+        return None if value is None else self.text(column, value)
+
+    def int_or_null(self, column: str, value: object) -> int | None:
+        if value is not None and not isinstance(value, int):
+            raise self.wrong(column, value, "an integer")
+        return value
+
+    def time(self, value: object) -> float:
+        if not isinstance(value, (int, float)):
+            raise self.wrong("ts", value, "a time")
+        return float(value)
 
 
 def _validate_file(path: str) -> None:
     if not os.path.exists(path):
         raise CaptureError(f"no such capture: {path}")
-    if os.path.isdir(path):
-        raise CaptureError(f"{path} is a directory, not a capture file")
     try:
+        # Before any open: a FIFO would block it, a device would never end.
+        kind = special_file_kind(path)
+        if kind is not None:
+            raise CaptureError(f"{path} is {kind}, not a capture file")
         header = read_header(path)
     except OSError as e:
         raise CaptureError(f"cannot read {path}: {e.strerror}") from None
@@ -201,20 +309,37 @@ def _validate_file(path: str) -> None:
         raise CaptureError(f"{path} is truncated ({size} of {expected} bytes): the capture is damaged")
 
 
-def _connect(path: str) -> sqlite3.Connection:
-    # Read-write when we may, so SQLite can fold a WAL left by a killed run back into the
-    # file; read-only otherwise. We never write through a reader connection.
-    if os.access(path, os.W_OK) and os.access(os.path.dirname(os.path.abspath(path)), os.W_OK):
-        db = sqlite3.connect(path, check_same_thread=False)
-    else:
-        uri = "file:" + urllib.request.pathname2url(os.path.abspath(path)) + "?mode=ro"
+def _connect(path: str, past_deadline) -> sqlite3.Connection:
+    """A read-only connection that runs only our SQL, bounded. (Read-only still reads a WAL
+    left by a killed run; the file is never written through a reader.)"""
+    uri = "file:" + urllib.request.pathname2url(os.path.abspath(path)) + "?mode=ro"
+    try:
         db = sqlite3.connect(uri, uri=True, check_same_thread=False)
-    db.execute("PRAGMA query_only=1")
+        # Before anything reads the schema: SQL functions in it may not run (trusted_schema),
+        # every statement watches the clock, a value longer than the limit is an error
+        # instead of memory, pages are checked as they are read, nothing can be attached,
+        # no extension can be loaded (off by default; said here so it stays off).
+        db.set_progress_handler(lambda: 1 if past_deadline() else 0, _PROGRESS_STEPS)
+        if hasattr(db, "enable_load_extension"):
+            db.enable_load_extension(False)
+        if hasattr(db, "setlimit"):  # Python 3.11+
+            db.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
+            db.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
+        for pragma in ("query_only=1", "trusted_schema=0", "cell_size_check=1", "mmap_size=0"):
+            db.execute(f"PRAGMA {pragma}")
+    except sqlite3.DatabaseError as e:
+        raise _as_capture_error(path, e) from None
     return db
 
 
-def _as_capture_error(path: str, e: sqlite3.DatabaseError) -> CaptureError:
+def _as_capture_error(path: str, e: sqlite3.DatabaseError, seconds: float = QUERY_SECONDS) -> CaptureError:
     text = str(e)
+    if text == "interrupted":
+        return CaptureError(f"reading {path} took longer than {seconds:g} s: stopped (the capture is "
+                            "damaged or hostile)")
+    if "too big" in text:
+        return CaptureError(f"{path} holds a value longer than {MAX_VALUE_BYTES // (1024 * 1024)} MB, more than "
+                            "any capture writes: not read (the capture was tampered with)")
     if "malformed" in text or "not a database" in text:
         return CaptureError(f"{path} is damaged ({text}): it may be truncated")
     if "no such table" in text:
