@@ -29,6 +29,7 @@ from typing import Any
 from dynscope.store.header import is_capture_file
 from dynscope.store.lock import file_kind
 from dynscope.store.schema import APPLICATION_ID, DDL, SCHEMA_VERSION
+from dynscope.store.schema_check import check_schema
 from dynscope.errors import CaptureError
 
 # Payloads smaller than this are stored as-is: compressing them saves nothing worth the CPU.
@@ -83,6 +84,14 @@ class CaptureWriter:
         self._lock = threading.Lock()
         self._held_for_fork = False
         self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        try:
+            # The file may have come from elsewhere (fix --from, minify --from record into it): a
+            # trigger in it would run on our INSERT. Only our own schema is written to.
+            self._db.execute("PRAGMA trusted_schema=OFF")
+            check_schema(self._db, self.path)
+        except (CaptureError, sqlite3.Error):
+            self._db.close()
+            raise
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._bulk = False

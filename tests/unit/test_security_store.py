@@ -303,3 +303,22 @@ def test_a_shown_gib_payload_stays_within_the_view_budget(five_gib_capture, tmp_
     code, _, err, peak, took = run_measured(["report", str(five_gib_capture), "-o", str(tmp_path / "r.html")], tmp_path)
     assert code == 0, err
     assert took < 30 and peak < 600 * MB, (took, peak)
+
+
+def test_appending_to_a_capture_refuses_a_schema_with_a_trigger_before_writing(tmp_path):
+    """fix --from and minify --from record their results into the capture they were given: a
+    trigger planted there must not run on that INSERT."""
+    import sqlite3
+
+    from dynscope.errors import CaptureError
+    from dynscope.store.writer import CaptureWriter
+    from hostile import small_capture
+
+    capture = small_capture(tmp_path / "c.dynscope")
+    with sqlite3.connect(capture) as db:
+        db.execute("CREATE TABLE spy(x)")
+        db.execute("CREATE TRIGGER t AFTER INSERT ON events BEGIN INSERT INTO spy VALUES (1); END")
+    with pytest.raises(CaptureError, match="trigger"):
+        CaptureWriter.reopen(capture)
+    with sqlite3.connect(capture) as db:
+        assert db.execute("SELECT count(*) FROM spy").fetchone() == (0,)
