@@ -28,6 +28,7 @@ MAX_NODES = 100_000  # a large model's Dynamo graph has a few thousand
 MAX_DEPTH = 32  # nesting of one argument (the recorder writes a few levels)
 _INT64 = 1 << 63
 _OPS = ("placeholder", "call_function", "call_method", "output")
+_SYMBOLIC_SIZE = re.compile(r"[\w +\-*/%(),.]{1,200}")  # "s0", "2*s0 + 1", "Max(1, u0)"; never code
 _DEVICE = re.compile(r"[a-z][a-z0-9_]{0,31}(:[0-9]{1,4})?")
 _TYPED_NAMES = {"dtype": graph_ops.DTYPES, "layout": graph_ops.LAYOUTS, "memory_format": graph_ops.MEMORY_FORMATS}
 
@@ -214,7 +215,7 @@ def _check_tensor_meta(meta: Any, where: str, *, symbolic: bool) -> None:
             continue
         if not isinstance(sizes, list) or len(sizes) > 64 or not all(
                 (isinstance(d, int) and not isinstance(d, bool) and 0 <= d < _INT64)
-                or (symbolic and isinstance(d, str) and len(d) <= 200) for d in sizes):
+                or (symbolic and isinstance(d, str) and _SYMBOLIC_SIZE.fullmatch(d) is not None) for d in sizes):
             raise GraphError(f"{where}: its tensor {key} is not a list of sizes")
     if meta.get("dtype", "float32") not in graph_ops.DTYPES:
         raise GraphError(f"{where}: its dtype is not one torch has")

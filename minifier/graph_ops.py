@@ -14,7 +14,7 @@ What is here:
     few context functions Dynamo puts in graphs (grad mode, autocast, checks). Refused from
     them: torch.from_file and torch.from_numpy (read files or foreign memory).
   * operator overloads of torch.ops.aten and torch.ops.prims, looked up by namespace, operator
-    and overload name (rebuild.py refuses the few that read or write files).
+    and overload name, but for REFUSED_OPS (they read or write files).
   * TENSOR_METHODS: the public Tensor methods (torch.overrides' list and torch._C.TensorBase's),
     without those that take callables or hooks (apply_, map_, register_hook, ...), expose or
     share storage (storage, set_, share_memory_), or load (module_load).
@@ -255,6 +255,9 @@ MATH_FUNCTIONS = frozenset("""
 BUILTIN_FUNCTIONS = frozenset("abs all any bool divmod float int isinstance len max min pow round sum".split())
 
 OP_NAMESPACES = ("aten", "prims")
+# aten operators that read or write a file they are given (aten::from_file creates and maps
+# one, aten::save writes one); rebuild.py also refuses any overload with a "filename" argument.
+REFUSED_OPS = frozenset({"from_file", "save"})
 
 # torch.<name> values a graph's constants and inputs may name.
 DTYPES = frozenset("""
@@ -286,7 +289,9 @@ def target_refusal(qualified: object) -> str | None:
         return None if name in BUILTIN_FUNCTIONS else f"target {qualified} is not an allowed graph operation"
     op = op_target(qualified)
     if op is not None:
-        return None if op[0] in OP_NAMESPACES else f"target {qualified} is not an aten or prims operator"
+        if op[0] not in OP_NAMESPACES:
+            return f"target {qualified} is not an aten or prims operator"
+        return f"target {qualified} reads or writes files" if op[1] in REFUSED_OPS else None
     if qualified in TORCH_FUNCTIONS:
         return None
     return f"target {qualified} is not an allowed graph operation"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import builtins
 import math
 import operator
+import os
 from typing import Any, Callable
 
 import torch
@@ -23,9 +24,6 @@ from dynscope.minifier import graph_ops
 from dynscope.minifier.fragment import Fragment
 from dynscope.minifier.standalone import rand_strided
 
-# aten/prims operators that read or write files (by name; their schemas' "filename" argument
-# is checked too, for any this list misses).
-_REFUSED_OPS = frozenset({"from_file", "save"})
 _INT64 = 1 << 63
 
 
@@ -140,9 +138,9 @@ def resolve_target(qualified: str) -> Callable[..., Any]:
 
 def _op_overload(qualified: str, namespace: str, name: str, overload: str) -> Any:
     """An aten or prims overload, looked up through torch.ops' namespace by operator and
-    overload name (the namespace resolves registered operators only)."""
-    if name in _REFUSED_OPS:
-        raise RebuildError(f"target {qualified} reads or writes files")
+    overload name (the namespace resolves registered operators only). graph_ops refused the
+    operators known to touch files; an overload with a file name or storage argument is
+    refused here too."""
     try:
         packet = getattr({"aten": torch.ops.aten, "prims": torch.ops.prims}[namespace], name)
     except (AttributeError, RuntimeError):
@@ -200,6 +198,7 @@ def make_inputs(fragment: Fragment, values: dict[str, Any] | None = None, seed: 
     valid)."""
     generator = torch.Generator().manual_seed(seed)
     usable = recorded_inputs(fragment, values)
+    _check_input_memory(fragment, usable)
     made = []
     for placeholder, spec in zip(fragment.placeholders, fragment.inputs):
         if placeholder["name"] in usable:
@@ -213,6 +212,31 @@ def make_inputs(fragment: Fragment, values: dict[str, Any] | None = None, seed: 
         else:
             raise RebuildError(f"input {placeholder['name']} has an unknown kind {kind!r}")
     return made
+
+
+def input_memory_limit() -> int:
+    """Bytes the random inputs of one check may take together: half this machine's memory (a
+    recorded shape is a number a file states; filling it must not take the machine down)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
+    except (ValueError, OSError, AttributeError):
+        return 1 << 34
+
+
+def _check_input_memory(fragment: Fragment, usable: dict[str, Any]) -> None:
+    total = 0
+    for placeholder, spec in zip(fragment.placeholders, fragment.inputs):
+        if spec.get("kind") != "tensor" or placeholder["name"] in usable:
+            continue
+        shape, stride = list(spec["shape"]), list(spec.get("stride") or [])
+        elements = math.prod(shape) if not stride else (
+            1 + sum((d - 1) * s for d, s in zip(shape, stride)) if all(d > 0 for d in shape) else 0)
+        # rand_strided draws float64 values, then converts: 8 bytes more per element while it does
+        total += max(elements, 0) * (_torch_attr(spec["dtype"], torch.dtype, graph_ops.DTYPES).itemsize + 8)
+    limit = input_memory_limit()
+    if total > limit:
+        raise RebuildError(f"its inputs would take {total / 2**30:.1f} GiB, more than half this machine's memory "
+                           f"({2 * limit / 2**30:.1f} GiB)")
 
 
 def recorded_inputs(fragment: Fragment, values: dict[str, Any] | None) -> dict[str, Any]:
