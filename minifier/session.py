@@ -139,14 +139,17 @@ def run(options: Options, progress: Progress) -> Outcome:
 def _prepare(out_dir: str, *, resume: bool) -> None:
     if os.path.exists(out_dir) and not os.path.isdir(out_dir):
         raise DynscopeError(f"--out {out_dir} is a file, not a directory")
-    os.makedirs(out_dir, exist_ok=True)
-    if resume:
-        return
-    for name in (files.FAILURE_FILE, files.VALUES_FILE, files.CHECKS_FILE, files.RESULT_FILE, files.MARKER_FILE,
-                 REPRO_FILE, REPRO_VALUES_FILE, files.WORKER_LOG, files.VERIFY_LOG):
-        path = os.path.join(out_dir, name)
-        if os.path.exists(path):
-            os.remove(path)
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+        if resume:
+            return
+        for name in (files.FAILURE_FILE, files.VALUES_FILE, files.CHECKS_FILE, files.RESULT_FILE, files.MARKER_FILE,
+                     REPRO_FILE, REPRO_VALUES_FILE, files.WORKER_LOG, files.VERIFY_LOG):
+            path = os.path.join(out_dir, name)
+            if os.path.lexists(path):
+                os.remove(path)
+    except OSError as e:
+        raise DynscopeError(f"cannot use --out {out_dir}: {e.strerror or e}") from None
     shutil.rmtree(os.path.join(out_dir, files.GRAPHS_DIR), ignore_errors=True)
 
 

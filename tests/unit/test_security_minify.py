@@ -380,3 +380,68 @@ def test_a_recorded_settings_dump_nested_too_deeply_is_not_an_internal_error(tmp
     case, dumps = case_from_capture(str(capture), "0/0", "eager")
     assert dumps == {} and case.fragment.placeholders[0]["name"] == "l_x_"
     assert os.path.exists(capture)
+
+
+# -- time and memory: minify reads only the graph it minifies (items 13 and 14) ----------------------
+
+ONE_GIB = 1 << 30
+
+
+def honest_gib(path: Path) -> str:
+    """A 1 GiB payload (1 MiB stored) with its true size and hash, added to the capture."""
+    import hashlib
+    import sqlite3
+
+    from hostile import zlib_bomb
+
+    digest = hashlib.blake2b(digest_size=16)
+    chunk = b"A" * (1 << 20)
+    for _ in range(ONE_GIB >> 20):
+        digest.update(chunk)
+    with sqlite3.connect(path) as db:
+        db.execute("INSERT OR REPLACE INTO blobs(hash, codec, size, data) VALUES (?, 'zlib', ?, ?)",
+                   (digest.hexdigest(), ONE_GIB, zlib_bomb(ONE_GIB)))
+    return digest.hexdigest()
+
+
+def measured(code: str, cwd: Path) -> tuple[subprocess.CompletedProcess, float, int]:
+    """Run ``code`` in a fresh interpreter: (result, seconds, its peak RSS in KiB)."""
+    wrapper = ("import resource, subprocess, sys; p = subprocess.run(sys.argv[1:]); "
+               "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr); sys.exit(p.returncode)")
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", wrapper, sys.executable, *code], cwd=cwd, capture_output=True,
+                          text=True, timeout=120)
+    *lines, peak = proc.stderr.strip().splitlines()
+    return subprocess.CompletedProcess(proc.args, proc.returncode, proc.stdout, "\n".join(lines)), \
+        time.monotonic() - started, int(peak)
+
+
+def test_reading_a_compile_does_not_pay_for_payloads_it_does_not_use(tmp_path):
+    """Five events of the compile carry honest 1 GiB payloads: minify reads the graph only."""
+    import sqlite3
+
+    capture = graph_capture(tmp_path / "bug.dynscope", sin_graph())
+    digest = honest_gib(capture)
+    with sqlite3.connect(capture) as db:
+        for i in range(5):
+            db.execute("INSERT INTO events(ts, name, compile_id, attempt, metadata, payload) VALUES (?, ?, '0/0', 0, '{}', ?)",
+                       (3.0 + i, f"artifact:big{i}", digest))
+    code = ["-c", "from dynscope.minifier.case import case_from_capture as c; "
+                  "print(len(c('bug.dynscope', '0/0', 'eager')[0].fragment.nodes))"]
+    proc, seconds, peak_kib = measured(code, tmp_path)
+    assert proc.returncode == 0 and proc.stdout.strip() == "5", proc.stderr
+    assert seconds < 20 and peak_kib < 200 * 1024  # measured: 0.4 s, 26 MiB
+
+
+def test_a_graph_payload_over_the_limit_is_one_line(tmp_path):
+    import sqlite3
+
+    capture = graph_capture(tmp_path / "bug.dynscope", sin_graph())
+    digest = honest_gib(capture)
+    with sqlite3.connect(capture) as db:
+        db.execute("UPDATE events SET payload = ? WHERE name = 'dynscope:fx_graph'", (digest,))
+    proc, seconds, peak_kib = measured(["-m", "dynscope", "minify", "--from", "bug.dynscope", "--compile", "0/0"],
+                                       tmp_path)
+    assert_refused(proc, "over the", "limit")
+    assert seconds < 30 and peak_kib < 300 * 1024  # measured: 4 s, 94 MiB
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bug.dynscope"]
