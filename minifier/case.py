@@ -60,13 +60,13 @@ def case_from_failure(data: dict[str, Any], out_dir: str) -> Case:
         configs={},
         grad_enabled=bool(data.get("grad_enabled", True)),
         compile_id=_text(data.get("compile_id")),
-        target=Signature.from_json(data.get("signature")),
+        target=Signature.from_json(_mapping(data.get("signature"))),
         kind=_text(data.get("kind")),
-        attribution=Attribution.from_json(data.get("attribution")),
+        attribution=Attribution.from_json(_mapping(data.get("attribution"))),
         values=values,
-        accuracy=data.get("accuracy"),
-        exception_text=(data.get("exception") or {}).get("traceback"),
-        notes=[*notes, *[str(n) for n in data.get("notes") or []]],
+        accuracy=_tolerances(data.get("accuracy")),
+        exception_text=_text((_mapping(data.get("exception")) or {}).get("traceback"), 100_000),
+        notes=[*notes, *[str(n)[:1000] for n in (data.get("notes") if isinstance(data.get("notes"), list) else [])]],
     )
     _apply_settings(case, data.get("backend"), data.get("configs"))
     return case
@@ -116,8 +116,22 @@ def _note(case: Case, note: str | None) -> None:
         case.notes.append(note)
 
 
-def _text(value: Any) -> str | None:
-    return str(value)[:200] if value is not None else None
+def _text(value: Any, limit: int = 200) -> str | None:
+    return str(value)[:limit] if value is not None else None
+
+
+def _mapping(value: Any) -> dict[str, Any] | None:
+    return value if isinstance(value, dict) else None
+
+
+def _tolerances(value: Any) -> dict[str, float] | None:
+    """{"rtol", "atol"} as numbers (repro.py writes them as code), else None."""
+    if not isinstance(value, dict):
+        return None
+    try:
+        return {"rtol": float(value["rtol"]), "atol": float(value["atol"])}
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def case_from_capture(path: str, compile_id: str, backend: str) -> tuple[Case, dict[str, dict[str, Any]]]:

@@ -445,3 +445,17 @@ def test_a_graph_payload_over_the_limit_is_one_line(tmp_path):
     assert_refused(proc, "over the", "limit")
     assert seconds < 30 and peak_kib < 300 * 1024  # measured: 4 s, 94 MiB
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bug.dynscope"]
+
+
+@pytest.mark.parametrize("field, value", [
+    ("signature", ["x"]), ("attribution", "x"), ("exception", [1]), ("notes", "abc"), ("accuracy", {"rtol": "x'"}),
+    ("backend", 7), ("configs", ["cpp.cxx"]), ("values", {"a": 1}), ("grad_enabled", "no"), ("compile_id", {"x": 1}),
+])
+def test_a_failure_record_with_odd_fields_is_read_or_refused_in_one_line(tmp_path, field, value):
+    graph = sin_graph()
+    data = {"graph": graph, "inputs": [{"kind": "tensor", "shape": [4], "stride": [1], "dtype": "float32",
+                                        "device": "cpu", "requires_grad": False}],
+            "backend": {"name": "eager"}, "configs": {}, "signature": None, field: value}
+    case = case_from_failure(data, str(tmp_path))
+    assert case.accuracy is None or all(isinstance(v, float) for v in case.accuracy.values())
+    assert case.configs == {} and case.backend.get("options") is None
