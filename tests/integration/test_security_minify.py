@@ -6,7 +6,7 @@ and size kept consistent, the recorded settings rewritten in place) and runs the
 `dynscope minify --from` on it. Every attack asserts: no marker file created by any payload,
 one line and the documented exit code (2 for a refused capture; 0 or 1 for a minify that
 ignored what it dropped, saying so), no raw control byte in the output, a bounded time, and
-no file changed outside the output directory. tests/unit/test_security_minify.py covers the
+no file changed outside the output directory. tests/unit/test_security_minify_checks.py covers the
 torch-free parts (the table, renaming, settings, the repro check) in detail.
 """
 
