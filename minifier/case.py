@@ -3,7 +3,11 @@
 A case comes from the detection run (``failure.json`` written by minifier/probe.py, or a
 graph record named by the crash marker) or from a capture (``--from CAPTURE --compile ID``:
 the Dynamo graph's structure and input shapes as the capture recorded them). Only JSON is
-read; nothing from a capture or the run is executed.
+read; nothing from a capture or the run is executed. Whatever the source (a failure.json can
+come from a tarball too, with --resume), the graph goes through minifier/graph_check.py
+(names made plain, structure checked) and the settings through minifier/replay_settings.py
+(only those that change lowering or numerics are kept); both say in the report what they
+changed or dropped.
 """
 
 from __future__ import annotations
@@ -14,8 +18,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dynscope.errors import DynscopeError
+from dynscope.minifier import replay_settings
 from dynscope.minifier.attribution import Attribution
 from dynscope.minifier.fragment import Fragment
+from dynscope.minifier.graph_check import GraphError, checked_graph, checked_inputs, first_refusal
 from dynscope.minifier.signature import Signature
 
 
@@ -33,6 +39,7 @@ class Case:
     accuracy: dict[str, float] | None = None  # the tolerances the failure was found with
     exception_text: str | None = None
     notes: list[str] = field(default_factory=list)
+    dropped_settings: list[str] = field(default_factory=list)  # recorded, not applied (replay_settings)
 
     @property
     def custom_backend(self) -> bool:
@@ -40,30 +47,91 @@ class Case:
 
 
 def case_from_failure(data: dict[str, Any], out_dir: str) -> Case:
-    fragment = Fragment(data["graph"], data["inputs"])
+    if not isinstance(data, dict):
+        raise DynscopeError(f"{out_dir}: the recorded failure is not a failure record")
+    fragment, notes = _checked_fragment(data.get("graph"), data.get("inputs"), "the recorded failure")
     values = None
     if data.get("values"):
-        values = {"path": os.path.join(out_dir, data["values"]), "names": [p["name"] for p in fragment.placeholders]}
-    return Case(
+        values = {"path": os.path.join(out_dir, os.path.basename(str(data["values"]))),
+                  "names": [p["name"] for p in fragment.placeholders]}
+    case = Case(
         fragment=fragment,
-        backend=data["backend"],
-        configs=data.get("configs") or {},
+        backend={},
+        configs={},
         grad_enabled=bool(data.get("grad_enabled", True)),
-        compile_id=data.get("compile_id"),
-        target=Signature.from_json(data.get("signature")),
-        kind=data.get("kind"),
-        attribution=Attribution.from_json(data.get("attribution")),
+        compile_id=_text(data.get("compile_id")),
+        target=Signature.from_json(_mapping(data.get("signature"))),
+        kind=_text(data.get("kind")),
+        attribution=Attribution.from_json(_mapping(data.get("attribution"))),
         values=values,
-        accuracy=data.get("accuracy"),
-        exception_text=(data.get("exception") or {}).get("traceback"),
-        notes=list(data.get("notes") or []),
+        accuracy=_tolerances(data.get("accuracy")),
+        exception_text=_text((_mapping(data.get("exception")) or {}).get("traceback"), 100_000),
+        notes=[*notes, *[str(n)[:1000] for n in (data.get("notes") if isinstance(data.get("notes"), list) else [])]],
     )
+    _apply_settings(case, data.get("backend"), data.get("configs"))
+    return case
 
 
 def case_from_graph_record(data: dict[str, Any], signature: Signature) -> Case:
     """A graph the program was compiling or running when it crashed or hung."""
-    return Case(Fragment(data["graph"], data["inputs"]), data["backend"], data.get("configs") or {},
-                bool(data.get("grad_enabled", True)), data.get("compile_id"), signature, signature.kind)
+    if not isinstance(data, dict):
+        raise DynscopeError("the recorded graph is not a graph record")
+    fragment, notes = _checked_fragment(data.get("graph"), data.get("inputs"), "the recorded graph")
+    case = Case(fragment, {}, {}, bool(data.get("grad_enabled", True)), _text(data.get("compile_id")), signature,
+                signature.kind, notes=notes)
+    _apply_settings(case, data.get("backend"), data.get("configs"))
+    return case
+
+
+def apply_recorded_configs(case: Case, configs: dict[str, dict[str, Any]]) -> None:
+    """A capture's non-default settings (the worker compared its dumps with torch's defaults)."""
+    case.configs, dropped = replay_settings.split(configs)
+    _drop(case, dropped)
+
+
+def _apply_settings(case: Case, backend: Any, configs: Any) -> None:
+    case.backend, dropped_options = replay_settings.checked_backend(backend)
+    case.configs, dropped = replay_settings.split(configs or {})
+    _drop(case, dropped + dropped_options)
+
+
+def _drop(case: Case, dropped: list[str]) -> None:
+    case.dropped_settings = dropped
+    _note(case, replay_settings.dropped_note(dropped))
+
+
+def _checked_fragment(graph: Any, inputs: Any, what: str) -> tuple[Fragment, list[str]]:
+    try:
+        checked = checked_graph(graph)
+        fragment = Fragment(checked.graph, [])
+        specs = checked_inputs(inputs, fragment.placeholders)
+    except GraphError as e:
+        raise DynscopeError(f"{what} cannot be minified: {e}") from None
+    note = checked.note()
+    return Fragment(checked.graph, specs), [note] if note else []
+
+
+def _note(case: Case, note: str | None) -> None:
+    if note:
+        case.notes.append(note)
+
+
+def _text(value: Any, limit: int = 200) -> str | None:
+    return str(value)[:limit] if value is not None else None
+
+
+def _mapping(value: Any) -> dict[str, Any] | None:
+    return value if isinstance(value, dict) else None
+
+
+def _tolerances(value: Any) -> dict[str, float] | None:
+    """{"rtol", "atol"} as numbers (repro.py writes them as code), else None."""
+    if not isinstance(value, dict):
+        return None
+    try:
+        return {"rtol": float(value["rtol"]), "atol": float(value["atol"])}
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def case_from_capture(path: str, compile_id: str, backend: str) -> tuple[Case, dict[str, dict[str, Any]]]:
@@ -82,13 +150,22 @@ def case_from_capture(path: str, compile_id: str, backend: str) -> tuple[Case, d
         if not isinstance(graph, dict) or not isinstance(graph.get("nodes"), list):
             raise DynscopeError(f"compile {compile_id} in {path}: its recorded Dynamo graph is not a graph")
         dumps = _config_dumps(capture, compile_id)
-    if graph.get("encoding", 1) < 2:
+    if not isinstance(graph.get("encoding", 1), int) or graph.get("encoding", 1) < 2:
         raise DynscopeError(f"{path} was recorded by an older dynscope, which kept graph constants only as text: "
                             "record the run again (dynscope explain, or dynscope minify SCRIPT)")
+    try:
+        checked = checked_graph(graph)
+    except GraphError as e:
+        raise DynscopeError(f"compile {compile_id} in {path} cannot be minified: {e}") from None
+    refusal = first_refusal(checked.graph)  # before any worker starts: the table refuses it anyway
+    if refusal is not None:
+        raise DynscopeError(f"compile {compile_id} cannot be rebuilt from the capture: {refusal}")
+    graph = checked.graph
     training = any(s.recorded and s.name in ("aot_joint", "aot_backward") for s in stages)
     fragment = Fragment(graph, [_input_from_meta(p, training, compile_id) for p in graph["nodes"] if p["op"] == "placeholder"])
     backend_spec = {"name": backend, "options": None, "mode": None, "custom": False, "label": backend}
     case = Case(fragment, backend_spec, {}, training, compile_id, None)
+    _note(case, checked.note())
     case.notes.append("inputs are random values of the recorded shapes (a capture keeps no tensor values)")
     return case, dumps
 
@@ -121,11 +198,13 @@ def _config_dumps(capture: Any, compile_id: str) -> dict[str, dict[str, Any]]:
     dumps: dict[str, dict[str, Any]] = {}
     events = capture.reader.events(["compilation_metrics"], compile_id=compile_id)
     metrics = events[-1].metadata.get("compilation_metrics", {}) if events else {}
+    if not isinstance(metrics, dict):
+        return dumps
     for field_name, module in (("inductor_config", "torch._inductor.config"), ("dynamo_config", "torch._dynamo.config")):
         try:
             value = json.loads(metrics.get(field_name) or "null")
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, RecursionError):
             continue
         if isinstance(value, dict):
-            dumps[module] = value
+            dumps[module] = value  # the worker keeps the non-defaults; replay_settings then decides
     return dumps

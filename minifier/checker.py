@@ -125,6 +125,6 @@ def _load_memo(path: str) -> dict[str, dict[str, Any]]:
             try:
                 entry = json.loads(line)
                 memo[entry["key"]] = entry["result"]
-            except (ValueError, KeyError, TypeError):
+            except (ValueError, KeyError, TypeError, RecursionError):
                 continue  # a line cut short when the last run was killed
     return memo

@@ -11,12 +11,13 @@ minifier/bisect.py bisects Inductor's lowerings, passes and AOT's decompositions
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any, Callable
 
 import torch
 
-from dynscope.minifier import standalone
+from dynscope.minifier import replay_settings, standalone
 from dynscope.minifier.fragment import Fragment
 from dynscope.minifier.probe import CompileWatch, own_random_stream
 from dynscope.minifier.rebuild import RebuildError, build_module, load_values, make_inputs, recorded_inputs
@@ -40,7 +41,9 @@ def run_check(request: dict[str, Any], notify: Callable[[dict[str, Any]], None] 
     applications: dict[str, list[str]] = {}
     subsystem = request.get("subsystem")
     undo_decider = compat.install_subsystem_decider(_decider(subsystem, applications))
-    configs = request.get("configs") or {}
+    # The case's settings were reduced to replay_settings' table when it was read; a request
+    # gets the same filter, so that no other setting is ever applied here.
+    configs, _ = replay_settings.split(request.get("configs") or {})
     if subsystem is not None:  # a cache hit would skip the very passes and lowerings being counted
         configs = _merge(configs, compat.CACHES_OFF)
     undo_configs = compat.patch_configs(configs)
@@ -87,7 +90,7 @@ def _device_broken() -> bool:
 
 def _compile_and_run(module: torch.fx.GraphModule, inputs: list[Any], fragment: Fragment,
                      request: dict[str, Any], on_compiled: Callable[[], None]):
-    backend = request["backend"]
+    backend, _ = replay_settings.checked_backend(request["backend"])
     options = {k: backend[k] for k in ("mode", "options") if backend.get(k)}
     accuracy = request.get("accuracy")
     seed = request.get("seed", 0)
@@ -149,10 +152,16 @@ def forward_source(graph: dict[str, Any]) -> dict[str, Any]:
     code = module.graph.python_code("self")
     lines = []
     for line in code.src.strip("\n").splitlines():
-        statement, sep, rest = line.partition(";  ")
-        lines.append((statement if sep and rest.strip().endswith("= None") else line).rstrip())
-    source = "\n".join(lines)
+        indent = line[: len(line) - len(line.lstrip())]
+        # FX writes "a = f(b);  b = None" and "getitem += 2;  iadd = getitem;  getitem = None":
+        # keep every statement but the frees.
+        first, *rest = line.strip().split(";  ")
+        lines += [indent + s for s in [first, *(s for s in rest if not _FREES.fullmatch(s.strip()))]]
+    source = "\n".join(line.rstrip() for line in lines)
     return {"source": source, "imports": _imports_for(code.globals, source)}
+
+
+_FREES = re.compile(r"(\w+ = )+None")
 
 
 # Names torch.fx's generated code may use, and how a standalone script gets them.

@@ -1,10 +1,11 @@
 """Rebuild a runnable torch.fx.GraphModule from a graph's structural JSON.
 
-Nothing is executed or unpickled from the JSON: each node's target is a qualified name that
-is resolved against an allow-list of namespaces (torch operators and functions, operator,
-math, a few pure builtins), constants are decoded from their typed forms
-(dynscope.probes.fx_graphs), and the graph is built node by node through torch.fx's API.
-Anything else is refused with one line saying which node and why.
+Nothing is executed or unpickled from the JSON: each node's target is looked up by name in
+minifier/graph_ops.py's table (never by walking attributes the JSON names), constants are
+decoded from their typed forms (dynscope.probes.fx_graphs), every name that reaches generated
+code must be a plain identifier (minifier/graph_check.py renames the others before this), and
+the graph is built node by node through torch.fx's API. Anything else is refused with one line
+saying which node and why.
 """
 
 from __future__ import annotations
@@ -12,33 +13,18 @@ from __future__ import annotations
 import builtins
 import math
 import operator
-import types
+import os
 from typing import Any, Callable
 
 import torch
 import torch.fx
 
 from dynscope.errors import DynscopeError
+from dynscope.minifier import graph_ops
 from dynscope.minifier.fragment import Fragment
 from dynscope.minifier.standalone import rand_strided
 
-# Pure builtins that Dynamo may leave in a graph. eval/exec/open/__import__/getattr and
-# friends are not here, and so are refused.
-_SAFE_BUILTINS = frozenset({"abs", "all", "any", "bool", "divmod", "float", "int", "len", "max", "min", "pow",
-                            "round", "sum", "isinstance"})
-# torch.* Python functions are allowed only from modules that compute on tensors.
-_TORCH_FUNCTION_MODULES = frozenset({
-    "torch", "torch.functional", "torch.nn.functional", "torch._refs", "torch._decomp.decompositions",
-    "torch.amp.autocast_mode", "torch.autograd.grad_mode", "torch.fx.experimental.sym_node",
-    "torch._tensor", "torch.random", "torch.special", "torch.linalg", "torch.fft",
-})
-# Built-in (C) functions of torch that read or write files or load code.
-_REFUSED_TORCH_NAMES = frozenset({"from_file", "load", "save", "import_ir_module", "_load_for_lite_interpreter",
-                                  "load_library", "compile"})
-# operator functions that call or build callables.
-_REFUSED_OPERATORS = frozenset({"call", "attrgetter", "itemgetter", "methodcaller"})
-# Tensor methods that take callables or hooks.
-_REFUSED_METHODS = frozenset({"apply_", "map_", "map2_", "register_hook", "register_post_accumulate_grad_hook"})
+_INT64 = 1 << 63
 
 
 class RebuildError(DynscopeError):
@@ -54,6 +40,8 @@ def build_module(graph: dict[str, Any]) -> torch.fx.GraphModule:
     for raw in graph["nodes"]:
         name, op = raw["name"], raw["op"]
         try:
+            if not graph_ops.plain_name(name):
+                raise RebuildError("its name is not a plain Python identifier")
             if op == "placeholder":
                 node = fx_graph.placeholder(name)
             elif op == "output":
@@ -63,11 +51,11 @@ def build_module(graph: dict[str, Any]) -> torch.fx.GraphModule:
             elif op == "call_function":
                 target = resolve_target(raw["target"])
                 node = fx_graph.call_function(target, tuple(decode(raw.get("args", []), env)),
-                                              decode(raw.get("kwargs", {}), env))
+                                              _kwargs(raw.get("kwargs", {}), env))
             elif op == "call_method":
                 method = _checked_method(raw["target"])
                 node = fx_graph.call_method(method, tuple(decode(raw.get("args", []), env)),
-                                            decode(raw.get("kwargs", {}), env))
+                                            _kwargs(raw.get("kwargs", {}), env))
             else:
                 raise RebuildError(f"{op} nodes refer to objects of the original program, which a graph's "
                                    "structure does not carry")
@@ -80,10 +68,21 @@ def build_module(graph: dict[str, Any]) -> torch.fx.GraphModule:
     return module
 
 
+def _kwargs(value: Any, env: dict[str, torch.fx.Node]) -> dict[str, Any]:
+    """Keyword arguments: their names become code (``f(x, name=...)``), so each must be a plain
+    identifier."""
+    if not isinstance(value, dict) or not all(isinstance(k, str) and k.isidentifier() and not k.startswith("__")
+                                              for k in value):
+        raise RebuildError("its keyword arguments are not plain names")
+    return {k: decode(v, env) for k, v in value.items()}
+
+
 def decode(value: Any, env: dict[str, torch.fx.Node]) -> Any:
     """A JSON-encoded argument back to its Python value (node references to graph nodes)."""
     if isinstance(value, list):
         return [decode(v, env) for v in value]
+    if isinstance(value, int) and not isinstance(value, bool) and not -_INT64 <= value < _INT64:
+        raise RebuildError(f"its integer constant {value} is out of range")
     if not isinstance(value, dict):
         return value
     if set(value) == {"node"}:
@@ -101,11 +100,11 @@ def decode(value: Any, env: dict[str, torch.fx.Node]) -> Any:
     if kind == "dict":
         return {decode(k, env): decode(v, env) for k, v in value["items"]}
     if kind == "dtype":
-        return _torch_attr(value["name"], torch.dtype)
+        return _torch_attr(value["name"], torch.dtype, graph_ops.DTYPES)
     if kind == "layout":
-        return _torch_attr(value["name"], torch.layout)
+        return _torch_attr(value["name"], torch.layout, graph_ops.LAYOUTS)
     if kind == "memory_format":
-        return _torch_attr(value["name"], torch.memory_format)
+        return _torch_attr(value["name"], torch.memory_format, graph_ops.MEMORY_FORMATS)
     if kind == "device":
         return torch.device(value["type"], value["index"]) if value.get("index") is not None else torch.device(value["type"])
     if kind == "slice":
@@ -120,75 +119,70 @@ def decode(value: Any, env: dict[str, torch.fx.Node]) -> Any:
 
 
 def resolve_target(qualified: str) -> Callable[..., Any]:
-    """A node target's qualified name to the callable, if it is an allowed graph operation."""
+    """A node target's qualified name to the callable, if graph_ops' table has it."""
+    refusal = graph_ops.target_refusal(qualified)
+    if refusal is not None:
+        raise RebuildError(refusal)
     module, _, name = qualified.rpartition(".")
     if module in ("operator", "_operator"):
-        return _from_module(operator, name, qualified, lambda f: name not in _REFUSED_OPERATORS)
+        return getattr(operator, name)
     if module == "math":
-        return _from_module(math, name, qualified, lambda f: True)
+        return getattr(math, name)
     if module in ("builtins", ""):
-        if name in _SAFE_BUILTINS:
-            return getattr(builtins, name)
+        return getattr(builtins, name)
+    op = graph_ops.op_target(qualified)
+    if op is not None:
+        return _op_overload(qualified, *op)
+    return _torch_function(qualified)
+
+
+def _op_overload(qualified: str, namespace: str, name: str, overload: str) -> Any:
+    """An aten or prims overload, looked up through torch.ops' namespace by operator and
+    overload name (the namespace resolves registered operators only). graph_ops refused the
+    operators known to touch files; an overload with a file name or storage argument is
+    refused here too."""
+    try:
+        packet = getattr({"aten": torch.ops.aten, "prims": torch.ops.prims}[namespace], name)
+    except (AttributeError, RuntimeError):
+        packet = None
+    if not isinstance(packet, torch._ops.OpOverloadPacket) or overload not in packet.overloads():
+        raise RebuildError(f"target {qualified} is not an operator this torch has")
+    op = getattr(packet, overload)
+    schema = getattr(op, "_schema", None)
+    if not isinstance(op, torch._ops.OpOverload) or any(
+            a.name == "filename" or "Storage" in str(a.type) for a in getattr(schema, "arguments", ())):
         raise RebuildError(f"target {qualified} is not an allowed graph operation")
-    if qualified.startswith("torch.ops."):
-        return _torch_op(qualified)
-    if qualified.startswith("torch."):
-        return _torch_function(qualified)
-    raise RebuildError(f"target {qualified} is not an allowed graph operation")
-
-
-def _from_module(module: types.ModuleType, name: str, qualified: str, allowed: Callable[[Any], bool]) -> Any:
-    fn = getattr(module, name, None)
-    if fn is None or name.startswith("__") or not callable(fn) or not allowed(fn):
-        raise RebuildError(f"target {qualified} is not an allowed graph operation")
-    return fn
-
-
-def _torch_op(qualified: str) -> Any:
-    obj: Any = torch.ops
-    for part in qualified.split(".")[2:]:  # namespace, operator, overload
-        try:
-            obj = getattr(obj, part)
-        except (AttributeError, RuntimeError):
-            raise RebuildError(f"target {qualified} is not an operator this torch has "
-                               "(a custom operator must be registered in the process that runs it)") from None
-    if isinstance(obj, (torch._ops.OpOverload, torch._ops.OpOverloadPacket, torch._ops.HigherOrderOperator)):
-        return obj
-    raise RebuildError(f"target {qualified} is not an operator")
+    return op
 
 
 def _torch_function(qualified: str) -> Any:
+    """A torch function of the table: the path walked is the table's own entry (equal to
+    ``qualified``), and the function found must carry that same name."""
+    from torch.fx.node import _get_qualified_name
+
     obj: Any = torch
-    parts = qualified.split(".")[1:]
-    for part in parts:
-        if part.startswith("__") or part in _REFUSED_TORCH_NAMES:
-            raise RebuildError(f"target {qualified} is not an allowed graph operation")
+    for part in qualified.split(".")[1:]:
         obj = getattr(obj, part, None)
         if obj is None:
             raise RebuildError(f"target {qualified} does not exist in this torch")
-    if isinstance(obj, (types.BuiltinFunctionType, types.BuiltinMethodType)):
-        return obj  # torch's C functions: torch.relu, torch._C._nn.linear, ...
-    if isinstance(obj, (types.FunctionType, types.MethodDescriptorType, types.WrapperDescriptorType)) and (
-        getattr(obj, "__module__", None) in _TORCH_FUNCTION_MODULES or isinstance(obj, types.MethodDescriptorType)
-    ):
-        return obj
-    if isinstance(obj, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
-        return obj
-    raise RebuildError(f"target {qualified} is not an allowed graph operation")
+    try:
+        same = callable(obj) and _get_qualified_name(obj) == qualified
+    except Exception:  # torch's own naming fails on a few C objects
+        same = False
+    if not same:
+        raise RebuildError(f"target {qualified} is not an allowed graph operation")
+    return obj
 
 
 def _checked_method(name: str) -> str:
-    if name in _REFUSED_METHODS or (name.startswith("_") and not _is_operator_dunder(name)) or not hasattr(torch.Tensor, name):
-        raise RebuildError(f"method {name!r} is not an allowed tensor method")
+    refusal = graph_ops.method_refusal(name)
+    if refusal is not None or not hasattr(torch.Tensor, name):
+        raise RebuildError(refusal or f"method {name!r} is not a tensor method of this torch")
     return name
 
 
-def _is_operator_dunder(name: str) -> bool:
-    return name.startswith("__") and name.endswith("__") and hasattr(operator, name)
-
-
-def _torch_attr(name: str, kind: type) -> Any:
-    value = getattr(torch, name, None)
+def _torch_attr(name: Any, kind: type, table: frozenset[str]) -> Any:
+    value = getattr(torch, name, None) if isinstance(name, str) and name in table else None
     if not isinstance(value, kind):
         raise RebuildError(f"torch.{name} is not a {kind.__name__}")
     return value
@@ -204,6 +198,7 @@ def make_inputs(fragment: Fragment, values: dict[str, Any] | None = None, seed: 
     valid)."""
     generator = torch.Generator().manual_seed(seed)
     usable = recorded_inputs(fragment, values)
+    _check_input_memory(fragment, usable)
     made = []
     for placeholder, spec in zip(fragment.placeholders, fragment.inputs):
         if placeholder["name"] in usable:
@@ -217,6 +212,31 @@ def make_inputs(fragment: Fragment, values: dict[str, Any] | None = None, seed: 
         else:
             raise RebuildError(f"input {placeholder['name']} has an unknown kind {kind!r}")
     return made
+
+
+def input_memory_limit() -> int:
+    """Bytes the random inputs of one check may take together: half this machine's memory (a
+    recorded shape is a number a file states; filling it must not take the machine down)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
+    except (ValueError, OSError, AttributeError):
+        return 1 << 34
+
+
+def _check_input_memory(fragment: Fragment, usable: dict[str, Any]) -> None:
+    total = 0
+    for placeholder, spec in zip(fragment.placeholders, fragment.inputs):
+        if spec.get("kind") != "tensor" or placeholder["name"] in usable:
+            continue
+        shape, stride = list(spec["shape"]), list(spec.get("stride") or [])
+        elements = math.prod(shape) if not stride else (
+            1 + sum((d - 1) * s for d, s in zip(shape, stride)) if all(d > 0 for d in shape) else 0)
+        # rand_strided draws float64 values, then converts: 8 bytes more per element while it does
+        total += max(elements, 0) * (_torch_attr(spec["dtype"], torch.dtype, graph_ops.DTYPES).itemsize + 8)
+    limit = input_memory_limit()
+    if total > limit:
+        raise RebuildError(f"its inputs would take {total / 2**30:.1f} GiB, more than half this machine's memory "
+                           f"({2 * limit / 2**30:.1f} GiB)")
 
 
 def recorded_inputs(fragment: Fragment, values: dict[str, Any] | None) -> dict[str, Any]:
@@ -234,7 +254,7 @@ def _fits(value: Any, spec: dict[str, Any]) -> bool:
 
 
 def _random_tensor(spec: dict[str, Any], generator: torch.Generator) -> torch.Tensor:
-    dtype = _torch_attr(spec["dtype"], torch.dtype)
+    dtype = _torch_attr(spec["dtype"], torch.dtype, graph_ops.DTYPES)
     shape, stride = list(spec["shape"]), list(spec.get("stride") or [])
     if not stride:
         stride = list(torch.empty(shape, device="meta").stride())

@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 from dynscope.errors import DynscopeError
-from dynscope.minifier import files
+from dynscope.minifier import files, replay_settings
 from dynscope.minifier.bisect import (
     BACKEND_CHAIN,
     STAGE_OF_BACKEND,
@@ -139,23 +139,28 @@ def run(options: Options, progress: Progress) -> Outcome:
 def _prepare(out_dir: str, *, resume: bool) -> None:
     if os.path.exists(out_dir) and not os.path.isdir(out_dir):
         raise DynscopeError(f"--out {out_dir} is a file, not a directory")
-    os.makedirs(out_dir, exist_ok=True)
-    if resume:
-        return
-    for name in (files.FAILURE_FILE, files.VALUES_FILE, files.CHECKS_FILE, files.RESULT_FILE, files.MARKER_FILE,
-                 REPRO_FILE, REPRO_VALUES_FILE, files.WORKER_LOG, files.VERIFY_LOG):
-        path = os.path.join(out_dir, name)
-        if os.path.exists(path):
-            os.remove(path)
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+        if resume:
+            return
+        for name in (files.FAILURE_FILE, files.VALUES_FILE, files.CHECKS_FILE, files.RESULT_FILE, files.MARKER_FILE,
+                     REPRO_FILE, REPRO_VALUES_FILE, files.WORKER_LOG, files.VERIFY_LOG):
+            path = os.path.join(out_dir, name)
+            if os.path.lexists(path):
+                os.remove(path)
+    except OSError as e:
+        raise DynscopeError(f"cannot use --out {out_dir}: {e.strerror or e}") from None
     shutil.rmtree(os.path.join(out_dir, files.GRAPHS_DIR), ignore_errors=True)
 
 
 def _with_configs(recorded: tuple[Case, dict[str, dict[str, Any]]], worker: Worker) -> Case:
     """A capture holds full config dumps; the worker (which has torch) keeps the non-defaults."""
+    from dynscope.minifier.case import apply_recorded_configs
+
     case, dumps = recorded
     if dumps:
         reply = worker.request({"op": "configs", "dumps": dumps}, STARTUP_TIMEOUT_S)
-        case.configs = (reply.data or {}).get("configs") or {}
+        apply_recorded_configs(case, (reply.data or {}).get("configs") or {})
     return case
 
 
@@ -166,8 +171,7 @@ def _run_program(options: Options, out_dir: str, progress: Progress) -> tuple[Ca
     failure_path = os.path.join(out_dir, files.FAILURE_FILE)
     if options.resume and os.path.exists(failure_path):
         progress.stage("resuming")
-        with open(failure_path) as f:
-            case = case_from_failure(json.load(f), out_dir)
+        case = case_from_failure(_read_json(failure_path), out_dir)
         return case, _existing_capture(out_dir)
     assert options.program is not None
     progress.stage(f"running {options.program.display}")
@@ -299,8 +303,10 @@ def _learn_target(checker: Checker, case: Case, fragment: Fragment, options: Opt
         raise DynscopeError(f"compile {case.compile_id} cannot be rebuilt from the capture: {result.invalid}")
     if result.signature is None:
         hint = "" if options.accuracy else " (for wrong results, add --accuracy)"
+        dropped = replay_settings.dropped_note(case.dropped_settings)
         raise DynscopeError(f"no failure found: compile {case.compile_id} compiles and runs cleanly with "
-                            f"backend={case.backend['name']!r} when rebuilt from the capture{hint}", exit_code=1)
+                            f"backend={case.backend['name']!r} when rebuilt from the capture{hint}"
+                            + (f"; {dropped}" if dropped else ""), exit_code=1)
     checker.target = result.signature
 
 
@@ -347,9 +353,15 @@ def _write_repro(worker: Worker, case: Case, small: Fragment, backend: dict[str,
         recorded=recorded, title=f"torch.compile {target.describe() if target else 'failure'}".splitlines()[0][:200],
         details=details,
     )
+    from dynscope.minifier.repro_check import problem
+
+    text = render(spec)
+    refused = problem(text, REPRO_VALUES_FILE)  # checked before it is written, run or shown
+    if refused is not None:
+        raise DynscopeError(f"{REPRO_FILE} was not written: the generated script failed dynscope's check: {refused}")
     path = os.path.join(out_dir, REPRO_FILE)
     with open(path, "w") as f:
-        f.write(render(spec))
+        f.write(text)
     return path
 
 
@@ -428,6 +440,14 @@ def record_result(capture_path: str, outcome: Outcome) -> bool:
     except (sqlite3.Error, OSError):
         return False
     return True
+
+
+def _read_json(path: str) -> Any:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f)
+    except (OSError, ValueError, RecursionError) as e:
+        raise DynscopeError(f"cannot read {path}: {type(e).__name__}") from None
 
 
 def _write_json(path: str, data: Any) -> None:

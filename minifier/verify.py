@@ -16,6 +16,7 @@ import subprocess
 import sys
 
 from dynscope.minifier.signature import Signature, crash_signature, hang_signature
+from dynscope.minifier.worker import module_command
 
 
 def verify(repro_path: str, *, timeout: float, log_path: str) -> Signature | None:
@@ -24,7 +25,7 @@ def verify(repro_path: str, *, timeout: float, log_path: str) -> Signature | Non
     if os.path.exists(out):
         os.remove(out)
     with open(log_path, "ab") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "dynscope.minifier.verify", repro_path, out],
+        proc = subprocess.Popen([*module_command("dynscope.minifier.verify"), repro_path, out],
                                 stdout=log, stderr=log, cwd=os.path.dirname(os.path.abspath(repro_path)),
                                 start_new_session=True)
         try:
@@ -46,8 +47,9 @@ def main() -> None:
     from dynscope.minifier.probe import CompileWatch
     from dynscope.minifier.signature import from_exception
 
+    # As `python repro.py` would run it, but without its directory on sys.path: repro.py imports
+    # only torch, and a module planted beside it must not replace torch's.
     sys.argv = [repro_path]
-    sys.path[0] = os.path.dirname(os.path.abspath(repro_path))
     signature = None
     with CompileWatch() as watch:
         try:

@@ -32,7 +32,18 @@ from typing import IO, Any, Callable
 
 # How long a worker may take to start and warm up before its first check.
 STARTUP_TIMEOUT_S = 600.0
-_WORKER = [sys.executable, "-m", "dynscope.minifier.worker_main"]
+
+
+def module_command(module: str) -> list[str]:
+    """``python -m MODULE`` without the current directory on sys.path: ``-m`` would put it
+    first, and a directory unpacked from a tarball (or an output directory it pre-filled)
+    could then hold a json.py or torch.py that the worker imports instead of the real one."""
+    launch = ("import sys\nif sys.path and sys.path[0] == '': del sys.path[0]\n"  # -c's entry for the current directory
+              f"import runpy; runpy.run_module({module!r}, run_name='__main__', alter_sys=True)")
+    return [sys.executable, "-c", launch]
+
+
+_WORKER = module_command("dynscope.minifier.worker_main")
 
 
 @dataclass(frozen=True)

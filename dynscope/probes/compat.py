@@ -466,7 +466,19 @@ def nondefault_from_dump(module_name: str, values: dict[str, Any]) -> dict[str, 
     ignored = set(getattr(module, "_save_config_ignore", []) or []) | DYNSCOPE_OWNED_CONFIGS.get(module_name, frozenset())
     return {k: v for k, v in values.items()
             if k in entries and k not in ignored and not k.startswith("_")
-            and v != getattr(entries[k], "default", v) and is_json_value(v)}
+            and v != _as_recorded(getattr(entries[k], "default", v)) and is_json_value(v)}
+
+
+def _as_recorded(value: Any) -> Any:
+    """A default as a dump records it in JSON: tuples as lists, sets as sorted lists."""
+    if isinstance(value, (tuple, list)):
+        return [_as_recorded(v) for v in value]
+    if isinstance(value, (set, frozenset)):
+        try:
+            return sorted(_as_recorded(v) for v in value)
+        except TypeError:
+            return value
+    return value
 
 
 def inductor_compile(gm: Any, example_inputs: list[Any]) -> Callable[..., Any]:
