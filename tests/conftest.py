@@ -58,3 +58,17 @@ class CaptureFactory:
 @pytest.fixture(scope="session")
 def make_capture(tmp_path_factory) -> CaptureFactory:
     return CaptureFactory(tmp_path_factory.mktemp("captures"))
+
+
+@pytest.fixture
+def small_filesystem(tmp_path):
+    """A 160 KiB tmpfs, for what a full disk does (needs root, as in CI)."""
+    if os.geteuid() != 0 or not shutil.which("mount"):
+        pytest.skip("mounting a small tmpfs needs root")
+    mount = tmp_path / "small"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=160k", "tmpfs", str(mount)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+    yield mount
+    subprocess.run(["umount", "-l", str(mount)], check=False)

@@ -4,7 +4,6 @@ allow-list, two runs can't write one capture, and a full disk ends a run cleanly
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import sqlite3
 import subprocess
@@ -78,19 +77,6 @@ def test_a_second_run_writing_the_same_capture_is_refused(tmp_path):
     assert summary.returncode == 0, summary.stderr
     assert json.loads(summary.stdout)["totals"]["compiles"] == 2  # the first run's file, whole and unmixed
     assert not Path(str(capture) + ".lock").exists()
-
-
-@pytest.fixture
-def small_filesystem(tmp_path):
-    if os.geteuid() != 0 or not shutil.which("mount"):
-        pytest.skip("mounting a small tmpfs needs root")
-    mount = tmp_path / "small"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=160k", "tmpfs", str(mount)], capture_output=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
-    yield mount
-    subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 def test_a_full_disk_ends_recording_with_one_line_and_the_programs_own_status(small_filesystem, tmp_path):

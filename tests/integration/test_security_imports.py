@@ -5,33 +5,17 @@ first line and never passes `check`; a program that ends itself with os._exit is
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-import pytest
 
 from conftest import REPO, run_dynscope
 
 PROGRAMS = REPO / "tests" / "programs"
 LOG = next((REPO / "tests" / "data" / "torch_trace" / "graph_breaks_eager").glob("*.log.gz"))
-
-
-@pytest.fixture
-def small_filesystem(tmp_path):
-    if os.geteuid() != 0 or not shutil.which("mount"):
-        pytest.skip("mounting a small tmpfs needs root")
-    mount = tmp_path / "small"
-    mount.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=160k", "tmpfs", str(mount)], capture_output=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
-    yield mount
-    subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 def _check_refuses(capture: Path, why: str) -> None:
