@@ -14,7 +14,7 @@ import reprlib
 import sqlite3
 import threading
 import time
-import urllib.request
+import urllib.parse
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -312,7 +312,8 @@ def _validate_file(path: str) -> None:
 def _connect(path: str, past_deadline) -> sqlite3.Connection:
     """A read-only connection that runs only our SQL, bounded. (Read-only still reads a WAL
     left by a killed run; the file is never written through a reader.)"""
-    uri = "file:" + urllib.request.pathname2url(os.path.abspath(path)) + "?mode=ro"
+    # Quoted as bytes: a path may hold bytes that are not UTF-8 (a directory named b"cwd-\xff").
+    uri = "file:" + urllib.parse.quote(os.fsencode(os.path.abspath(path))) + "?mode=ro"
     try:
         db = sqlite3.connect(uri, uri=True, check_same_thread=False)
         # Before anything reads the schema: SQL functions in it may not run (trusted_schema),

@@ -322,3 +322,15 @@ def test_appending_to_a_capture_refuses_a_schema_with_a_trigger_before_writing(t
         CaptureWriter.reopen(capture)
     with sqlite3.connect(capture) as db:
         assert db.execute("SELECT count(*) FROM spy").fetchone() == (0,)
+
+
+def test_a_capture_under_a_directory_name_that_is_not_utf8_opens(tmp_path):
+    """Paths are bytes on POSIX: the read-only URI quotes them as bytes."""
+    from dynscope.store.reader import CaptureReader
+    from hostile import small_capture
+
+    directory = Path(os.fsdecode(bytes(tmp_path) + b"/cwd-\xff"))
+    directory.mkdir()
+    capture = small_capture(directory / "run.dynscope")
+    with CaptureReader(str(capture)) as reader:
+        assert reader.meta["torch_version"] == "2.13.0"
