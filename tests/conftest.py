@@ -6,10 +6,12 @@ session and shared; tests must treat capture files as read-only.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -72,3 +74,23 @@ def small_filesystem(tmp_path):
         pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
     yield mount
     subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+@contextlib.contextmanager
+def explain_holding_its_capture(tmp_path: Path):
+    """An `explain` run that holds ``shared.dynscope`` (tests/programs/slow_writer.py waits for a
+    gate file): yields (process, capture) once the capture has content, then opens the gate and
+    waits for the run. The caller checks the run's ending (``process.returncode``, its output
+    in ``process.ended``)."""
+    capture, gate = tmp_path / "shared.dynscope", tmp_path / "gate"
+    process = subprocess.Popen([sys.executable, "-m", "dynscope", "explain", "-q", "-o", str(capture),
+                                str(REPO / "tests" / "programs" / "slow_writer.py"), str(gate)],
+                               cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not (capture.exists() and capture.stat().st_size > 0) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        yield process, capture
+    finally:
+        gate.touch()
+        process.ended = process.communicate(timeout=300)

@@ -6,14 +6,12 @@ from __future__ import annotations
 import json
 import shutil
 import sqlite3
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from conftest import REPO, run_dynscope
+from conftest import REPO, explain_holding_its_capture, run_dynscope
 
 PROGRAMS = REPO / "tests" / "programs"
 sys.path.insert(0, str(REPO / "tests" / "unit"))
@@ -54,23 +52,14 @@ def test_minify_from_a_tampered_graph_never_calls_outside_its_allow_list(make_ca
 
 
 def test_a_second_run_writing_the_same_capture_is_refused(tmp_path):
-    capture, gate = tmp_path / "shared.dynscope", tmp_path / "gate"
-    first = subprocess.Popen([sys.executable, "-m", "dynscope", "explain", "-q", "-o", str(capture),
-                              str(PROGRAMS / "slow_writer.py"), str(gate)],
-                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 120
-        while not (capture.exists() and capture.stat().st_size > 0) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        second = run_dynscope("explain", "-q", "-o", str(capture), str(PROGRAMS / "slow_writer.py"), str(gate),
-                              cwd=tmp_path)
+    with explain_holding_its_capture(tmp_path) as (first, capture):
+        second = run_dynscope("explain", "-q", "-o", str(capture), str(PROGRAMS / "slow_writer.py"),
+                              str(tmp_path / "gate"), cwd=tmp_path)
         assert second.returncode == 2
         assert second.stdout == ""  # the program never ran
         assert second.stderr.startswith(f"dynscope: another dynscope run (pid {first.pid}) is writing {capture}")
         assert second.stderr.count("\n") == 1
-    finally:
-        gate.touch()
-        out, err = first.communicate(timeout=300)
+    out, err = first.ended
     assert first.returncode == 3, err
     assert out == "done\n"
     summary = run_dynscope("summary", str(capture), "--json")

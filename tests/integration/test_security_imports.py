@@ -6,13 +6,10 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 
-from conftest import REPO, run_dynscope
+from conftest import REPO, explain_holding_its_capture, run_dynscope
 
 PROGRAMS = REPO / "tests" / "programs"
 LOG = next((REPO / "tests" / "data" / "torch_trace" / "graph_breaks_eager").glob("*.log.gz"))
@@ -76,21 +73,12 @@ def test_a_program_that_ends_itself_with_os_exit_is_complete(tmp_path):
 
 def test_import_refuses_the_capture_a_running_explain_writes(tmp_path):
     """Before: `import -o X` ignored the lock and replaced the running explain's capture."""
-    capture, gate = tmp_path / "shared.dynscope", tmp_path / "gate"
-    first = subprocess.Popen([sys.executable, "-m", "dynscope", "explain", "-q", "-o", str(capture),
-                              str(PROGRAMS / "slow_writer.py"), str(gate)],
-                             cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + 120
-        while not (capture.exists() and capture.stat().st_size > 0) and time.monotonic() < deadline:
-            time.sleep(0.1)
+    with explain_holding_its_capture(tmp_path) as (first, capture):
         imported = run_dynscope("import", str(LOG), "-o", str(capture), cwd=tmp_path)
         assert imported.returncode == 2
         assert imported.stderr == (f"dynscope: another dynscope run (pid {first.pid}) is writing {capture}: wait "
                                    "for it to end or choose another -o\n")
-    finally:
-        gate.touch()
-        out, err = first.communicate(timeout=300)
+    out, err = first.ended
     assert first.returncode == 3, err
     doc = json.loads(run_dynscope("summary", str(capture), "--json").stdout)
     assert doc["totals"]["compiles"] == 2 and doc["complete"] is True  # explain's run, whole and unmixed
