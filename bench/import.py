@@ -130,7 +130,7 @@ def main() -> None:
                 rows.append(("tlparse", s, rss, rc, tree_size(tl_out) if tl_out.exists() else 0))
                 shutil.rmtree(tl_out, ignore_errors=True)
             out.unlink(missing_ok=True)
-    print(f"\n| tool | seconds | peak RSS (MB) | output (MB) | exit |\n|---|---|---|---|---|")
+    print("\n| tool | seconds | peak RSS (MB) | output (MB) | exit |\n|---|---|---|---|---|")
     for name, s, rss, rc, size in rows:
         print(f"| {name} | {s:.1f} | {rss:.0f} | {size / 1e6:.0f} | {rc} |")
     ours = [r[1] for r in rows if r[0] == "dynscope import"]

@@ -79,7 +79,8 @@ def repro_nodes(path: Path) -> int | None:
         if isinstance(node, ast.ClassDef) and node.name == "Repro":
             forward = next((n for n in node.body if isinstance(n, ast.FunctionDef) and n.name == "forward"), None)
             if forward is not None:
-                return sum(1 for s in forward.body if isinstance(s, ast.Assign) and isinstance(s.value, (ast.Call, ast.BinOp, ast.Subscript, ast.UnaryOp)))
+                operations = (ast.Call, ast.BinOp, ast.Subscript, ast.UnaryOp)
+                return sum(1 for s in forward.body if isinstance(s, ast.Assign) and isinstance(s.value, operations))
     return None
 
 

@@ -190,7 +190,7 @@ def main() -> None:
         print(f"  {seconds * 1000:7.0f} ms  {label}")
     repeat = [s for label, s in latencies if "first visit" not in label and "search" not in label]
     print(f"\n  median of the other keys: {statistics.median(repeat) * 1000:.0f} ms; "
-          f"slowest first visit of a view: {max(s for l, s in latencies if 'first visit' in l) * 1000:.0f} ms")
+          f"slowest first visit of a view: {max(s for label, s in latencies if 'first visit' in label) * 1000:.0f} ms")
 
 
 if __name__ == "__main__":

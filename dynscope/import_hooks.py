@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import sys
 import threading
+from collections.abc import Callable
 from importlib.abc import Loader, MetaPathFinder
 from importlib.machinery import ModuleSpec
 from types import ModuleType
-from typing import Any, Callable
+from typing import Any
 
 
 class _CallbackLoader(Loader):

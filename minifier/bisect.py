@@ -12,8 +12,9 @@ op lowered, the decomposition applied, the pass run) that breaks it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from dynscope.minifier.checker import Checker
 from dynscope.minifier.fragment import Fragment

@@ -12,8 +12,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from dynscope.minifier.fragment import Fragment
 from dynscope.minifier.signature import Signature, crash_signature, hang_signature

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import re
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -190,7 +191,7 @@ def _imports_for(globals_: dict[str, Any], source: str) -> list[str]:
             continue
         elif getattr(value, "__module__", None) and getattr(value, "__name__", None):
             lines.append(f"from {value.__module__} import {value.__name__} as {name}")
-    return sorted(set(lines), key=lambda l: (not l.startswith("import"), l))
+    return sorted(set(lines), key=lambda text: (not text.startswith("import"), text))
 
 
 def warm_up(*, run: bool = True, compile: bool = True) -> dict[str, Any]:

@@ -12,13 +12,15 @@ import json
 import os
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from dynscope.minifier.case import Case, case_from_failure, case_from_graph_record
 from dynscope.minifier.files import FAILURE_FILE, GRAPHS_DIR, MARKER_FILE, PROGRAM_LOG, read_marker
 from dynscope.minifier.signature import crash_signature, hang_signature
 from dynscope.runner.program import Program
+
 
 @dataclass
 class Detection:

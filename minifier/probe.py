@@ -19,8 +19,9 @@ import json
 import os
 import time
 import traceback
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import torch
 

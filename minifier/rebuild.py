@@ -14,7 +14,8 @@ import builtins
 import math
 import operator
 import os
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 import torch.fx

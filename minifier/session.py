@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Protocol
 
 from dynscope.errors import DynscopeError
+from dynscope.events import MinifyResult, write
 from dynscope.minifier import files, replay_settings
 from dynscope.minifier.bisect import (
     BACKEND_CHAIN,
@@ -46,7 +47,6 @@ from dynscope.minifier.repro import REPRO_FILE, REPRO_VALUES_FILE, ReproSpec, re
 from dynscope.minifier.shrink import minimize
 from dynscope.minifier.signature import Signature
 from dynscope.minifier.worker import STARTUP_TIMEOUT_S, Worker
-from dynscope.events import MinifyResult, write
 from dynscope.runner.program import Program
 
 

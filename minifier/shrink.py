@@ -13,7 +13,7 @@ Cheapest first, each step kept only if the failure signature stays the same:
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from dynscope.minifier.checker import Checker
 from dynscope.minifier.fragment import Fragment, can_stand_alone, keep_only, prefix, with_small_inputs

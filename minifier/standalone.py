@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import torch
 
+
 def tensors_in(value):
     """The tensors in a (nested) output, in order."""
     if isinstance(value, torch.Tensor):

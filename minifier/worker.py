@@ -27,8 +27,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import IO, Any, Callable
+from typing import IO, Any
 
 # How long a worker may take to start and warm up before its first check.
 STARTUP_TIMEOUT_S = 600.0

@@ -26,7 +26,8 @@ import sys
 import time
 import traceback
 import warnings
-from typing import IO, Any, Callable
+from collections.abc import Callable
+from typing import IO, Any
 
 NVML_CUDA_CHECK = "PYTORCH_NVML_BASED_CUDA_CHECK"
 

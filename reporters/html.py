@@ -20,17 +20,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from dynscope.analysis import runtime
 from dynscope.analysis.changes import comparison_lines
 from dynscope.analysis.diff import diff_compiles, diff_stages, previous_recorded
 from dynscope.analysis.dot import render_svg, stage_to_dot
 from dynscope.analysis.names import command_line, friendly_function, location, seconds_text, short_path
 from dynscope.analysis.overview import compile_seconds, not_understood_line, stage_seconds
-from dynscope.analysis import runtime
 from dynscope.analysis.problems import Problem, advice_for
-from dynscope.analysis.run_view import run_view
-from dynscope.analysis.summary import break_json, compile_json, error_json, kernel_json, recompile_json, stage_json
 from dynscope.analysis.ranks import rank_differences
+from dynscope.analysis.run_view import run_view
 from dynscope.analysis.source import SourceAccess
+from dynscope.analysis.summary import break_json, compile_json, error_json, kernel_json, recompile_json, stage_json
 from dynscope.errors import DynscopeError
 from dynscope.model import Capture, Compile, Stage
 from dynscope.reporters import ReportOptions

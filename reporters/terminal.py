@@ -11,8 +11,7 @@ from rich.text import Text
 
 from dynscope.analysis import runtime
 from dynscope.analysis.breaks import BreakGroup
-from dynscope.analysis.names import (command_line, condensed, first_line, friendly_function, location, plural, seconds_text,
-                                     short_path)
+from dynscope.analysis.names import command_line, condensed, first_line, friendly_function, location, plural, seconds_text, short_path
 from dynscope.analysis.overview import not_understood_line, stage_seconds
 from dynscope.analysis.problems import advice_for
 from dynscope.analysis.run_view import RunView, run_view

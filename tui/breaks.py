@@ -10,8 +10,8 @@ from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
 from dynscope.analysis.breaks import BreakGroup
-from dynscope.analysis.run_view import run_view
 from dynscope.analysis.names import friendly_function, location
+from dynscope.analysis.run_view import run_view
 from dynscope.model import Capture, StackFrame
 from dynscope.tui.code_view import CodeView
 from dynscope.tui.messages import ShowSource

@@ -10,8 +10,8 @@ from textual.command import DiscoveryHit, Hit, Hits, Matcher, Provider
 from textual.content import Content
 from textual.markup import escape
 
-from dynscope.analysis.run_view import run_view
 from dynscope.analysis.names import friendly_function, location
+from dynscope.analysis.run_view import run_view
 from dynscope.safe_text import visible
 from dynscope.tui.messages import ShowBreak, ShowStage
 

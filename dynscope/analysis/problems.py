@@ -25,8 +25,7 @@ from typing import Protocol
 from dynscope.analysis import runtime
 from dynscope.analysis.breaks import BreakGroup
 from dynscope.analysis.names import condensed, first_line, friendly_function, plural
-from dynscope.model import (Capture, CompileError, FixResult, GuardFailure, Recompile, RecompileLimitHit, SkippedFrame,
-                            StackFrame)
+from dynscope.model import Capture, CompileError, FixResult, GuardFailure, Recompile, RecompileLimitHit, SkippedFrame, StackFrame
 
 _SEVERITY = {"error": 0, "recompile_limit": 1, "skipped_frame": 2, "graph_break": 3, "recompile": 4}
 

@@ -131,7 +131,7 @@ def rank_steps(capture: Capture) -> list[Step]:
         per_compile.setdefault(compile_id, []).append(make(c))
 
     for cid, name in capture.cache_events():
-        add(cid, lambda c, name=name: Step(
+        add(cid, lambda c, name=name, cid=cid: Step(
             "cache", (c.function if c else None, name),
             f"has {name.replace('_', ' ')} in {friendly_function(c.function) if c else cid}",
             c.file if c else None, c.line if c else None, c.function if c else None))

@@ -11,8 +11,8 @@ then has no cost of its own (None), never a made-up one.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 from dynscope.analysis.breaks import BreakGroup
 from dynscope.analysis.names import plural, seconds_text

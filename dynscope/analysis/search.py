@@ -14,8 +14,8 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from dynscope.analysis.run_view import run_view
 from dynscope.analysis.names import first_line, friendly_function, location
+from dynscope.analysis.run_view import run_view
 from dynscope.model import Capture, StackFrame
 
 

@@ -18,7 +18,9 @@ import traceback
 from dynscope._version import __version__
 from dynscope.errors import DynscopeError
 
-SUBCOMMANDS = ("explain", "summary", "stages", "show", "diff", "graph", "tui", "report", "check", "compare", "minify", "fix", "import", "timeline")
+SUBCOMMANDS = (
+    "explain", "summary", "stages", "show", "diff", "graph", "tui", "report", "check", "compare", "minify", "fix", "import", "timeline",
+)
 
 INTERNAL_ERROR_EXIT = 70
 

@@ -84,9 +84,10 @@ def _print(lines: list[str], text_diff, *, raw: bool) -> None:
 
         sys.stdout.write(visible("\n".join([*lines, "", *text_diff])) + "\n")
         return
-    from dynscope.safe_text import safe_console
     from rich.syntax import Syntax
     from rich.text import Text
+
+    from dynscope.safe_text import safe_console
 
     console = safe_console(highlight=False)
     console.print(Text(lines[0], style="bold"))

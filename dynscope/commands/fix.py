@@ -77,11 +77,10 @@ class Command:
     def run(self, args: argparse.Namespace) -> int:
         from dataclasses import replace
 
+        from dynscope.commands.minify import LiveProgress
         from dynscope.fix import outdir, session
         from dynscope.fix.stopping import Stopped, signals_stop_the_run
         from dynscope.safe_text import safe_console
-
-        from dynscope.commands.minify import LiveProgress
 
         options = _options(args)
         if args.capture is not None:

@@ -55,9 +55,8 @@ class Command:
 
     def run(self, args: argparse.Namespace) -> int:
         options = _options(args)
-        from dynscope.safe_text import safe_console
-
         from dynscope.minifier import session
+        from dynscope.safe_text import safe_console
 
         console = safe_console(stderr=True, highlight=False)
         with LiveProgress(console) as progress:

@@ -6,8 +6,8 @@ import argparse
 import sys
 
 from dynscope.commands._common import add_capture_argument, add_compile_argument, resolve_stage
-from dynscope.model.stages import lexer_for
 from dynscope.errors import DynscopeError
+from dynscope.model.stages import lexer_for
 
 
 class Command:
@@ -36,8 +36,9 @@ class Command:
             text = visible(text)
             sys.stdout.write(text if text.endswith("\n") else text + "\n")
             return 0
-        from dynscope.safe_text import safe_console
         from rich.syntax import Syntax
+
+        from dynscope.safe_text import safe_console
 
         safe_console().print(Syntax(text, lexer_for(stage.language), line_numbers=True, word_wrap=False))
         return 0

@@ -16,11 +16,11 @@ class Command:
         add_compile_argument(parser, required=False)
 
     def run(self, args: argparse.Namespace) -> int:
-        from dynscope.safe_text import safe_console
         from rich.text import Text
 
         from dynscope.analysis.names import friendly_function, location
         from dynscope.model import Capture
+        from dynscope.safe_text import safe_console
 
         # Plain lines rather than a table: long reasons soft-wrap instead of squeezing columns.
         console = safe_console(highlight=False, soft_wrap=True)

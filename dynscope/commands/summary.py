@@ -23,7 +23,6 @@ class Command:
         with Capture.open(args.captures[0]) as capture:
             if args.json:
                 from dynscope.analysis.summary import summary_document
-
                 from dynscope.safe_text import json_text
 
                 sys.stdout.write(json_text(summary_document(capture), indent=2) + "\n")
@@ -41,7 +40,6 @@ def _several(args: argparse.Namespace) -> int:
     try:
         if args.json:
             from dynscope.analysis.summary import summary_set_document
-
             from dynscope.safe_text import json_text
 
             sys.stdout.write(json_text(summary_set_document(captures), indent=2) + "\n")

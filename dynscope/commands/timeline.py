@@ -18,8 +18,8 @@ class Command:
         from dynscope.analysis.timeline import timeline_document
         from dynscope.commands._common import refuse_overwriting_a_capture
         from dynscope.errors import DynscopeError
-        from dynscope.safe_text import json_text, one_line
         from dynscope.model import Capture
+        from dynscope.safe_text import json_text, one_line
 
         refuse_overwriting_a_capture(args.output, args.captures)
         captures = [Capture.open(path) for path in args.captures]

@@ -19,7 +19,8 @@ import json
 import math
 import os
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from dynscope import events as contract
 from dynscope.model.fix import ENV
@@ -219,7 +220,7 @@ def _disable_function(action: dict[str, Any]) -> bool:
         code = getattr(fn, "__code__", None)
         if code is None or code.co_name != name or os.path.realpath(code.co_filename) != wanted:
             return False
-        return line is None or any(l == line for *_, l in code.co_lines())
+        return line is None or any(at == line for *_, at in code.co_lines())
 
     replaced = False
     for module in list(sys.modules.values()):

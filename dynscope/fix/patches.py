@@ -27,7 +27,7 @@ def disable_diff(path: str, function: str, line: int | None, root: str) -> str |
     else:
         return None
     changed = lines[:i] + [f"{match[1]}@torch.compiler.disable\n"] + lines[i:]
-    if not any(re.match(r"\s*(import torch\b|from torch\b)", l) for l in lines):
+    if not any(re.match(r"\s*(import torch\b|from torch\b)", text) for text in lines):
         changed = ["import torch\n"] + changed
     name = os.path.relpath(real, base)
     return "".join(difflib.unified_diff(lines, changed, f"a/{name}", f"b/{name}"))

@@ -11,15 +11,16 @@ import hashlib
 import os
 import sqlite3
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
+from dynscope import events as contract
 from dynscope.analysis.fix_verdict import RunFacts, judge, pick_combined
 from dynscope.analysis.remedies import FixProblem, Remedy, problems_from_summary, select
 from dynscope.errors import DynscopeError
 from dynscope.fix.outdir import LOCK_NAME
 from dynscope.fix.trials import TrialRun, run_all, starter_for
-from dynscope import events as contract
 from dynscope.runner.program import Program
 
 SCHEMA = "dynscope.fix/1"
@@ -285,9 +286,8 @@ def _recorded_summary(path: str) -> dict[str, Any]:
 
 def record_into_capture(path: str, doc: dict[str, Any]) -> None:
     """The proven fixes, one event per problem, so every view of that capture shows them."""
-    from dynscope.store.writer import CaptureWriter
-
     from dynscope.model import Capture
+    from dynscope.store.writer import CaptureWriter
 
     with Capture.open(path) as capture:  # fix run twice on one capture: each fix recorded once
         known = {(f.kind, f.file, f.line, f.function, f.remedy) for f in capture.fix_results()}

@@ -13,13 +13,14 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
-from dynscope.errors import DynscopeError
-from dynscope.fix import scratch
 from dynscope.analysis.fix_verdict import RunFacts, metrics_from_summary
 from dynscope.analysis.remedies import problem_counts
+from dynscope.errors import DynscopeError
+from dynscope.fix import scratch
 from dynscope.model.fix import ENV, applied_actions, compiled_callables, program_seconds, trial_features, trial_outputs
 from dynscope.runner.program import Program
 

@@ -25,7 +25,6 @@ import select
 import signal
 import sys
 
-
 _ENDING = {signal.SIGTERM, signal.SIGHUP}
 
 

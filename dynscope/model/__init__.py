@@ -1,8 +1,7 @@
 """The typed model of a capture. Reading a capture never imports torch."""
 
-from dynscope.model.capture import Capture
+from dynscope.model.capture import Capture, FixResult, MinifyResult
 from dynscope.model.fxgraph import FxGraph, FxNode
-from dynscope.model.capture import FixResult, MinifyResult
 from dynscope.model.records import (
     Compile,
     CompileError,

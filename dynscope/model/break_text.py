@@ -25,6 +25,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+
 def first_line(text: str | None) -> str:
     """The first line of a message that is not blank, stripped ("" when there is none): the one
     definition every view and analysis uses for a one-line form of torch's texts."""

@@ -17,9 +17,8 @@ from functools import cached_property
 from typing import Any
 
 from dynscope import events as contract
-from dynscope.events import NotUnderstood, Record
-from dynscope.store.reader import CaptureReader, Event
 from dynscope.errors import DynscopeError
+from dynscope.events import NotUnderstood, Record
 from dynscope.model import stages as pipeline
 from dynscope.model.break_text import (
     break_consequence,
@@ -29,10 +28,9 @@ from dynscope.model.break_text import (
     parse_break_message,
 )
 from dynscope.model.collectives import Collective, parse_collectives
+from dynscope.model.compile_modes import AutotuneResult, CudagraphSkip, read_autotuning, read_cudagraph_skips
 from dynscope.model.fxgraph import FxGraph
 from dynscope.model.guards import parse_guard_tree
-from dynscope.model.compile_modes import AutotuneResult, CudagraphSkip, read_autotuning, read_cudagraph_skips
-from dynscope.model.runtime import RuntimeProfile, read_profile
 from dynscope.model.output_code import graph_role, kernel_names, parse_stack_text, split_kernels
 from dynscope.model.records import (
     Compile,
@@ -51,6 +49,8 @@ from dynscope.model.records import (
     StackFrame,
     Stage,
 )
+from dynscope.model.runtime import RuntimeProfile, read_profile
+from dynscope.store.reader import CaptureReader, Event
 
 MinifyResult = contract.MinifyResult  # the record as `dynscope minify` writes it
 FixResult = contract.FixResult  # the record as `dynscope fix` writes it

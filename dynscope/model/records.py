@@ -11,7 +11,6 @@ from typing import Any
 
 from dynscope.events import ChildCapture
 
-
 # `dynscope explain` options that take a value (the explain command parses with the same set).
 EXPLAIN_VALUE_OPTIONS = frozenset({"-o", "--output", "--html"})
 

@@ -6,8 +6,8 @@ Importing this package imports torch; the capture reader, model and views never 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from dynscope.probes import compat
 from dynscope.probes.compile_modes import watch_autotuning

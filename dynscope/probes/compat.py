@@ -11,7 +11,8 @@ from __future__ import annotations
 import logging
 import sys
 import warnings
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -180,7 +181,7 @@ def enable_provenance_tracking() -> tuple[str, Callable[[], None]]:
             saved = getattr(trace, option)
             if not saved:
                 setattr(trace, option, value)
-            return f"trace.{option}", lambda: setattr(trace, option, saved)
+            return f"trace.{option}", lambda option=option, saved=saved: setattr(trace, option, saved)
     # Torch 2.11 emits the provenance artifacts with no switch at all.
     return "default", lambda: None
 

@@ -10,7 +10,8 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from dynscope.events import AutotuneSeen
 from dynscope.model.compile_modes import AUTOTUNE_EVENT

@@ -13,7 +13,8 @@ from __future__ import annotations
 import math
 import threading
 from collections import OrderedDict
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 # Trace events whose payload is a print_readable() of the stage graph.
 GRAPH_EVENTS = frozenset(

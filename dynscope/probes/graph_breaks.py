@@ -9,7 +9,8 @@ user stack as frames rather than formatted text, and the frame Dynamo was tracin
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from dynscope.events import BreakFrame, GraphBreakSeen, write
 from dynscope.probes import compat

@@ -14,7 +14,8 @@ import ast
 import inspect
 import reprlib
 import types
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from dynscope.events import GuardFailureSeen, write
 from dynscope.probes.sink import Sink

@@ -12,7 +12,7 @@ for the artifact, the logger stops propagating meanwhile, so nothing reaches the
 from __future__ import annotations
 
 import logging
-from typing import Callable
+from collections.abc import Callable
 
 from dynscope.events import log_tap_kind
 from dynscope.probes import compat

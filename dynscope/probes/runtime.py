@@ -28,7 +28,8 @@ from __future__ import annotations
 import functools
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from dynscope.events import RuntimeSnapshot
 from dynscope.model.runtime import PROFILE_EVENT

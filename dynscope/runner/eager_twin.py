@@ -9,21 +9,20 @@ can say when the two runs are not comparable.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import tempfile
 import time
 
-import json
-
 from dynscope.errors import CaptureError
 from dynscope.events import EagerTwinRun, write
 from dynscope.model.runtime import PROFILE_EVENT, last_snapshot
+from dynscope.runner.launcher import launch
+from dynscope.runner.program import Program
 from dynscope.store.reader import CaptureReader
 from dynscope.store.schema import FILE_SUFFIX
 from dynscope.store.writer import CaptureWriter
-from dynscope.runner.launcher import launch
-from dynscope.runner.program import Program
 
 _OUTPUT_TAIL = 2000
 

@@ -16,17 +16,17 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
-from dynscope.store.header import is_capture_file
-from dynscope.store.schema import FILE_SUFFIX
-from dynscope.store.lock import exclusive_writer
-from dynscope.store.writer import CaptureWriter, check_capture_target
 from dynscope.recorder import record_run_end
 from dynscope.runner.children import children_of_run
 from dynscope.runner.interrupts import SigintRelay
 from dynscope.runner.program import Program, check_runnable
+from dynscope.store.header import is_capture_file
+from dynscope.store.lock import exclusive_writer
+from dynscope.store.schema import FILE_SUFFIX
+from dynscope.store.writer import CaptureWriter, check_capture_target
 
 # Signals a supervisor (torchrun, a batch system, the user) may send us: passed on to the
 # program. SIGINT is passed on only when the child did not get it too (dynscope.runner.interrupts):

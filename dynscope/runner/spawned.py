@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from dynscope.import_hooks import when_imported
 

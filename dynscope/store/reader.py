@@ -19,12 +19,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from dynscope.errors import CaptureError
 from dynscope.store import json_text
-from dynscope.store.payloads import DEFAULT_LIMIT, Payload, decode, truncation_note
 from dynscope.store.header import expected_size, file_size, read_header, special_file_kind
+from dynscope.store.payloads import DEFAULT_LIMIT, Payload, decode, truncation_note
 from dynscope.store.schema import APPLICATION_ID, SCHEMA_VERSION
 from dynscope.store.schema_check import check_schema
-from dynscope.errors import CaptureError
 
 # One query's time budget. Honest queries on a 137 MB capture take well under a second; a
 # capture that passed the schema check cannot make one run long, so this is a second wall.
@@ -106,7 +106,7 @@ class CaptureReader:
         return [self._event(*row) for row in self._query(sql, args)]
 
     def _event(self, id_: int, ts: Any, name: Any, cid: Any, attempt: Any, meta: Any, digest: Any) -> Event:
-        metadata = json_text.loads(meta, lambda: _Row(self.path, id_).what("metadata"))
+        metadata = json_text.loads(meta, lambda id_=id_: _Row(self.path, id_).what("metadata"))
         # One quick test of every column's type (overviews read tens of thousands of rows);
         # only a row that fails it is looked at column by column, to say which is wrong.
         if not (type(metadata) is dict and type(name) is str and (type(ts) is float or type(ts) is int)
@@ -148,7 +148,7 @@ class CaptureReader:
         found = []
         for id_, ts, name, cid, attempt, values in self._query(sql, [*paths, *names]):
             # SQLite wrote this array itself, but from the row's metadata: its depth is the row's.
-            values = json_text.loads(values, lambda: _Row(self.path, id_).what("metadata"))
+            values = json_text.loads(values, lambda id_=id_: _Row(self.path, id_).what("metadata"))
             if not (type(name) is str and (type(ts) is float or type(ts) is int)
                     and (cid is None or type(cid) is str) and (attempt is None or type(attempt) is int)):
                 _Row(self.path, id_).check_columns(ts, name, cid, attempt)

@@ -26,11 +26,11 @@ import time
 import zlib
 from typing import Any
 
+from dynscope.errors import CaptureError
 from dynscope.store.header import is_capture_file
 from dynscope.store.lock import file_kind
 from dynscope.store.schema import APPLICATION_ID, DDL, SCHEMA_VERSION
 from dynscope.store.schema_check import check_schema
-from dynscope.errors import CaptureError
 
 # Payloads smaller than this are stored as-is: compressing them saves nothing worth the CPU.
 _COMPRESS_MIN_BYTES = 256

@@ -12,10 +12,10 @@ import pytest
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU with Triton")
 
+from conftest import EXAMPLES, run_dynscope  # noqa: E402
+
 from dynscope.analysis.diff import diff_stages  # noqa: E402
 from dynscope.model import Capture  # noqa: E402
-
-from conftest import EXAMPLES, run_dynscope  # noqa: E402
 
 CONV_NET = (EXAMPLES / "conv_net.py").read_text().splitlines()
 

@@ -6,14 +6,13 @@ import shutil
 import sqlite3
 
 import pytest
+from conftest import run_dynscope
 
+from dynscope.errors import CaptureError
+from dynscope.model import Capture
 from dynscope.store.reader import CaptureReader
 from dynscope.store.schema import SCHEMA_VERSION
 from dynscope.store.writer import CaptureWriter
-from dynscope.errors import CaptureError
-from dynscope.model import Capture
-
-from conftest import run_dynscope
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,6 @@ import os
 import xml.etree.ElementTree as ET
 
 import pytest
-
 from conftest import run_dynscope
 
 HEAD = "import torch\n\n\ndef helper(x):\n    return x.cos()\n\n\n"
@@ -106,11 +105,11 @@ def test_report_and_tui_show_the_comparison(runs, tmp_path):
     import asyncio
 
     from textual.widgets import Static
+    from tui_pilot import settle
 
     from dynscope.commands.tui import _comparison
     from dynscope.model import Capture
     from dynscope.tui.app import DynscopeApp
-    from tui_pilot import settle
 
     html = tmp_path / "r.html"
     result = run_dynscope("report", str(runs["after"]), "--against", str(runs["before"]), "-o", str(html))

@@ -8,10 +8,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import run_dynscope
 
 from dynscope.model import Capture
-
-from conftest import run_dynscope
 
 PROGRAM = Path(__file__).parent.parent / "programs" / "distributed_step.py"
 

@@ -12,10 +12,9 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import EXAMPLES, run_dynscope
 
 from dynscope.model import Capture
-
-from conftest import EXAMPLES, run_dynscope
 
 PROGRAMS = Path(__file__).parent.parent / "programs"
 BEHAVES = str(PROGRAMS / "behaves_like_python.py")

@@ -14,10 +14,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from conftest import EXAMPLES, REPO, run_dynscope
 
 from dynscope.model import Capture
-
-from conftest import EXAMPLES, REPO, run_dynscope
 
 RECORDER = Path(__file__).parent.parent / "programs" / "torch_record.py"
 

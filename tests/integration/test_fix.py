@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -155,3 +156,41 @@ def test_disable_wraps_a_helper_without_editing_it(tmp_path):
     assert row["verdict"] == "improved" and row["correct"] is True
     assert row["patch"].startswith("--- a/prog.py\n+++ b/prog.py\n") and "+@torch.compiler.disable\n def helper" in row["patch"]
     assert _hashes(tmp_path) == before
+
+
+# Measured, so different on every run: compared by presence, not value.
+_TIMES = {"compile_s", "run_s", "wall_s", "budget_s"}
+GOLDEN_FIX = REPO / "tests" / "data" / "golden" / "fix_model.fix.json"
+
+
+def normalized_fix_document(doc, work: Path):
+    """The fix JSON with what differs from run to run (times, paths) put in words, for the golden test."""
+    def walk(value, key=None):
+        if isinstance(value, dict):
+            return {k: walk(v, k) for k, v in value.items()}
+        if isinstance(value, list):
+            return [walk(v) for v in value]
+        if key in _TIMES and isinstance(value, (int, float)):
+            return "<seconds>"
+        if isinstance(value, str):
+            return value.replace(str(work), "<work>")
+        return value
+    out = walk(doc)
+    out["torch_version"] = "<torch>"
+    out["jobs"] = "<jobs>"
+    return out
+
+
+def test_fix_json_equals_its_golden_file(fixed):
+    """The fix JSON (docs/fix-json.md), field for field, as recorded before a refactor.
+
+    Re-record (when a change to the document is meant): DYNSCOPE_RECORD_GOLDEN=1 pytest this test.
+    """
+    work, doc, _, _ = fixed
+    got = normalized_fix_document(doc, work)
+    if os.environ.get("DYNSCOPE_RECORD_GOLDEN") == "1":
+        GOLDEN_FIX.write_text(json.dumps(got, indent=2, sort_keys=True) + "\n")
+    want = json.loads(GOLDEN_FIX.read_text())
+    assert got.keys() == want.keys()
+    for key in want:
+        assert got[key] == want[key], f"fix JSON field {key!r} changed"

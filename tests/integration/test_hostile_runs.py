@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, explain_holding_its_capture, run_dynscope
 
 PROGRAMS = REPO / "tests" / "programs"

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from conftest import EXAMPLES, run_dynscope
+
 from dynscope.analysis.breaks import group_breaks
 from dynscope.model import Capture
-
-from conftest import EXAMPLES, run_dynscope
 
 # What a TORCH_TRACE log cannot hold: bytecode of non-resume frames and the scheduler IR come from
 # artifact logs only dynscope's probes turn on.

@@ -17,10 +17,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import REPO, run_dynscope
 
 from dynscope.model import Capture
-
-from conftest import REPO, run_dynscope
 
 MODEL = REPO / "tests" / "programs" / "minify_model.py"
 CLEAN = REPO / "tests" / "programs" / "minify_clean.py"

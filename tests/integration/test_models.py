@@ -28,7 +28,8 @@ PROGRAMS = Path(__file__).resolve().parent.parent / "programs" / "models"
 
 # torch's log records: "V1124 00:31:33.214000 31005 torch/_dynamo/x.py:5124] [0/0] [__graph_breaks] text"
 _RECORD = re.compile(r"^[VIWE]\d{4} [\d:.]+ +\d+ (?P<where>\S+):\d+\] \[(?P<cid>[^\]]+)\] (?:\[(?P<tag>__\w+)\] )?(?P<text>.*)$")
-_BREAK_AT = re.compile(r"^Graph break (?:\(user stack suppressed due to duplicate graph break\) )?in user code at (?P<file>.+):(?P<line>\d+)$")
+_BREAK_AT = re.compile(
+    r"^Graph break (?:\(user stack suppressed due to duplicate graph break\) )?in user code at (?P<file>.+):(?P<line>\d+)$")
 _RECOMPILING = re.compile(r"^Recompiling function (?P<function>\S+) in (?P<file>.+):(?P<line>\d+)$")
 _LIMIT = re.compile(r"^torch\._dynamo hit config\.(?P<name>\w+) \((?P<limit>\d+)\)$")
 _LIMIT_FUNCTION = re.compile(r"^\s*function: '(?P<function>[^']+)' \((?P<file>.+):(?P<line>\d+)\)$")

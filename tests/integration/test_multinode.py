@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import run_dynscope
 
 PROGRAM = Path(__file__).parent.parent / "programs" / "rank_divergence.py"

@@ -11,13 +11,12 @@ import zlib
 from pathlib import Path
 
 import pytest
+from browser import Browser, find_chromium
+from conftest import EXAMPLES, needs_program, run_dynscope
 from markdown_it import MarkdownIt
 
 from dynscope.model import Capture
 from dynscope.reporters.markdown import markdown_report
-
-from browser import Browser, find_chromium
-from conftest import EXAMPLES, needs_program, run_dynscope
 
 PROGRAMS = Path(__file__).parent.parent / "programs"
 needs_chromium = needs_program("chromium", "chromium-browser", "google-chrome")

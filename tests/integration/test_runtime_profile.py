@@ -7,7 +7,6 @@ import math
 from pathlib import Path
 
 import pytest
-
 from conftest import run_dynscope
 
 PROGRAMS = Path(__file__).resolve().parent.parent / "programs"
@@ -100,7 +99,6 @@ def test_vs_eager_reports_the_speedup_and_break_even_the_program_measures(tmp_pa
 
 def test_the_tui_overview_ranks_problems_by_cost(profiled):
     from textual.widgets import OptionList, Static
-
     from tui_pilot import drive, text_of
 
     _, doc, _, path = profiled

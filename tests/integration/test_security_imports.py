@@ -8,7 +8,6 @@ import json
 import signal
 from pathlib import Path
 
-
 from conftest import REPO, explain_holding_its_capture, run_dynscope
 
 PROGRAMS = REPO / "tests" / "programs"

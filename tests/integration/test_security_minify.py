@@ -13,7 +13,6 @@ torch-free parts (the table, renaming, settings, the repro check) in detail.
 from __future__ import annotations
 
 import ast
-import json
 import os
 import subprocess
 import sys
@@ -21,7 +20,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, run_dynscope
 
 sys.path.insert(0, str(REPO / "tests" / "unit"))

@@ -14,10 +14,9 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import run_dynscope
 
 from dynscope.model import Capture
-
-from conftest import run_dynscope
 
 PARAMETRIZED = '''
 import pytest

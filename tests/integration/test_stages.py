@@ -9,13 +9,12 @@ from __future__ import annotations
 import shutil
 
 import pytest
+from conftest import EXAMPLES, needs_program, run_dynscope
 
 from dynscope.analysis.aot import saved_for_backward
 from dynscope.analysis.diff import diff_compiles, diff_stages, previous_recorded
 from dynscope.analysis.dot import render_svg, stage_to_dot
 from dynscope.model import Capture
-
-from conftest import EXAMPLES, needs_program, run_dynscope
 
 needs_dot = needs_program("dot")
 CONV_NET = (EXAMPLES / "conv_net.py").read_text().splitlines()

@@ -13,7 +13,9 @@ import sqlite3
 from pathlib import Path
 
 import pytest
+from conftest import EXAMPLES, run_dynscope
 from textual.widgets import DataTable, OptionList, Static, TabbedContent, Tree
+from tui_pilot import drive, settle, text_of
 
 from dynscope.analysis.breaks import group_breaks
 from dynscope.analysis.diff import previous_recorded
@@ -31,9 +33,6 @@ from dynscope.tui.help import HelpScreen
 from dynscope.tui.kernels import KernelsPane
 from dynscope.tui.search import SearchScreen
 from dynscope.tui.source import SourceScreen
-
-from conftest import EXAMPLES, run_dynscope
-from tui_pilot import drive, settle, text_of
 
 GRAPH_BREAKS = (EXAMPLES / "graph_breaks.py").read_text().splitlines()
 

@@ -20,6 +20,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from conftest import REPO, run_dynscope
 from rich.console import Console
 from textual.widgets import Static
 
@@ -27,8 +28,6 @@ from dynscope.model import Capture
 from dynscope.tui.app import DynscopeApp
 from dynscope.tui.code_view import CodeView
 from dynscope.tui.search import SearchScreen
-
-from conftest import REPO, run_dynscope
 
 NARROW, WIDE = (80, 24), (200, 60)
 RUNS = {

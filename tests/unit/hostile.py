@@ -22,7 +22,8 @@ def small_capture(path: Path, *, strings: str = "x", payload: str = "def forward
                   compile_id="0/0", attempt=0)
     writer.append("dynamo_output_graph", {"dynamo_output_graph": {"sizes": {}}}, payload, compile_id="0/0", attempt=0)
     writer.append("dynscope:graph_break", {"gb_type": strings, "reason": strings, "explanation": strings,
-                                           "hints": [strings], "user_stack": [{"file": strings, "line": 3, "function": strings, "code": strings}]},
+                                           "hints": [strings],
+                                           "user_stack": [{"file": strings, "line": 3, "function": strings, "code": strings}]},
                   compile_id="0/0", attempt=0)
     writer.close()
     return path
@@ -38,7 +39,7 @@ def replace_blob(path: Path, digest: str, *, codec: str, size: int, data: bytes)
         db.execute("UPDATE blobs SET codec = ?, size = ?, data = ? WHERE hash = ?", (codec, size, data, digest))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def zlib_bomb(uncompressed: int) -> bytes:
     """``uncompressed`` bytes of 'A' deflated (~1000:1), made once per size and without holding them all."""
     deflater = zlib.compressobj(9)  # the best ratio: a bomb's compressed bytes must fit its declared size

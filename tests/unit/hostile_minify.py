@@ -9,8 +9,9 @@ import copy
 import json
 import shutil
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from hostile import add_payload
 

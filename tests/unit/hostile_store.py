@@ -83,7 +83,7 @@ def nested(depth: int) -> str:
     return "[" * depth + "]" * depth
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def honest_payload(n_mib: int, line: str) -> tuple[str, int, bytes]:
     """(hash, size, zlib data) of ``line`` repeated to ``n_mib`` MiB: a well-formed payload
     (right hash, right size, a valid zlib stream) made without ever holding it whole.

@@ -5,10 +5,11 @@ from __future__ import annotations
 import io
 import json
 
+from fake_capture import FakeCapture
+
 from dynscope.model import Capture
 from dynscope.model.output_code import kernel_names, split_kernels
 from dynscope.reporters import prepare_report
-from fake_capture import FakeCapture
 
 INFERENCE_HEADER = "# AOT ID: ['0_inference']\n"
 

@@ -12,7 +12,6 @@ import zlib
 from pathlib import Path
 
 import pytest
-
 from hostile import add_payload, blobs, point_event_at, replace_blob, set_strings, small_capture, zlib_bomb
 
 MB = 1024 * 1024

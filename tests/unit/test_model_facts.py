@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from dynscope.events import GuardFailureSeen
 from dynscope.analysis.names import plural, short_location, torch_frame_location
 from dynscope.analysis.problems import recompile_advice
+from dynscope.events import GuardFailureSeen
 from dynscope.model.break_text import break_consequence, gb_id_from_link, parse_break_artifact, parse_break_message
 from dynscope.model.capture import _guard_failure, _is_recompile_limit, _recompile_limit
 from dynscope.model.records import GuardFailure, Run
@@ -64,7 +64,8 @@ def test_guard_failures_keep_what_torch_said():
     assert (f.expected, f.actual) == ("requires_grad=1", "requires_grad=0")
     f = _guard_failure("0/0: tensor 'x' size mismatch at index 0. expected 4, actual 6", None)
     assert (f.failed_compile_id, f.expected, f.actual) == ("0/0", "4", "6")
-    f = _guard_failure("0/1: temperature == 2.0   # return x / temperature  # f.py:12 in f", GuardFailureSeen(guard="temperature == 2.0", actual="2"))
+    f = _guard_failure("0/1: temperature == 2.0   # return x / temperature  # f.py:12 in f",
+                       GuardFailureSeen(guard="temperature == 2.0", actual="2"))
     assert (f.guard, f.expected, f.actual, f.user_code) == ("temperature == 2.0", "2.0", "2", "return x / temperature")
     assert _guard_failure("1/0: L['y'] is None", None).expected == "None"
 

@@ -7,11 +7,11 @@ import io
 import json
 
 import pytest
+from test_events import _crafted
 
 from dynscope.analysis.run_view import run_view
 from dynscope.model import Capture
 from dynscope.reporters import REPORTERS, ReportOptions, prepare_report
-from test_events import _crafted
 
 
 @pytest.fixture

@@ -155,7 +155,7 @@ def test_a_malformed_profile_is_one_line_not_a_traceback(tmp_path):
     path = profiled_capture(tmp_path / "p.dynscope", snapshot={"graphs": [{"compile_id": "0/0"}]})
     with Capture.open(str(path)) as capture:
         with pytest.raises(CaptureError, match="runtime profile in this capture is malformed"):
-            capture.runtime
+            _ = capture.runtime
     result = subprocess.run([sys.executable, "-m", "dynscope", "summary", str(path)], capture_output=True, text=True)
     assert result.returncode != 0 and "Traceback" not in result.stderr
     assert result.stderr.strip().count("\n") == 0 and "malformed" in result.stderr

@@ -19,8 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-
-from hostile_views import HOSTILE, forge, forge_surrogates, forge_trace_log, unsafe_in, unsafe_in_bytes
+from hostile_views import HOSTILE, forge, forge_surrogates, forge_trace_log, unsafe_in_bytes
 
 # Stated bound for one command on a forged capture (they take about half a second each).
 SECONDS = 60

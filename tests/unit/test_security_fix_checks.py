@@ -17,7 +17,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from hostile_fix import CONTROL, last_rss, marker_program, raw_controls, recorded_capture, run_fix, tree
 
 from dynscope.fix import outdir, scratch
@@ -78,7 +77,7 @@ def test_on_a_terminal_it_asks_and_no_runs_nothing(tmp_path, work):
     for answer in (b"n\n", b"\n", b"yes please\n", b"\x04"):  # no, the default, not a yes, end of input
         code, output, seconds = run_fix(["--from", str(capture)], work, answer=answer)
         assert code == 2 and seconds < TIME_BOUND_S, output
-        assert f"command:   " in output and str(script) in output and "--lr 0.1" in output
+        assert "command:   " in output and str(script) in output and "--lr 0.1" in output
         assert f"directory: {tmp_path}" in output and "Run it? [y/N]" in output
         assert output.strip().splitlines()[-1].endswith("dynscope: not run: the recorded command was not confirmed")
         assert "Traceback" not in output

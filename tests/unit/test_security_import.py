@@ -21,11 +21,21 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from hostile import small_capture
-from hostile_imports import (CONTROL, GRAPH_BREAKS_LOG, HEADER, MB, artifact_event, capture_of_a_killed_writer,
-                             gzip_with_huge_event, gzip_with_huge_line, one_line_error, real_log, run_dynscope,
-                             tree_state)
+from hostile_imports import (
+    CONTROL,
+    GRAPH_BREAKS_LOG,
+    HEADER,
+    MB,
+    artifact_event,
+    capture_of_a_killed_writer,
+    gzip_with_huge_event,
+    gzip_with_huge_line,
+    one_line_error,
+    real_log,
+    run_dynscope,
+    tree_state,
+)
 
 from dynscope.trace_import import ImportStats, parse_trace_lines
 

@@ -11,7 +11,6 @@ that get as far as torch.
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import subprocess
@@ -20,7 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-from hostile_minify import call, graph_capture, node, rename, returning, sin_graph
+from hostile_minify import graph_capture, node, rename, sin_graph
 
 from dynscope.minifier import graph_ops, replay_settings
 from dynscope.minifier.case import case_from_failure

@@ -12,9 +12,10 @@ import threading
 import time
 from pathlib import Path
 
+from hostile import small_capture
+
 from dynscope.runner.children import child_capture_path, find_child_captures
 from dynscope.store.writer import CaptureWriter
-from hostile import small_capture
 
 ROOT_PID, ROOT_STARTED = 4242, 1700000000.25
 

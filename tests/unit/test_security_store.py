@@ -13,14 +13,10 @@ import time
 from pathlib import Path
 
 import pytest
-
-from dynscope.errors import CaptureError
-from dynscope.store.reader import CaptureReader
 from hostile_store import (
     RECURSIVE_VIEW,
     SCHEMA_ATTACKS,
     add_event_with_payload,
-    capture as make_capture,
     honest_payload,
     nested,
     run_measured,
@@ -30,6 +26,12 @@ from hostile_store import (
     with_schema,
     with_schema_in_wal,
 )
+from hostile_store import (
+    capture as make_capture,
+)
+
+from dynscope.errors import CaptureError
+from dynscope.store.reader import CaptureReader
 
 MB = 1024 * 1024
 # Python, dynscope and its imports take ~60 MB; the attacks below cost 2.7-3.8 GB before.
@@ -310,9 +312,10 @@ def test_appending_to_a_capture_refuses_a_schema_with_a_trigger_before_writing(t
     trigger planted there must not run on that INSERT."""
     import sqlite3
 
+    from hostile import small_capture
+
     from dynscope.errors import CaptureError
     from dynscope.store.writer import CaptureWriter
-    from hostile import small_capture
 
     capture = small_capture(tmp_path / "c.dynscope")
     with sqlite3.connect(capture) as db:
@@ -326,8 +329,9 @@ def test_appending_to_a_capture_refuses_a_schema_with_a_trigger_before_writing(t
 
 def test_a_capture_under_a_directory_name_that_is_not_utf8_opens(tmp_path):
     """Paths are bytes on POSIX: the read-only URI quotes them as bytes."""
-    from dynscope.store.reader import CaptureReader
     from hostile import small_capture
+
+    from dynscope.store.reader import CaptureReader
 
     directory = Path(os.fsdecode(bytes(tmp_path) + b"/cwd-\xff"))
     directory.mkdir()

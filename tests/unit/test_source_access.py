@@ -137,11 +137,11 @@ def test_the_tui_never_shows_a_file_from_the_directory_a_capture_claims(tmp_path
     import asyncio
 
     from textual.widgets import Static
+    from tui_pilot import settle, text_of
 
     from dynscope.model import Capture
     from dynscope.tui.app import DynscopeApp
     from dynscope.tui.code_view import CodeView
-    from tui_pilot import settle, text_of
 
     home, reader = tmp_path / "home", tmp_path / "reader"
     home.mkdir()

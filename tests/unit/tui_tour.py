@@ -36,9 +36,10 @@ def _screen_faults(app, shown: list[str]) -> list[str]:
 
 def _tui_tour(path: Path, shown: list[str], *, size=(120, 40)) -> list[tuple[str, list[str]]]:
 
+    from tui_pilot import settle
+
     from dynscope.model import Capture
     from dynscope.tui.app import DynscopeApp
-    from tui_pilot import settle
 
     seen: list[tuple[str, list[str]]] = []
 
