@@ -50,7 +50,23 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, object]]:
     return parser, commands
 
 
+# pyproject's dependencies by import name (torch aside: only `explain` needs it, and says so).
+_DEPENDENCIES = ("rich", "networkx", "textual", "jinja2")
+
+
+def _missing_dependency() -> str | None:
+    """The first dependency that is not installed: dynscope runs from a checkout never installed."""
+    import importlib.util
+
+    return next((name for name in _DEPENDENCIES if importlib.util.find_spec(name) is None), None)
+
+
 def main(argv: list[str] | None = None) -> int:
+    missing = _missing_dependency()
+    if missing is not None:
+        print(f"dynscope: the package {missing!r} is not installed: install dynscope first "
+              "(`pip install -e .` in its checkout)", file=sys.stderr)
+        return 1
     argv = list(sys.argv[1:] if argv is None else argv)
     parser, commands = build_parser()
     # explain hands everything after the program name to the program untouched, so it
