@@ -25,39 +25,6 @@ if TYPE_CHECKING:
 __all__ = ["__version__", "capture", "open_capture"]
 
 
-def _find_checkout_folders() -> None:
-    """Let a plain source checkout run (``python -m dynscope`` in it, never installed).
-
-    The card's top-level folders ``tui/``, ``reporters/`` and ``minifier/`` become
-    ``dynscope.tui``, ``dynscope.reporters`` and ``dynscope.minifier`` through the install's
-    package-dir mapping. Without an install this finder maps those three names, and only them;
-    it is asked last, so an installed dynscope is never shadowed.
-    """
-    import importlib.abc
-    import importlib.machinery
-    import importlib.util
-    import sys
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parent.parent
-    folders = {f"dynscope.{name}": root / name for name in ("tui", "reporters", "minifier")}
-    if not (root / "pyproject.toml").is_file() or not all((f / "__init__.py").is_file() for f in folders.values()):
-        return  # an installed dynscope: its own files hold the three packages
-
-    class CheckoutFolders(importlib.abc.MetaPathFinder):
-        def find_spec(self, name: str, path: object = None, target: object = None) -> importlib.machinery.ModuleSpec | None:
-            folder = folders.get(name)
-            if folder is None:
-                return None
-            return importlib.util.spec_from_file_location(name, folder / "__init__.py", submodule_search_locations=[str(folder)])
-
-    if not any(type(f).__name__ == "CheckoutFolders" for f in sys.meta_path):
-        sys.meta_path.append(CheckoutFolders())
-
-
-_find_checkout_folders()
-
-
 def capture(path: str, *, keep_caches: bool = False, profile: bool = False) -> Recorder:
     """Record what torch.compile does inside a ``with`` block into the capture file ``path``.
 

@@ -1,8 +1,9 @@
 """A plain checkout runs without an install, and without its dependencies says so in one line.
 
 The checkout's top-level tui/, reporters/ and minifier/ are dynscope.tui, .reporters and
-.minifier only through the install's package-dir mapping; dynscope/__init__.py maps them when
-nothing installed does. The test copies the checkout's packages to a fresh directory and runs
+.minifier through the install's package-dir mapping, and in a checkout through the links
+dynscope/tui, dynscope/reporters and dynscope/minifier (which also let mypy see one package).
+The test copies the checkout's packages, links kept, to a fresh directory and runs
 `python -m dynscope` there with the editable install's finder taken out, as on a machine where
 dynscope was never installed.
 """
@@ -32,7 +33,7 @@ _UNINSTALLED = (
 
 def _checkout(tmp_path: Path) -> Path:
     for folder in ("dynscope", "tui", "reporters", "minifier"):
-        shutil.copytree(ROOT / folder, tmp_path / folder, ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copytree(ROOT / folder, tmp_path / folder, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
     return tmp_path
 
@@ -48,7 +49,7 @@ def test_a_plain_checkout_runs_its_commands(tmp_path):
         "runpy.run_module('dynscope', run_name='__main__', alter_sys=True)",
         "import dynscope.reporters, dynscope.tui, dynscope.minifier as m; print(m.__file__)")],
         cwd=checkout, capture_output=True, text=True, timeout=60)
-    assert probe.stdout.strip() == str(checkout / "minifier" / "__init__.py"), probe.stderr
+    assert probe.stdout.strip() == str(checkout / "dynscope" / "minifier" / "__init__.py"), probe.stderr
 
 
 def test_a_missing_dependency_is_one_line_saying_to_install(tmp_path):
