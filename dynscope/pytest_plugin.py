@@ -18,7 +18,9 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Iterator, Mapping
 from contextlib import ExitStack
+from typing import Any
 
 import pytest
 
@@ -93,7 +95,7 @@ def _dynscope_recording(request: pytest.FixtureRequest):
 
 
 @pytest.fixture
-def dynscope_capture(_dynscope_recording) -> CaptureHandle:
+def dynscope_capture(_dynscope_recording: str) -> Iterator[CaptureHandle]:
     handle = CaptureHandle(_dynscope_recording)
     yield handle
     handle.close()
@@ -147,7 +149,7 @@ def _check_marker(marker: pytest.Mark) -> None:
                                 f"(got {', '.join(map(repr, marker.args)) or ', '.join(sorted(unknown))})")
 
 
-def _over_limits(path: str, limits: dict[str, int]) -> list[str]:
+def _over_limits(path: str, limits: Mapping[str, Any]) -> list[str]:
     from dynscope.analysis.names import first_line, friendly_function, location
     from dynscope.model import Capture
 

@@ -109,6 +109,7 @@ class Recorder:
         )
 
     def _probe_meta(self) -> dict[str, Any]:
+        assert self._probes is not None, "probe metadata is written after the probes are installed"
         return dict(probes=self._probes.available, probe_details=self._probes.details,
                     profiled=self.profile, forced_eager=self.force_eager)
 
@@ -226,6 +227,7 @@ class Recorder:
             self._writer = None
         from dynscope.runner.children import child_capture_path
 
+        assert self._family is not None, "a forked child's recorder was started, so it has a family"
         self.path = child_capture_path(self._family.root_path, os.getpid())
         self._parent_pid = os.getppid()
         self._started = time.time()

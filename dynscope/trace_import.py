@@ -37,6 +37,7 @@ from typing import IO, Any
 from dynscope import events
 from dynscope._version import __version__
 from dynscope.errors import DynscopeError
+from dynscope.events import ImportEnd
 from dynscope.store.lock import exclusive_writer, file_kind
 from dynscope.store.writer import CaptureWriter, check_capture_target
 from dynscope.trace_events import event_name, record_trace_event
@@ -100,8 +101,8 @@ class ImportStats:
     def as_meta(self) -> dict[str, Any]:
         return self.record().to_metadata()
 
-    def record(self) -> events.ImportEnd:
-        return events.ImportEnd(files=tuple(self.files), lines=self.lines, events=self.events,
+    def record(self) -> ImportEnd:
+        return ImportEnd(files=tuple(self.files), lines=self.lines, events=self.events,
                                 bad_lines=self.bad_lines, bad_examples=tuple(self.bad_examples),
                                 payload_mismatches=self.payload_mismatches, unknown_events=dict(self.unknown_events),
                                 oversized_events=self.oversized_events, skipped_files=tuple(self.skipped_files))
@@ -281,7 +282,7 @@ def _regular_kind(path: str) -> str | None:
 
 
 @contextmanager
-def _open_log(path: str) -> Iterator[IO[bytes]]:
+def _open_log(path: str) -> Iterator[IO[bytes] | gzip.GzipFile]:
     """The log's bytes, gunzipped if need be. Only a regular file is opened, and the file
     opened is checked again (a FIFO swapped in after the check would block a plain open)."""
     kind = _regular_kind(path)
@@ -301,7 +302,7 @@ def _open_log(path: str) -> Iterator[IO[bytes]]:
             yield raw
 
 
-def _read_chunks(stream: IO[bytes], stats: ImportStats, where: str) -> Iterator[bytes]:
+def _read_chunks(stream: IO[bytes] | gzip.GzipFile, stats: ImportStats, where: str) -> Iterator[bytes]:
     """The file's bytes in chunks; a gzip cut short ends it, keeping everything before the cut."""
     size = _GZIP_CHUNK_BYTES if isinstance(stream, gzip.GzipFile) else _CHUNK_BYTES
     while True:

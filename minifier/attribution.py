@@ -84,7 +84,9 @@ class Attribution:
 
     @classmethod
     def from_json(cls, data: dict[str, Any] | None) -> Attribution | None:
-        return cls(**{k: data.get(k) for k in ("layer", "part", "op", "user_frame")}) if data else None
+        if not data:
+            return None
+        return cls(layer=str(data.get("layer") or ""), part=data.get("part"), op=data.get("op"), user_frame=data.get("user_frame"))
 
 
 LAYER_TEXT = {
@@ -189,5 +191,5 @@ def _torch_dir() -> str:
 
 _TORCH_DIR = _torch_dir()
 _DYNSCOPE_DIRS = tuple(os.path.dirname(os.path.abspath(p)).replace(os.sep, "/") + "/"
-                       for p in (__file__, sys.modules["dynscope"].__file__))
+                       for p in (__file__, sys.modules["dynscope"].__file__) if p is not None)
 _STDLIB_DIRS = tuple({os.path.dirname(os.__file__).replace(os.sep, "/")})

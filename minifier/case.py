@@ -66,7 +66,7 @@ def case_from_failure(data: dict[str, Any], out_dir: str) -> Case:
         values=values,
         accuracy=_tolerances(data.get("accuracy")),
         exception_text=_text((_mapping(data.get("exception")) or {}).get("traceback"), 100_000),
-        notes=[*notes, *[str(n)[:1000] for n in (data.get("notes") if isinstance(data.get("notes"), list) else [])]],
+        notes=[*notes, *[str(n)[:1000] for n in _sequence(data.get("notes"))]],
     )
     _apply_settings(case, data.get("backend"), data.get("configs"))
     return case
@@ -122,6 +122,10 @@ def _text(value: Any, limit: int = 200) -> str | None:
 
 def _mapping(value: Any) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
+
+
+def _sequence(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
 
 
 def _tolerances(value: Any) -> dict[str, float] | None:

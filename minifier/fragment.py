@@ -182,7 +182,7 @@ def _input_spec_for(node: dict[str, Any], requires_grad: bool) -> dict[str, Any]
     meta = node.get("tensor")
     if not isinstance(meta, dict) or "shape" not in meta:
         return None
-    shape, stride = meta.get("shape"), meta.get("stride")
+    shape, stride = meta["shape"], meta.get("stride")
     if not all(isinstance(d, int) for d in shape) or (stride and not all(isinstance(s, int) for s in stride)):
         return None  # symbolic sizes: no concrete tensor to make
     return {"kind": "tensor", "shape": list(shape), "stride": list(stride) if stride else _strides_like(shape, None),

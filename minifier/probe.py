@@ -236,6 +236,7 @@ class FailureProbe:
             reference, reference_grads = standalone.run_with_grads(module, standalone.to_float64(standalone.clone_inputs(call_args)))
         except Exception:  # an op without a float64 kernel: compare with eager alone
             reference = reference_grads = None
+        assert self.accuracy is not None  # compared with eager only under --accuracy
         rtol, atol = self.accuracy["rtol"], self.accuracy["atol"]
         problem = standalone.accuracy_problem(expected, actual, reference, rtol, atol, "output")
         if problem is None and expected_grads is not None and actual_grads is not None:

@@ -14,6 +14,7 @@ Cheapest first, each step kept only if the failure signature stays the same:
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TypeGuard
 
 from dynscope.minifier.checker import Checker
 from dynscope.minifier.fragment import Fragment, can_stand_alone, keep_only, prefix, with_small_inputs
@@ -25,7 +26,7 @@ _MAX_DDMIN_CHECKS = 60
 def minimize(checker: Checker, fragment: Fragment, *, on_step: Callable[[str, Fragment], None]) -> Fragment | None:
     """The smallest graph found that fails like the target; None when the whole graph does
     not fail that way (the failure does not replay)."""
-    def fails(candidate: Fragment | None) -> bool:
+    def fails(candidate: Fragment | None) -> TypeGuard[Fragment]:  # a None candidate never fails
         return candidate is not None and checker.fails(candidate)
 
     on_step("one node per op", fragment)
@@ -56,7 +57,7 @@ def minimize(checker: Checker, fragment: Fragment, *, on_step: Callable[[str, Fr
     return best
 
 
-def _screen_ops(fragment: Fragment, fails: Callable[[Fragment | None], bool],
+def _screen_ops(fragment: Fragment, fails: Callable[[Fragment | None], TypeGuard[Fragment]],
                 on_step: Callable[[str, Fragment], None]) -> Fragment | None:
     """The smallest set of single, separately fed nodes (one per distinct op) that fails."""
     representatives: dict[str, str] = {}
@@ -79,7 +80,7 @@ def _screen_ops(fragment: Fragment, fails: Callable[[Fragment | None], bool],
     return keep_only(fragment, set(candidates))
 
 
-def _shortest_failing_prefix(fragment: Fragment, fails: Callable[[Fragment | None], bool],
+def _shortest_failing_prefix(fragment: Fragment, fails: Callable[[Fragment | None], TypeGuard[Fragment]],
                              on_step: Callable[[str, Fragment], None]) -> Fragment:
     count = len(fragment.compute_nodes)
     low, high = 1, count  # the whole graph (high) is known to fail
@@ -97,7 +98,7 @@ def _shortest_failing_prefix(fragment: Fragment, fails: Callable[[Fragment | Non
     return best
 
 
-def _ddmin(fragment: Fragment, keep_last: str, fails: Callable[[Fragment | None], bool],
+def _ddmin(fragment: Fragment, keep_last: str, fails: Callable[[Fragment | None], TypeGuard[Fragment]],
            on_step: Callable[[str, Fragment], None]) -> Fragment:
     """Zeller's ddmin over the compute nodes other than ``keep_last``: try removing each
     chunk (and keeping only each chunk), refining the chunks when nothing goes."""

@@ -89,10 +89,10 @@ class CodeView(ScrollView, can_focus=True, inherit_bindings=False):
             return Strip.blank(width, self.rich_style)
         key = (index, scroll_x, width)
         if key not in self._cache:
-            self._cache[key] = self._render(index, scroll_x, width)
+            self._cache[key] = self._render_row(index, scroll_x, width)
         return self._cache[key]
 
-    def _render(self, index: int, scroll_x: int, width: int) -> Strip:
+    def _render_row(self, index: int, scroll_x: int, width: int) -> Strip:
         console = self.app.console
         number = self._first_number + index
         marked = number == self._mark

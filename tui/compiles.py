@@ -33,7 +33,7 @@ class CompilesPane(Horizontal):
         yield StageStepper(self.capture, id="stepper")
 
     @property
-    def tree(self) -> CompileTree:
+    def compile_tree(self) -> CompileTree:
         return self.query_one(CompileTree)
 
     @property
@@ -41,16 +41,16 @@ class CompilesPane(Horizontal):
         return self.query_one(StageStepper)
 
     def on_mount(self) -> None:
-        self.tree.populate()
+        self.compile_tree.populate()
         first = self.capture.compiles()[:1]
         if first:
             self.show(first[0].compile_id)
 
     def focus_main(self) -> None:
-        self.tree.focus()
+        self.compile_tree.focus()
 
     def show(self, compile_id: str, stage_key: str | None = None, node: str | None = None) -> None:
-        self.tree.move_to_compile(compile_id)
+        self.compile_tree.move_to_compile(compile_id)
         self.stepper.show(compile_id, stage_key, node=node)
 
     # -- keys and events --------------------------------------------------------------------
@@ -69,11 +69,11 @@ class CompilesPane(Horizontal):
 
     def on_input_changed(self, event: Input.Changed) -> None:
         event.stop()
-        self.tree.populate(event.value)
+        self.compile_tree.populate(event.value)
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
-        self.tree.focus()
+        self.compile_tree.focus()
 
     def on_tree_node_highlighted(self, event: Tree.NodeHighlighted[Entry]) -> None:
         event.stop()

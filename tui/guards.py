@@ -125,7 +125,7 @@ def compile_details(capture: Capture, c: Compile, recompile: Recompile | None,
     rows += [plain(""), plain(f"Guards of {c.compile_id} ({len(guards)})", "bold")]
     if not guards:
         rows.append(plain("no guard list was recorded for this compile", "dim"))
-    files = {other.file for other in capture.compiles()}
+    files = {other.file for other in capture.compiles() if other.file is not None}
     rows += [guard_row(g, mask, lambda text: torch_frame_location(text, files, cwd)) for g in guards]
     return lines_of(*rows)
 

@@ -40,14 +40,15 @@ class KernelTree(Tree["Compile | Kernel | None"]):
         return len(compiles)
 
     def compile_node(self, compile_id: str) -> TreeNode | None:
-        return next((n for n in self.root.children if n.data.compile_id == compile_id), None)
+        return next((n for n in self.root.children if isinstance(n.data, Compile) and n.data.compile_id == compile_id), None)
 
     def on_tree_node_expanded(self, event: Tree.NodeExpanded) -> None:
         if isinstance(event.node.data, Compile) and not event.node.children:
             self.load_kernels(event.node)
 
     @work(thread=True, group="kernel-tree")
-    def load_kernels(self, node: TreeNode, select: str | None = None) -> None:
+    def load_kernels(self, node: TreeNode[Compile | Kernel], select: str | None = None) -> None:
+        assert isinstance(node.data, Compile)  # kernels load under a compile's node
         try:
             kernels = self.capture.kernels(node.data.compile_id)
         except DynscopeError as e:
@@ -95,23 +96,24 @@ class KernelsPane(Horizontal):
             yield CodeView(id="kernel-code")
 
     @property
-    def tree(self) -> KernelTree:
+    def kernel_tree(self) -> KernelTree:
         return self.query_one(KernelTree)
 
     def on_mount(self) -> None:
-        if self.tree.populate():
-            first = self.tree.root.children[0]
-            self.tree.select_kernel(first.data.compile_id, None)
+        if self.kernel_tree.populate():
+            first = self.kernel_tree.root.children[0].data
+            assert isinstance(first, Compile)  # the root's children are compiles
+            self.kernel_tree.select_kernel(first.compile_id, None)
         else:
             self.query_one("#kernel-info", Static).update(plain(
                 "No kernels: no compile in this run reached Inductor's code generation "
                 "(e.g. backend=\"eager\" or \"aot_eager\", or every compile failed).", "yellow"))
 
     def focus_main(self) -> None:
-        self.tree.focus()
+        self.kernel_tree.focus()
 
     def show(self, compile_id: str, key: str) -> None:
-        self.tree.select_kernel(compile_id, key)
+        self.kernel_tree.select_kernel(compile_id, key)
 
     def on_tree_node_highlighted(self, event: Tree.NodeHighlighted) -> None:
         event.stop()

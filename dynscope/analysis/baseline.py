@@ -12,6 +12,7 @@ The allow file (TOML) accepts known problems, each with a reason::
 from __future__ import annotations
 
 import fnmatch
+import sys
 from dataclasses import dataclass
 
 from dynscope.analysis.compare import Comparison, relative
@@ -98,10 +99,10 @@ def _read_allow_file(path: str) -> bytes:
 
 
 def load_allowances(path: str) -> list[Allowance]:
-    try:
+    if sys.version_info >= (3, 11):
         import tomllib
-    except ImportError:  # Python 3.10
-        import tomli as tomllib  # type: ignore[no-redef]
+    else:
+        import tomli as tomllib
     raw = _read_allow_file(path)
     try:
         data = tomllib.loads(raw.decode("utf-8"))

@@ -191,7 +191,7 @@ def _label(node: FxNode, cwd: str | None) -> str:
 def _kernels_by_node(capture: Capture, stage: Stage) -> dict[str, str]:
     if stage.name != "post_grad":
         return {}
-    mapping = {}
+    mapping: dict[str, str] = {}
     for kernel in capture.kernels(stage.compile_id):
         if kernel.graph == stage.graph:
             for node in kernel.post_grad_nodes:

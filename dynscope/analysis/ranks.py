@@ -194,6 +194,7 @@ def _first_divergence(ranks: list[int], steps: list[list[Step]], collectives: li
             detail += f", where {_who(others, len(ranks), alone=False)} {_agree(theirs.phrase, others)}" if theirs \
                 else f"; {_who(others, len(ranks), alone=False)} did nothing more"
         else:
+            assert theirs is not None  # no parting rank did anything: the reference did (shown is not None)
             detail = f"{who} never {_agree(theirs.phrase, parting)}"
         detail += _consequence(ranks, parting, collectives, steps)
         return Divergence(shown.what, tuple(parting), shown.file, shown.line, shown.function, detail, first)

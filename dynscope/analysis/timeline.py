@@ -57,7 +57,8 @@ def timeline_events(rank: int, label: str, chromium: list[dict[str, Any]],
         if not isinstance(name, str) or not isinstance(ts, (int, float)):
             continue
         last_ts = max(last_ts, float(ts))
-        args = raw.get("args") if isinstance(raw.get("args"), dict) else {}
+        raw_args = raw.get("args")
+        args = raw_args if isinstance(raw_args, dict) else {}
         base = {"name": name, "cat": phase_of(name), "pid": rank, "tid": PHASE_TRACK, "ts": float(ts)}
         if ph == "B":
             stack.append(name)

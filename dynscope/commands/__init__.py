@@ -14,6 +14,8 @@ import importlib
 import os
 import sys
 import traceback
+from collections.abc import Callable
+from typing import Protocol
 
 from dynscope._version import __version__
 from dynscope.errors import DynscopeError
@@ -25,11 +27,22 @@ SUBCOMMANDS = (
 INTERNAL_ERROR_EXIT = 70
 
 
-def _load(name: str):
-    return importlib.import_module(f"dynscope.commands.{name}").Command()
+class Command(Protocol):
+    """What each subcommand module's ``Command`` is (explain adds ``run_argv``)."""
+
+    help: str
+
+    def prepare_parser(self, parser: argparse.ArgumentParser) -> None: ...
+
+    def run(self, args: argparse.Namespace) -> int | None: ...
 
 
-def build_parser() -> tuple[argparse.ArgumentParser, dict[str, object]]:
+def _load(name: str) -> Command:
+    command: Command = importlib.import_module(f"dynscope.commands.{name}").Command()
+    return command
+
+
+def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
     parser = argparse.ArgumentParser(
         prog="dynscope",
         description="See what torch.compile did to your program, and why.",
@@ -72,7 +85,11 @@ def main(argv: list[str] | None = None) -> int:
     # explain hands everything after the program name to the program untouched, so it
     # parses its own arguments instead of going through argparse's subparser.
     if argv and argv[0] == "explain" and "explain" in commands:
-        return _run(lambda: commands["explain"].run_argv(argv[1:], parser_for_help=parser))
+        from dynscope.commands.explain import Command as Explain
+
+        explain = commands["explain"]
+        assert isinstance(explain, Explain)
+        return _run(lambda: explain.run_argv(argv[1:], parser_for_help=parser))
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help(sys.stderr)
@@ -80,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     return _run(lambda: commands[args.command].run(args))
 
 
-def _run(action) -> int:
+def _run(action: Callable[[], int | None]) -> int:
     from dynscope.stdout_guard import guarded_stdout
 
     try:

@@ -28,9 +28,9 @@ class Command:
         with Capture.open(args.capture) as capture:
             if args.against:
                 _warn_if_unrelated(capture, args.compile_id, args.against)
-                result = diff_compiles(capture, args.compile_id, args.against)
-                lines = _compile_lines(result)
-                text = result.graph.text_diff if result.graph else ()
+                compiles = diff_compiles(capture, args.compile_id, args.against)
+                lines = _compile_lines(compiles)
+                text = compiles.graph.text_diff if compiles.graph else ()
             else:
                 if not args.to_stage:
                     raise DynscopeError("say which stages to compare: --from A --to B (or --against ID2 for compiles)")
@@ -44,9 +44,9 @@ class Command:
                 for stage in (before, after):
                     if not stage.recorded:
                         raise DynscopeError(f"stage {stage.key} is missing: {stage.missing_reason}", exit_code=1)
-                result = diff_stages(capture, before, after)
-                lines = result.summary_lines()
-                text = result.text_diff
+                stages = diff_stages(capture, before, after)
+                lines = stages.summary_lines()
+                text = stages.text_diff
         _print(lines, text, raw=args.raw or not sys.stdout.isatty())
         return 0
 

@@ -15,9 +15,13 @@ import argparse
 import os
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from dynscope.commands._common import add_program_arguments, program_from_args
 from dynscope.errors import DynscopeError
+
+if TYPE_CHECKING:
+    from rich.live import Live
 
 USAGE = """dynscope minify [OPTIONS] SCRIPT [ARGS...]
        dynscope minify [OPTIONS] -m MODULE [ARGS...]
@@ -112,14 +116,15 @@ class LiveProgress:
         self._nodes_before: int | None = None
         self._nodes: int | None = None
         self._detail = ""
-        self._live = None
+        self._live: Live | None = None
 
     def __enter__(self) -> LiveProgress:
         if self.console.is_terminal:
             from rich.live import Live
 
-            self._live = Live(self._render(), console=self.console, transient=True, refresh_per_second=8)
-            self._live.__enter__()
+            live = Live(self._render(), console=self.console, transient=True, refresh_per_second=8)
+            live.__enter__()
+            self._live = live
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -66,9 +66,9 @@ def write_report(paths: list[str], output: str | None, *, fmt: str, any_source: 
 
         reporter = prepare_report(fmt, captures, ReportOptions(any_source=any_source, comparison=comparison,
                                                                  source_roots=source_roots))
-        text = io.StringIO()
-        reporter.render(text)
-        text = text.getvalue()
+        buffer = io.StringIO()
+        reporter.render(buffer)
+        text = buffer.getvalue()
     if output is None:
         sys.stdout.write(text)
         return

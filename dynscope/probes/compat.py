@@ -8,6 +8,7 @@ instead of guessing. No other module imports private torch names.
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
 import warnings
@@ -230,7 +231,7 @@ CACHES_OFF = {"torch._inductor.config": {"force_disable_caches": True},
 CONFIG_MODULES = ("torch._dynamo.config", "torch._functorch.config", "torch._inductor.config", "torch.compiler.config")
 
 
-def output_graph_class() -> type | None:
+def output_graph_class() -> Any:
     """The class whose ``call_user_compiler(gm, example_inputs)`` hands every Dynamo graph to the backend."""
     try:
         from torch._dynamo.output_graph import OutputGraph
@@ -339,7 +340,7 @@ def patch_configs(configs: dict[str, dict[str, Any]]) -> Callable[[], None]:
             continue
         patcher = module.patch(known)
         patcher.__enter__()
-        undo.append(lambda patcher=patcher: patcher.__exit__(None, None, None))
+        undo.append(functools.partial(patcher.__exit__, None, None, None))
 
     def restore() -> None:
         while undo:
@@ -374,15 +375,18 @@ def compiler_bisector_subsystems() -> dict[str, list[dict[str, Any]]] | None:
     if not isinstance(backends, dict) or not hasattr(cb.CompilerBisector, "disable_subsystem"):
         return None
     plan: dict[str, list[dict[str, Any]]] = {}
+    # torch's subsystem classes (absent ones match nothing)
+    config_change: Any = getattr(cb, "ConfigChange", ())
+    bisect_subsystem: Any = getattr(cb, "BisectSubsystem", ())
     for backend, subsystems in backends.items():
         entries = []
         for sub in subsystems:
-            if isinstance(sub, getattr(cb, "ConfigChange", ())):
+            if isinstance(sub, config_change):
                 module = _BISECT_CONFIG_MODULES.get(sub.config_name)
                 if module is not None and is_json_value(sub.config_value):
                     entries.append({"name": sub.name, "kind": "config", "module": module,
                                     "field": sub.config_field, "value": sub.config_value})
-            elif isinstance(sub, getattr(cb, "BisectSubsystem", ())):
+            elif isinstance(sub, bisect_subsystem):
                 entries.append({"name": sub.name, "kind": "bisect"})
             else:
                 entries.append({"name": sub.name, "kind": "binary"})

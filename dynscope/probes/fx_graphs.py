@@ -69,7 +69,7 @@ class PrintedGraphs:
             return graph
 
 
-def patch_print_readable(graph_module_cls: type, sink: PrintedGraphs, on_error: Callable[[str], None]):
+def patch_print_readable(graph_module_cls: Any, sink: PrintedGraphs, on_error: Callable[[str], None]):
     """Wrap ``print_readable``; returns the function that undoes it."""
     original = graph_module_cls.print_readable
 

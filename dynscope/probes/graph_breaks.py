@@ -17,7 +17,7 @@ from dynscope.probes import compat
 from dynscope.probes.sink import Sink
 
 
-def patch_log_graph_break(translator_cls: type, sink: Sink) -> Callable[[], None]:
+def patch_log_graph_break(translator_cls: Any, sink: Sink) -> Callable[[], None]:
     original = translator_cls.log_graph_break
 
     def log_graph_break(self, code_options, reason, exc, *args: Any, **kwargs: Any):

@@ -176,7 +176,7 @@ class RuntimeProfiler:
         local = self._thread()
         start = time.perf_counter_ns()
         before = _gap_start(local, graph, gap)
-        if before is not None:
+        if gap is not None and before is not None:
             gap.seconds += (start - before[0] - (local.compiled_ns - before[1])) / 1e9
         try:
             return fn(*args, **kwargs)
@@ -197,7 +197,7 @@ class RuntimeProfiler:
         self._cuda_used = True
         start = compat.cuda_event()
         before = _gap_start(local, graph, gap)
-        if before is not None:
+        if gap is not None and before is not None:
             gap.add_events(before[3], start)
         try:
             return fn(*args, **kwargs)
