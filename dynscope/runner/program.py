@@ -13,6 +13,7 @@ import types
 from dataclasses import dataclass, field
 
 from dynscope.errors import DynscopeError
+from dynscope.runner import shadow
 
 
 @dataclass(frozen=True)
@@ -87,8 +88,7 @@ def _run_script(path: str) -> None:
     typed), ``__builtins__`` the builtins module, ``__loader__`` a SourceFileLoader,
     ``__spec__`` and ``__package__`` None. (runpy.run_path would set sys.argv[0] to the
     path it was given and ``__builtins__`` to a dict.)"""
-    with open(path, "rb") as f:
-        source = f.read()
+    source = shadow.script_source(path)  # a fix trial may run changed source (dynscope.runner.shadow)
     main = types.ModuleType("__main__")
     main.__dict__.update(__file__=path, __builtins__=builtins,
                          __loader__=importlib.machinery.SourceFileLoader("__main__", path))

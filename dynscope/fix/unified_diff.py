@@ -1,0 +1,195 @@
+"""Read a unified diff (``git diff``, ``diff -u``) and apply it to text, for ``fix --patch``.
+
+The patch is someone else's change (a colleague's, an agent's), judged before anyone applies
+it: this module only computes the changed text of each file, which the trial child runs
+through the shadow (dynscope.runner.shadow). It applies like ``git apply`` without fuzz: every
+context and removed line must match exactly, a hunk may sit a few lines from where its header
+says. What it cannot judge is refused in one line: a path outside the program's tree, a new,
+deleted, renamed or binary file, a file not valid UTF-8.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+
+from dynscope.errors import DynscopeError
+
+MAX_PATCH_BYTES = 16 * 1024 * 1024
+MAX_FILE_BYTES = 16 * 1024 * 1024
+
+_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@")
+_UNSUPPORTED = ("rename from ", "rename to ", "copy from ", "copy to ", "deleted file mode", "new file mode",
+                "old mode ", "new mode ", "GIT binary patch", "Binary files ")
+
+
+class PatchError(DynscopeError):
+    """A patch that cannot be applied as it is; the message names the patch, the file and the hunk."""
+
+
+@dataclass(frozen=True)
+class Hunk:
+    old_start: int  # 1-based line of the first old line (0 for a hunk at the top of an empty range)
+    old: tuple[str, ...]  # context and removed lines, without line ends
+    new: tuple[str, ...]  # context and added lines, without line ends
+    new_ends_without_newline: bool = False  # "\ No newline at end of file" after its last new line
+
+
+@dataclass(frozen=True)
+class FilePatch:
+    path: str  # relative to the program's tree, with / separators
+    hunks: tuple[Hunk, ...]
+
+
+@dataclass(frozen=True)
+class ChangedFile:
+    path: str  # absolute
+    relative: str  # as the patch names it
+    old: str
+    new: str
+
+
+def parse(text: str, name: str = "the patch") -> list[FilePatch]:
+    """The files and hunks of a unified diff; a PatchError for anything it cannot take."""
+    lines = text.splitlines()
+    patches: list[FilePatch] = []
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith(_UNSUPPORTED):
+            raise PatchError(f"{name}: line {i + 1}: {line.strip()!r} is not supported (only changes to existing text files)")
+        if not (line.startswith("--- ") and i + 1 < len(lines) and lines[i + 1].startswith("+++ ")):
+            i += 1
+            continue
+        old_path, new_path = _header_path(line[4:]), _header_path(lines[i + 1][4:])
+        if old_path == "/dev/null" or new_path == "/dev/null":
+            raise PatchError(f"{name}: line {i + 1}: creating or deleting a file is not supported (only changes to existing files)")
+        path = _relative(new_path, name, i + 2)
+        i += 2
+        hunks: list[Hunk] = []
+        while i < len(lines) and lines[i].startswith("@@"):
+            hunk, i = _hunk(lines, i, name)
+            hunks.append(hunk)
+        if not hunks:
+            raise PatchError(f"{name}: line {i}: {path} has a header but no hunk")
+        patches.append(FilePatch(path, tuple(hunks)))
+    if not patches:
+        raise PatchError(f"{name}: no file changes found (is it a unified diff, as `git diff` writes?)")
+    paths = [p.path for p in patches]
+    if len(set(paths)) != len(paths):
+        raise PatchError(f"{name}: changes the same file in two places of the patch: merge them into one")
+    return patches
+
+
+def _header_path(field: str) -> str:
+    path = field.split("\t", 1)[0].strip()
+    if path.startswith('"'):
+        raise PatchError(f"a quoted path in a patch header is not supported: {path[:200]!r}")
+    return path
+
+
+def _relative(path: str, name: str, line: int) -> str:
+    if path.startswith(("a/", "b/")):
+        path = path[2:]  # git's prefixes, as `git apply` (-p1) strips them
+    parts = path.split("/")
+    if not path or path.startswith("/") or "\\" in path or any(p in ("", ".", "..") for p in parts) or "\x00" in path:
+        raise PatchError(f"{name}: line {line}: the path {path[:200]!r} is not a plain path inside the program's tree")
+    return path
+
+
+def _hunk(lines: list[str], i: int, name: str) -> tuple[Hunk, int]:
+    match = _HUNK.match(lines[i])
+    if match is None:
+        raise PatchError(f"{name}: line {i + 1}: not a hunk header: {lines[i][:200]!r}")
+    old_start = int(match.group(1))
+    old_count = int(match.group(2) if match.group(2) is not None else 1)
+    new_count = int(match.group(4) if match.group(4) is not None else 1)
+    old: list[str] = []
+    new: list[str] = []
+    new_without_newline = False
+    last_tag = ""
+    i += 1
+    while i < len(lines) and (len(old) < old_count or len(new) < new_count or lines[i].startswith("\\")):
+        line = lines[i]
+        tag, body = line[:1], line[1:]
+        if line.startswith("\\"):  # "\ No newline at end of file": about the line before it
+            new_without_newline = new_without_newline or last_tag in (" ", "+")
+        elif tag == " " or line == "":  # an empty line: context whose single space an editor dropped
+            old.append(body)
+            new.append(body)
+        elif tag == "-":
+            old.append(body)
+        elif tag == "+":
+            new.append(body)
+        else:
+            raise PatchError(f"{name}: line {i + 1}: the hunk ends before its header's line counts ({old_count}, {new_count})")
+        last_tag = tag or " "
+        i += 1
+    if len(old) != old_count or len(new) != new_count:
+        raise PatchError(f"{name}: line {i}: the hunk's lines do not add up to its header's counts ({old_count}, {new_count})")
+    return Hunk(old_start, tuple(old), tuple(new), new_without_newline), i
+
+
+def apply(patches: list[FilePatch], root: str, name: str = "the patch") -> list[ChangedFile]:
+    """The changed text of every file the patch names under ``root``; nothing is written."""
+    real_root = os.path.realpath(root)
+    changed = []
+    for patch in patches:
+        path = os.path.join(real_root, *patch.path.split("/"))
+        real = os.path.realpath(path)
+        if os.path.commonpath([real, real_root]) != real_root:
+            raise PatchError(f"{name}: {patch.path} leads outside the program's tree ({root})")
+        if not os.path.isfile(real):
+            raise PatchError(f"{name}: {patch.path} does not exist under {root}")
+        if os.path.getsize(real) > MAX_FILE_BYTES:
+            raise PatchError(f"{name}: {patch.path} is larger than {MAX_FILE_BYTES >> 20} MiB")
+        try:
+            with open(real, encoding="utf-8", newline="") as f:
+                old = f.read()
+        except (OSError, UnicodeDecodeError) as e:
+            raise PatchError(f"{name}: cannot read {patch.path}: {getattr(e, 'strerror', None) or e}") from None
+        changed.append(ChangedFile(real, patch.path, old, _apply_hunks(old, patch, name)))
+    return changed
+
+
+def _apply_hunks(text: str, patch: FilePatch, name: str) -> str:
+    lines = text.splitlines(keepends=True)
+    ending = "\r\n" if lines and lines[0].endswith("\r\n") else "\n"
+    bare = [line.rstrip("\r\n") for line in lines]
+    out: list[str] = []
+    at = 0  # next line of the original not yet copied
+    for number, hunk in enumerate(patch.hunks, 1):
+        start = _locate(bare, hunk, at)
+        if start is None:
+            raise PatchError(f"{name}: hunk {number} of {patch.path} does not apply at line {hunk.old_start} "
+                             "(its context or removed lines differ from the file)")
+        out.extend(lines[at:start])
+        last_old = start + len(hunk.old)
+        for j, new_line in enumerate(hunk.new):
+            last = j == len(hunk.new) - 1 and last_old == len(lines)
+            out.append(new_line + ("" if last and hunk.new_ends_without_newline else ending))
+        at = last_old
+    out.extend(lines[at:])
+    return "".join(out)
+
+
+def _locate(bare: list[str], hunk: Hunk, not_before: int) -> int | None:
+    """Where the hunk's old lines are: at its header's line, else the nearest exact match after the previous hunk."""
+    wanted = list(hunk.old)
+    stated = max(hunk.old_start - 1, 0) if wanted else hunk.old_start
+    candidates = sorted(range(not_before, len(bare) - len(wanted) + 1), key=lambda s: abs(s - stated))
+    return next((s for s in candidates if bare[s:s + len(wanted)] == wanted), None)
+
+
+def read_patch(path: str) -> tuple[str, str]:
+    """(text, name) of a patch file, refused in one line when it is not a small text file."""
+    try:
+        if os.path.getsize(path) > MAX_PATCH_BYTES:
+            raise PatchError(f"{path}: larger than {MAX_PATCH_BYTES >> 20} MiB: not a patch to judge")
+        with open(path, encoding="utf-8") as f:
+            return f.read(), path
+    except FileNotFoundError:
+        raise PatchError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise PatchError(f"{path}: cannot read it as text: {getattr(e, 'strerror', None) or e}") from None

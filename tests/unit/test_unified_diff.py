@@ -1,0 +1,150 @@
+"""fix --patch reads unified diffs as `git diff` and `diff -u` write them, and applies them like `git apply`.
+
+Patches are made by the real tools from real before/after files, then applied in memory and
+compared with the after file; what cannot be judged is refused in one line.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+
+from dynscope.fix.unified_diff import PatchError, apply, parse
+
+BEFORE = '''import torch
+
+
+def forward(x):
+    # a comment the rewrite keeps
+    y = x * 2
+    if y.sum() > 0:
+        y = y + 1
+    print("done")
+    return y
+
+
+def helper(n):
+    return n + 1
+'''
+
+AFTER = '''import torch
+
+
+def forward(x):
+    # a comment the rewrite keeps
+    y = x * 2
+    y = torch.where(y.sum() > 0, y + 1, y)
+    return y
+
+
+def helper(n):
+    return n + 2
+'''
+
+
+def _git_diff(tmp_path, before: str, after: str, name: str = "model.py") -> str:
+    """`git diff` of a repository whose committed file is ``before`` and working file ``after``."""
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+    repo = tmp_path / "repo"
+    if not repo.exists():
+        repo.mkdir()
+        git(repo, "init", "-q")
+    (repo / name).write_text(before, newline="")
+    git(repo, "add", name)
+    git(repo, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "before")
+    (repo / name).write_text(after, newline="")
+    return git(repo, "diff", "--no-color")
+
+
+def git(repo, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=True).stdout
+
+
+def _tree(tmp_path, text: str, name: str = "model.py"):
+    root = tmp_path / "program"
+    root.mkdir(exist_ok=True)
+    (root / name).write_text(text, newline="")
+    return root
+
+
+def test_a_git_diff_applies_to_the_same_text_as_git_apply(tmp_path):
+    patch = _git_diff(tmp_path, BEFORE, AFTER)
+    root = _tree(tmp_path, BEFORE)
+    changed, = apply(parse(patch), str(root))
+    assert changed.relative == "model.py" and changed.old == BEFORE and changed.new == AFTER
+    assert (root / "model.py").read_text() == BEFORE  # nothing written
+    # git itself agrees with the result
+    (tmp_path / "patch.diff").write_text(patch)
+    subprocess.run(["git", "apply", "--check", "--directory=program", "patch.diff"], cwd=tmp_path, check=True,
+                   capture_output=True)
+
+
+def test_a_hunk_found_a_few_lines_from_its_header(tmp_path):
+    patch = _git_diff(tmp_path, BEFORE, AFTER)
+    root = _tree(tmp_path, "# a line the patch did not know of\n" * 3 + BEFORE)
+    changed, = apply(parse(patch), str(root))
+    assert changed.new == "# a line the patch did not know of\n" * 3 + AFTER
+
+
+def test_diff_u_output_and_missing_final_newlines(tmp_path):
+    if shutil.which("diff") is None:
+        pytest.skip("diff is not installed")
+    before, after = BEFORE.rstrip("\n"), AFTER.rstrip("\n") + "\n# end\n"
+    (tmp_path / "old.py").write_text(before)
+    (tmp_path / "new.py").write_text(after)
+    text = subprocess.run(["diff", "-u", "old.py", "new.py"], cwd=tmp_path, capture_output=True, text=True).stdout
+    assert "\\ No newline at end of file" in text
+    text = text.replace("+++ new.py", "+++ model.py", 1)
+    changed, = apply(parse(text), str(_tree(tmp_path, before)))
+    assert changed.new == after
+    # and the other way round: the patch removes the final newline
+    back = _git_diff(tmp_path, after, before)
+    changed, = apply(parse(back), str(_tree(tmp_path, after)))
+    assert changed.new == before
+
+
+def test_crlf_files_keep_their_line_ends(tmp_path):
+    patch = _git_diff(tmp_path, BEFORE, AFTER)
+    root = _tree(tmp_path, BEFORE.replace("\n", "\r\n"))
+    changed, = apply(parse(patch), str(root))
+    assert changed.new == AFTER.replace("\n", "\r\n")
+
+
+@pytest.mark.parametrize(("patch", "message"), [
+    ("hello\n", "no file changes found"),
+    ("--- a/../outside.py\n+++ b/../outside.py\n@@ -1 +1 @@\n-x\n+y\n", "is not a plain path inside the program's tree"),
+    ("--- /etc/passwd\n+++ /etc/passwd\n@@ -1 +1 @@\n-x\n+y\n", "is not a plain path inside the program's tree"),
+    ("--- /dev/null\n+++ b/new.py\n@@ -0,0 +1 @@\n+x\n", "creating or deleting a file is not supported"),
+    ("diff --git a/x.py b/y.py\nrename from x.py\nrename to y.py\n", "is not supported"),
+    ("--- a/model.py\n+++ b/model.py\n@@ -1,3 +1,3 @@\n-x\n", "do not add up"),
+    ("--- a/model.py\n+++ b/model.py\n", "has a header but no hunk"),
+    ("--- a/model.py\n+++ b/model.py\n@@ -1 +1 @@\n-x\n+y\n--- a/model.py\n+++ b/model.py\n@@ -3 +3 @@\n-x\n+y\n",
+     "changes the same file in two places"),
+])
+def test_what_cannot_be_judged_is_one_line(patch, message):
+    with pytest.raises(PatchError, match=message) as raised:
+        parse(patch, "change.diff")
+    assert "\n" not in str(raised.value) and str(raised.value).startswith("change.diff")
+
+
+def test_a_patch_that_does_not_apply_names_its_hunk(tmp_path):
+    patch = _git_diff(tmp_path, BEFORE, AFTER)
+    root = _tree(tmp_path, BEFORE.replace("y = x * 2", "y = x * 3"))
+    with pytest.raises(PatchError, match=r"change.diff: hunk 1 of model.py does not apply at line \d+"):
+        apply(parse(patch, "change.diff"), str(root), "change.diff")
+
+
+def test_a_link_out_of_the_tree_is_refused(tmp_path):
+    outside = tmp_path / "outside.py"
+    outside.write_text(BEFORE)
+    root = tmp_path / "program"
+    root.mkdir()
+    (root / "model.py").symlink_to(outside)
+    patch = _git_diff(tmp_path, BEFORE, AFTER)
+    with pytest.raises(PatchError, match="leads outside the program's tree"):
+        apply(parse(patch), str(root))
+    with pytest.raises(PatchError, match="does not exist under"):
+        apply(parse(patch.replace("model.py", "missing.py")), str(root))
