@@ -67,9 +67,9 @@ def _dynscope_recording(request: pytest.FixtureRequest):
 
     if marker is not None:
         _check_marker(marker)
-        import torch._dynamo
+        from dynscope.probes import compat
 
-        torch._dynamo.reset()  # earlier tests' cache entries would hide or add compiles
+        compat.reset_dynamo()  # earlier tests' cache entries would hide or add compiles
     from dynscope.errors import DynscopeError
     from dynscope.runner.launcher import exclusive_writer
 
