@@ -1,7 +1,8 @@
 """What users see of each recorded capture, made in-process, for the golden test.
 
-The paths a view prints depend on where the checkout is; they are replaced by ``<root>``
-so the golden files hold the same text on every machine.
+The views run in the checkout's root on the capture's path relative to it, so nothing they
+print depends on where the checkout is: the golden files hold the same text on every machine.
+(The paths recorded inside a capture are the recording machine's, and shown as they are.)
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ def render(capture: Path, view: str) -> str:
     os.chdir(ROOT)  # source excerpts are read under the reader's cwd
     try:
         with contextlib.redirect_stdout(out):
-            code = main([*argv, str(capture)])
+            code = main([*argv, str(capture.relative_to(ROOT))])
     finally:
         os.chdir(old_cwd)
         if old_columns is None:
@@ -50,4 +51,4 @@ def render(capture: Path, view: str) -> str:
         else:
             os.environ["COLUMNS"] = old_columns
     assert code == 0, f"dynscope {' '.join(argv)} {capture} exited {code}"
-    return out.getvalue().replace(str(ROOT), "<root>")
+    return out.getvalue()
