@@ -400,7 +400,7 @@ def is_problem_kind(text: str) -> typing.TypeGuard[ProblemKind]:
 
 
 # What a config value or a compile argument can be: it travels to the trial child as JSON.
-JsonValue = Union[None, bool, int, float, str, list["JsonValue"], dict[str, "JsonValue"]]
+JsonValue: typing.TypeAlias = None | bool | int | float | str | list["JsonValue"] | dict[str, "JsonValue"]
 
 
 def _json_value(value: object, where: str) -> JsonValue:
@@ -543,7 +543,7 @@ class ShowOnly:
         return cls(_field(data, "code", str, cls.OP))
 
 
-Action = Union[SetConfig, AddLoggingFunction, CompileWith, MarkDynamic, DisableFunction, ShowOnly]
+Action: typing.TypeAlias = SetConfig | AddLoggingFunction | CompileWith | MarkDynamic | DisableFunction | ShowOnly
 _ACTIONS: dict[str, Callable[[Mapping[str, object]], Action]] = {
     cls.OP: cls.from_json for cls in (SetConfig, AddLoggingFunction, CompileWith, MarkDynamic, DisableFunction, ShowOnly)
 }
@@ -561,7 +561,7 @@ def action_from_json(data: object) -> Action:
 
 # One compiled call's outputs as the trial child records them (payload of FixOutput: a JSON list
 # of leaves) and the parent compares them (analysis/fix_verdict.py).
-Number = Union[bool, int, float, None]  # None: NaN, or a value not recorded
+Number: typing.TypeAlias = bool | int | float | None  # None: NaN, or a value not recorded
 
 
 @dataclasses.dataclass(frozen=True)

@@ -37,6 +37,7 @@ from dynscope.events import (
     _json_value,
 )
 from dynscope.model import CompileError, Recompile, RecompileLimitHit
+from dynscope.model.break_text import first_line
 from dynscope.model.fix import Features
 
 AppliesAs = Literal["config", "wrap", "code"]
@@ -75,7 +76,12 @@ class ErrorFacts:
     user_line: int | None
 
 
-Facts = BreakFacts | LimitFacts | RecompileFacts | ErrorFacts
+@dataclass(frozen=True)
+class SkippedFacts:
+    headline: str  # the break Dynamo could not handle
+
+
+Facts = BreakFacts | LimitFacts | RecompileFacts | ErrorFacts | SkippedFacts
 
 
 @dataclass(frozen=True)
@@ -339,6 +345,24 @@ def _limit_applies(p: FixProblem, features: Features) -> bool:
     return isinstance(p.facts, LimitFacts) and p.facts.limit_name in features.configs
 
 
+def _limit_hint(facts: Facts) -> str | None:
+    if not isinstance(facts, LimitFacts):
+        return None
+    return ("see the recompiles of this frame below for the guard that keeps failing; raise "
+            f"torch._dynamo.config.{facts.limit_name} only if every recompile is expected")
+
+
+def _torch_hint(facts: Facts) -> str | None:
+    """torch's own advice for the break (its first hint), when it gave one."""
+    return first_line(facts.hints[0]) if isinstance(facts, BreakFacts) and facts.hints else None
+
+
+def _skipped_hint(facts: Facts) -> str | None:
+    if not isinstance(facts, SkippedFacts):
+        return None
+    return "fix that graph break (see it below); the program's results are not affected, only its speed"
+
+
 def _limit_remedy(p: FixProblem, _features: Features) -> Remedy:
     facts = p.facts
     assert isinstance(facts, LimitFacts)  # _limit_applies said so
@@ -493,7 +517,7 @@ TABLE: tuple[Entry, ...] = (
           _config("capture_dynamic_output_shape_ops", True)),
     Entry("reorderable_logging_function", ("graph_break",), _logging_applies, _logging_remedy),
     Entry("compiler_disable", ("graph_break",), _disable_applies, _disable_remedy),
-    Entry("raise_recompile_limit", ("recompile_limit",), _limit_applies, _limit_remedy),
+    Entry("raise_recompile_limit", ("recompile_limit",), _limit_applies, _limit_remedy, _limit_hint),
     Entry("mark_dynamic", ("recompile",), _mark_dynamic_applies("mark_dynamic"), _mark_dynamic_remedy(False),
           _shape_hint),
     Entry("maybe_mark_dynamic", ("recompile",), _mark_dynamic_applies("maybe_mark_dynamic"),
@@ -505,6 +529,8 @@ TABLE: tuple[Entry, ...] = (
     Entry("suppress_errors", ("error",), lambda _p, features: _wants(features, "suppress_errors", True),
           _config("suppress_errors", True)),
     # Hints only: what to try that no setting dynscope can try does.
+    Entry("torch_advice", ("graph_break",), hint=_torch_hint),
+    Entry("fix_the_break", ("skipped_frame",), hint=_skipped_hint),
     Entry("int_float_specialization", ("recompile",), hint=_same_type_hint),
     Entry("python_value", ("recompile",), hint=_python_value_hint),
     Entry("same_dtype_device", ("recompile",), hint=_reason_hint(
