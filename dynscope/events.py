@@ -426,8 +426,8 @@ def _optional(data: Mapping[str, object], name: str, kind: type[T], where: str) 
 
 # Each action is what one remedy changes in a trial run, applied by dynscope/fix/apply.py, which
 # dispatches on its type; ``OP`` names it on the wire (and in "... did not apply" notes). A new
-# kind of remedy (a source rewrite, say) is one more class here, in ``Action`` and in ``_ACTIONS``,
-# and one more case in apply.py.
+# kind of remedy (a source rewrite, say) is one more class here and in ``Action``, and one more
+# case in apply.py's ``Trial._apply`` (mypy's assert_never there says where it is missing).
 
 
 @dataclasses.dataclass(frozen=True)
@@ -544,9 +544,7 @@ class ShowOnly:
 
 
 Action: typing.TypeAlias = SetConfig | AddLoggingFunction | CompileWith | MarkDynamic | DisableFunction | ShowOnly
-_ACTIONS: dict[str, Callable[[Mapping[str, object]], Action]] = {
-    cls.OP: cls.from_json for cls in (SetConfig, AddLoggingFunction, CompileWith, MarkDynamic, DisableFunction, ShowOnly)
-}
+_ACTIONS: dict[str, Callable[[Mapping[str, object]], Action]] = {cls.OP: cls.from_json for cls in typing.get_args(Action)}
 
 
 def action_from_json(data: object) -> Action:
