@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Protocol, TypeVar, Union
 
 R = TypeVar("R", bound="Record")
+T = TypeVar("T")
 
 
 class NotUnderstood(ValueError):
@@ -377,9 +378,248 @@ class FixOutput(Record):
     call: int = 0
 
 
+# -- dynscope fix: the kinds of problem, and the actions a trial child applies -------------------
+
+# The one vocabulary of problem kinds: the summary's problems (analysis/problems.py), fix's remedy
+# table (analysis/remedies.py) and the fixes recorded into a capture (FixResult.matches) all name
+# a problem by one of these.
+ProblemKind = typing.Literal["error", "recompile_limit", "skipped_frame", "graph_break", "recompile"]
+PROBLEM_KINDS: tuple[ProblemKind, ...] = typing.get_args(ProblemKind)
+# The fix document (docs/fix-json.md) groups them coarser: its `kind` field is one of these
+# ("any" is a --try row, judged on every problem together).
+FixFamily = typing.Literal["break", "recompile", "error"]
+FIX_FAMILY: dict[ProblemKind, FixFamily] = {
+    "graph_break": "break", "skipped_frame": "break", "recompile": "recompile", "recompile_limit": "recompile",
+    "error": "error",
+}
+
+
+
+def is_problem_kind(text: str) -> typing.TypeGuard[ProblemKind]:
+    return text in PROBLEM_KINDS
+
+
+# What a config value or a compile argument can be: it travels to the trial child as JSON.
+JsonValue: typing.TypeAlias = None | bool | int | float | str | list["JsonValue"] | dict[str, "JsonValue"]
+
+
+def _json_value(value: object, where: str) -> JsonValue:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_json_value(v, where) for v in value]
+    if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+        return {str(k): _json_value(v, where) for k, v in value.items()}
+    raise ValueError(f"{where}: {type(value).__name__} is not a JSON value")
+
+
+def _field(data: Mapping[str, object], name: str, kind: type[T], where: str) -> T:
+    value = data.get(name)
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise ValueError(f"{where}: {name} must be {kind.__name__}, not {type(value).__name__}")
+    return value
+
+
+def _optional(data: Mapping[str, object], name: str, kind: type[T], where: str) -> T | None:
+    return None if data.get(name) is None else _field(data, name, kind, where)
+
+
+# Each action is what one remedy changes in a trial run, applied by dynscope/fix/apply.py, which
+# dispatches on its type; ``OP`` names it on the wire (and in "... did not apply" notes). A new
+# kind of remedy (a source rewrite, say) is one more class here and in ``Action``, and one more
+# case in apply.py's ``Trial._apply`` (mypy's assert_never there says where it is missing).
+
+
+@dataclasses.dataclass(frozen=True)
+class SetConfig:
+    """``module.name = value`` before the program compiles (a config of torch or of the program)."""
+
+    OP: ClassVar[str] = "config"
+    module: str
+    name: str
+    value: JsonValue
+
+    @property
+    def target(self) -> str:
+        return f"{self.module}.{self.name}"
+
+    def to_json(self) -> dict[str, JsonValue]:
+        return {"op": self.OP, "target": self.target, "value": self.value}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, object]) -> SetConfig:
+        module, _, name = _field(data, "target", str, cls.OP).rpartition(".")
+        if not module or not name:
+            raise ValueError(f"{cls.OP}: target must be a dotted name")
+        return cls(module, name, _json_value(data.get("value"), cls.OP))
+
+
+@dataclasses.dataclass(frozen=True)
+class AddLoggingFunction:
+    """``torch._dynamo.config.reorderable_logging_functions.add(function)``: a builtin (``print``)
+    or a dotted name (``logging.info``)."""
+
+    OP: ClassVar[str] = "logging_function"
+    function: str
+
+    def to_json(self) -> dict[str, JsonValue]:
+        return {"op": self.OP, "function": self.function}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, object]) -> AddLoggingFunction:
+        return cls(_field(data, "function", str, cls.OP))
+
+
+@dataclasses.dataclass(frozen=True)
+class CompileWith:
+    """Extra keyword arguments to every ``torch.compile`` of the program (``dynamic=True``)."""
+
+    OP: ClassVar[str] = "compile_kwargs"
+    kwargs: tuple[tuple[str, JsonValue], ...]
+
+    def to_json(self) -> dict[str, JsonValue]:
+        return {"op": self.OP, "kwargs": dict(self.kwargs)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, object]) -> CompileWith:
+        kwargs = _field(data, "kwargs", dict, cls.OP)
+        return cls(tuple((str(k), _json_value(v, cls.OP)) for k, v in kwargs.items()))
+
+
+@dataclasses.dataclass(frozen=True)
+class MarkDynamic:
+    """``torch._dynamo.mark_dynamic(arg, dim)`` (``maybe``: maybe_mark_dynamic) on an input of
+    the compiled ``function`` of ``file``, before each call."""
+
+    OP: ClassVar[str] = "mark_dynamic"
+    function: str
+    file: str | None
+    arg: str
+    dim: int
+    maybe: bool = False
+
+    def to_json(self) -> dict[str, JsonValue]:
+        return {"op": self.OP, "function": self.function, "file": self.file, "arg": self.arg, "dim": self.dim,
+                "maybe": self.maybe}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, object]) -> MarkDynamic:
+        return cls(_field(data, "function", str, cls.OP), _optional(data, "file", str, cls.OP),
+                   _field(data, "arg", str, cls.OP), _field(data, "dim", int, cls.OP),
+                   bool(_optional(data, "maybe", bool, cls.OP)))
+
+
+@dataclasses.dataclass(frozen=True)
+class DisableFunction:
+    """The ``function`` of ``file`` (whose code holds ``line``) replaced in its module or class by
+    ``torch.compiler.disable(fn)``."""
+
+    OP: ClassVar[str] = "disable"
+    file: str
+    function: str
+    line: int | None = None
+
+    def to_json(self) -> dict[str, JsonValue]:
+        return {"op": self.OP, "file": self.file, "function": self.function, "line": self.line}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, object]) -> DisableFunction:
+        return cls(_field(data, "file", str, cls.OP), _field(data, "function", str, cls.OP),
+                   _optional(data, "line", int, cls.OP))
+
+
+@dataclasses.dataclass(frozen=True)
+class ShowOnly:
+    """A change only the user can make (a ``torch._check`` in their code): shown, never run."""
+
+    OP: ClassVar[str] = "show_only"
+    code: str
+
+    def to_json(self) -> dict[str, JsonValue]:
+        return {"op": self.OP, "code": self.code}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, object]) -> ShowOnly:
+        return cls(_field(data, "code", str, cls.OP))
+
+
+Action: typing.TypeAlias = SetConfig | AddLoggingFunction | CompileWith | MarkDynamic | DisableFunction | ShowOnly
+_ACTIONS: dict[str, Callable[[Mapping[str, object]], Action]] = {cls.OP: cls.from_json for cls in typing.get_args(Action)}
+
+
+def action_from_json(data: object) -> Action:
+    """An action as the parent wrote it (``Action.to_json``); ValueError when it is not one."""
+    if not isinstance(data, dict):
+        raise ValueError(f"an action is a JSON object, not {type(data).__name__}")
+    parse = _ACTIONS.get(str(data.get("op")))
+    if parse is None:
+        raise ValueError(f"unknown action {data.get('op')!r}")
+    return parse(data)
+
+
+# One compiled call's outputs as the trial child records them (payload of FixOutput: a JSON list
+# of leaves) and the parent compares them (analysis/fix_verdict.py).
+Number: typing.TypeAlias = bool | int | float | None  # None: NaN, or a value not recorded
+
+
+@dataclasses.dataclass(frozen=True)
+class OutputLeaf:
+    kind: str  # "tensor", "number", "str", "NoneType", "unrecorded" or the leaf's type name
+    value: JsonValue = None  # a number or string leaf's value; "unrecorded": why
+    dtype: str | None = None  # tensors: dtype without "torch.", shape, a hash of every value,
+    shape: tuple[int, ...] | None = None  # and the values (all up to a cap, else an even sample)
+    hash: str | None = None
+    values: tuple[Number, ...] = ()
+    complete: bool = True
+    unreadable: str | None = None  # a tensor that could not be read back: why
+
+    def to_json(self) -> dict[str, JsonValue]:
+        if self.kind != "tensor":
+            return {"kind": self.kind, "value": self.value}
+        out: dict[str, JsonValue] = {"kind": self.kind, "dtype": self.dtype,
+                                     "shape": None if self.shape is None else list(self.shape)}
+        if self.unreadable is not None:
+            return {**out, "values": [], "unreadable": self.unreadable}
+        return {**out, "hash": self.hash, "values": list(self.values), "complete": self.complete}
+
+    @classmethod
+    def from_json(cls, data: object) -> OutputLeaf:
+        if not isinstance(data, dict):
+            return cls("unrecorded", "not a JSON object")
+        kind = str(data.get("kind"))
+        if kind != "tensor":
+            return cls(kind, _json_value(data.get("value"), "output"))
+        shape = data.get("shape")
+        values = data.get("values")
+        return cls(kind, None, _optional(data, "dtype", str, "output"),
+                   tuple(int(n) for n in shape) if isinstance(shape, list) else None,
+                   _optional(data, "hash", str, "output"),
+                   tuple(v if v is None or isinstance(v, (bool, int, float)) else None for v in values)
+                   if isinstance(values, list) else (),
+                   data.get("complete", True) is not False, _optional(data, "unreadable", str, "output"))
+
+
+@dataclasses.dataclass(frozen=True)
+class CallOutputs:
+    """One call of one compiled region (``region``: "<n>:<qualname>", ``call`` from 1)."""
+
+    region: str
+    call: int
+    leaves: tuple[OutputLeaf, ...]
+
+    def to_json(self) -> dict[str, JsonValue]:
+        return {"region": self.region, "call": self.call, "leaves": [leaf.to_json() for leaf in self.leaves]}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, object]) -> CallOutputs:
+        leaves = data.get("leaves")
+        return cls(str(data.get("region")), _field(data, "call", int, "output"),
+                   tuple(OutputLeaf.from_json(x) for x in leaves) if isinstance(leaves, list) else ())
+
+
 @dataclasses.dataclass(frozen=True)
 class FixProblemRef:
-    kind: str = "?"  # break | recompile | error
+    kind: str = "?"  # a FixFamily: break | recompile | error (read from a capture, so any text)
     file: str | None = None
     line: int | None = None
     function: str | None = None
@@ -422,10 +662,9 @@ class FixResult(Record):
     def detail(self) -> str:
         return self.problem.detail
 
-    def matches(self, kind: str, file: str | None, line: int | None, function: str | None = None) -> bool:
+    def matches(self, kind: ProblemKind | str, file: str | None, line: int | None, function: str | None = None) -> bool:
         """Whether this fix is for a problem of the summary's kinds (graph_break, recompile, error...)."""
-        ours = {"graph_break": "break", "skipped_frame": "break", "recompile": "recompile",
-                "recompile_limit": "recompile", "error": "error"}.get(kind, kind)
+        ours = FIX_FAMILY[kind] if is_problem_kind(kind) else kind
         if ours != self.kind or file != self.file:
             return False
         if self.kind == "recompile":

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from dynscope.analysis import runtime
+from dynscope.analysis.fix_document import FixDocument
 from dynscope.analysis.names import command_line, first_line, friendly_function, location, seconds_text
 from dynscope.analysis.overview import not_understood_line
 from dynscope.analysis.run_view import RunView, run_view
@@ -246,31 +247,31 @@ def comparison_markdown(result) -> str:
     return "\n".join(rows) + "\n"
 
 
-def render_fix_markdown(doc: dict) -> str:
+def render_fix_markdown(doc: FixDocument) -> str:
     """A ``dynscope.fix/1`` document as an issue or pull-request comment."""
-    from dynscope.analysis.fix_verdict import FIX_COLUMNS, fix_cells, run_conditions
+    from dynscope.analysis.fix_document import FIX_COLUMNS, fix_cells, run_conditions
 
-    base = doc.get("baseline") or {}
+    base = doc.baseline.metrics
     lines = ["## dynscope fix\n",
-             f"Baseline: {base.get('graph_breaks')} graph breaks, {base.get('recompiles')} recompiles, "
-             f"{base.get('errors')} errors; {doc.get('runs')} runs in {doc.get('wall_s')} s "
-             f"(torch {text(str(doc.get('torch_version')))}).\n",
+             f"Baseline: {base and base.graph_breaks} graph breaks, {base and base.recompiles} recompiles, "
+             f"{base and base.errors} errors; {doc.runs} runs in {doc.wall_s} s "
+             f"(torch {text(str(doc.torch_version))}).\n",
              text(run_conditions(doc)) + ".\n"]
-    if doc.get("trials"):
+    if doc.trials:
         lines.append("| " + " | ".join(FIX_COLUMNS) + " |")
         lines.append("|" + "---|" * len(FIX_COLUMNS))
-        for row in doc["trials"]:
+        for row in doc.trials:
             cells = fix_cells(row)
             lines.append("| " + " | ".join(code(cells[c], cell=True) if c == "remedy" else
                                            text(cells[c]).replace("|", "\\|") for c in FIX_COLUMNS) + " |")
-    combined = doc.get("combined")
+    combined = doc.combined
     if combined:
-        after = combined.get("after") or {}
-        lines.append(f"\n**Combined** ({text(', '.join(combined.get('remedies', [])))}): "
-                     f"**{text(str(combined.get('verdict')))}**, breaks {base.get('graph_breaks')} → "
-                     f"{after.get('graph_breaks')}, recompiles {base.get('recompiles')} → {after.get('recompiles')}.\n")
-        if combined.get("verdict") in ("fixed", "improved"):
-            patch = str(combined.get("patch", ""))
+        after = combined.after
+        lines.append(f"\n**Combined** ({text(', '.join(combined.remedies))}): "
+                     f"**{text(combined.verdict)}**, breaks {base and base.graph_breaks} → "
+                     f"{after and after.graph_breaks}, recompiles {base and base.recompiles} → {after and after.recompiles}.\n")
+        if combined.verdict in ("fixed", "improved"):
+            patch = combined.patch
             fence = markdown_fence(patch)
             language = "diff" if patch.startswith("--- ") else "python"
             lines.append(f"The change to make:\n\n{fence}{language}\n{visible(patch.rstrip())}\n{fence}\n")

@@ -9,10 +9,17 @@ differently or computed different numbers is ``failed`` whatever it did to the p
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Literal
 
-VERDICTS = ("fixed", "improved", "no change", "worse", "failed", "not run")
+from dynscope.analysis.overview import Totals
+from dynscope.events import CallOutputs, OutputLeaf
+from dynscope.model import Run
+from dynscope.model.runtime import RuntimeProfile
+
+Verdict_ = Literal["fixed", "improved", "no change", "worse", "failed", "not run"]
+VERDICTS: tuple[Verdict_, ...] = ("fixed", "improved", "no change", "worse", "failed", "not run")
 
 
 @dataclass(frozen=True)
@@ -23,26 +30,25 @@ class Metrics:
     compile_s: float
     run_s: float | None
 
-    def as_json(self) -> dict[str, Any]:
+    def as_json(self) -> dict[str, int | float | None]:
         return {"graph_breaks": self.graph_breaks, "recompiles": self.recompiles, "errors": self.errors,
                 "compile_s": round(self.compile_s, 3), "run_s": None if self.run_s is None else round(self.run_s, 3)}
 
 
-def metrics_from_summary(doc: dict[str, Any], program_s: float | None = None) -> Metrics:
-    """``program_s``: the program's own time, from its start to its end under the recorder (the
+def metrics_of(totals: Totals, run: Run, profile: RuntimeProfile | None, program_s: float | None = None) -> Metrics:
+    """A run's metrics from its view (``run_view(capture).totals``, ``capture.run``, ``capture.runtime``).
+    ``program_s``: the program's own time, from its start to its end under the recorder (the
     recorder's start-up left out, so runs started differently compare)."""
-    t = doc.get("totals", {})
-    compile_s = float(t.get("compile_time_s") or 0.0)
-    # The run's time outside compiling: measured by `explain --profile` when it ran (the "runtime"
-    # object), else the run's wall time less compile time.
-    runtime = doc.get("runtime") or {}
-    if runtime.get("profiled") and runtime.get("wall_s") is not None:
-        run_s = max(0.0, float(runtime["wall_s"]) - float(runtime.get("compile_s") or 0.0))
+    compile_s = float(totals.compile_time_s or 0.0)
+    # The run's time outside compiling: measured by `explain --profile` when it ran, else the
+    # run's wall time less compile time.
+    run_s: float | None
+    if profile is not None and profile.wall_s is not None:
+        run_s = max(0.0, float(profile.wall_s) - compile_s)
     else:
-        duration = program_s if program_s is not None else (doc.get("run") or {}).get("duration_s")
+        duration = program_s if program_s is not None else run.duration_s
         run_s = None if duration is None else max(0.0, float(duration) - compile_s)
-    return Metrics(int(t.get("graph_breaks") or 0), int(t.get("recompiles") or 0), int(t.get("errors") or 0),
-                   compile_s, run_s)
+    return Metrics(totals.graph_breaks, totals.recompiles, totals.errors, compile_s, run_s)
 
 
 @dataclass(frozen=True)
@@ -52,13 +58,13 @@ class Comparison:
     notes: tuple[str, ...] = field(default_factory=tuple)
 
 
-def compare_outputs(baseline: list[dict[str, Any]], trial: list[dict[str, Any]], *, rtol: float, atol: float,
+def compare_outputs(baseline: Sequence[CallOutputs], trial: Sequence[CallOutputs], *, rtol: float, atol: float,
                     allow_extra: bool = False) -> Comparison:
     """Each compiled region's outputs, call by call: same calls, same shapes and dtypes, values
     within ``atol + rtol * |baseline|`` (NaN equals NaN)."""
     notes: list[str] = []
-    base = {(o["region"], o["call"]): o for o in baseline}
-    other = {(o["region"], o["call"]): o for o in trial}
+    base = {(o.region, o.call): o for o in baseline}
+    other = {(o.region, o.call): o for o in trial}
     missing = [k for k in base if k not in other]
     extra = [k for k in other if k not in base]
     if missing:
@@ -67,11 +73,11 @@ def compare_outputs(baseline: list[dict[str, Any]], trial: list[dict[str, Any]],
         notes.append(f"{len(extra)} compiled call(s) the baseline did not make (first: {_call(extra[0])})")
     worst: float | None = None
     for key in sorted(base.keys() & other.keys()):
-        a, b = base[key].get("leaves", []), other[key].get("leaves", [])
+        a, b = base[key].leaves, other[key].leaves
         if len(a) != len(b):
             notes.append(f"{_call(key)}: {len(a)} outputs → {len(b)}")
             continue
-        for i, (x, y) in enumerate(zip(a, b)):
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
             diff, why = _leaf_diff(x, y, rtol=rtol, atol=atol)
             if diff is not None:
                 worst = diff if worst is None or diff > worst or math.isnan(diff) else worst
@@ -84,20 +90,24 @@ def _call(key: tuple[str, int]) -> str:
     return f"{key[0]} call {key[1]}"
 
 
-def _leaf_diff(x: dict[str, Any], y: dict[str, Any], *, rtol: float, atol: float) -> tuple[float | None, str | None]:
+def _shape(shape: tuple[int, ...] | None) -> str:
+    return "None" if shape is None else str(list(shape))
+
+
+def _leaf_diff(x: OutputLeaf, y: OutputLeaf, *, rtol: float, atol: float) -> tuple[float | None, str | None]:
     """(max abs diff, why they differ or None)."""
-    if x.get("kind") != y.get("kind"):
-        return None, f"{x.get('kind')} → {y.get('kind')}"
-    if x.get("kind") != "tensor":
-        return None, None if x.get("value") == y.get("value") else f"{x.get('value')!r} → {y.get('value')!r}"
-    if x.get("shape") != y.get("shape") or x.get("dtype") != y.get("dtype"):
-        return None, f"{x.get('dtype')}{x.get('shape')} → {y.get('dtype')}{y.get('shape')}"
-    xs, ys = x.get("values") or [], y.get("values") or []
+    if x.kind != y.kind:
+        return None, f"{x.kind} → {y.kind}"
+    if x.kind != "tensor":
+        return None, None if x.value == y.value else f"{x.value!r} → {y.value!r}"
+    if x.shape != y.shape or x.dtype != y.dtype:
+        return None, f"{x.dtype}{_shape(x.shape)} → {y.dtype}{_shape(y.shape)}"
+    xs, ys = x.values, y.values
     if len(xs) != len(ys):
         return None, "different number of recorded values"
     worst = 0.0
     bad = False
-    for a, b in zip(xs, ys):
+    for a, b in zip(xs, ys, strict=True):
         if a is None or b is None:  # NaN is recorded as None
             if (a is None) != (b is None):
                 bad, worst = True, math.inf
@@ -106,7 +116,7 @@ def _leaf_diff(x: dict[str, Any], y: dict[str, Any], *, rtol: float, atol: float
         worst = max(worst, d)
         if d > atol + rtol * abs(a):
             bad = True
-    if not bad and not x.get("complete", True) and x.get("hash") != y.get("hash") and rtol == 0 and atol == 0:
+    if not bad and not x.complete and x.hash != y.hash and rtol == 0 and atol == 0:
         bad = True  # exact comparison asked for, and only a sample was recorded: the hash decides
     return worst, (f"max abs diff {worst:.3g} exceeds the tolerance" if bad else None)
 
@@ -121,14 +131,14 @@ class RunFacts:
     stdout: str
     metrics: Metrics | None
     problems: dict[str, int]  # problem key -> count
-    outputs: list[dict[str, Any]]
+    outputs: tuple[CallOutputs, ...]
     applied_notes: tuple[str, ...] = ()  # what the child could not apply
     timed_out: bool = False
 
 
 @dataclass(frozen=True)
 class Verdict:
-    verdict: str
+    verdict: Verdict_
     correct: bool | None
     max_abs_diff: float | None
     why: str  # one line
@@ -193,12 +203,12 @@ def _short(key: str) -> str:
     return f"{parts[0]} {parts[1]}" if len(parts) > 1 else key
 
 
-def pick_combined(results: list[tuple[str, str, list[str], Metrics | None]]) -> list[str]:
+def pick_combined(results: Sequence[tuple[str, Verdict_, Sequence[str], Metrics | None]]) -> list[str]:
     """Remedies to combine, from (remedy key, verdict, target keys, metrics) per trial and problem:
     greedily the proven remedy that covers the most problems not yet covered (fixed before
     improved, then the fewest breaks and recompiles left in its run, then table order), until
     every problem some remedy proved on is covered."""
-    rank = {"fixed": 0, "improved": 1}
+    rank: dict[Verdict_, int] = {"fixed": 0, "improved": 1}
     covers: dict[str, dict[str, int]] = {}  # remedy -> problem -> rank
     order: list[str] = []
     left: dict[str, int] = {}  # remedy -> breaks + recompiles its run still had
@@ -221,58 +231,3 @@ def pick_combined(results: list[tuple[str, str, list[str], Metrics | None]]) -> 
         chosen.append(best)
         uncovered -= gained
     return [k for k in order if k in chosen]
-
-
-# -- the table every view of a fix document shows ------------------------------------------------
-
-FIX_COLUMNS = ("problem", "remedy", "breaks", "recompiles", "compile", "run", "outputs", "verdict")
-
-
-def fix_cells(row: dict[str, Any]) -> dict[str, str]:
-    """One trial row of a ``dynscope.fix/1`` document as the table's cells (plain text)."""
-    p = row.get("problem") or {}
-    where = f" at {_base(p.get('file'))}:{p.get('line')}" if p.get("file") else ""
-    before, after = row.get("before") or {}, row.get("after") or {}
-    return {
-        "problem": f"{p.get('detail', '?')}{where}",
-        "remedy": str(row.get("remedy", "")),
-        "breaks": _arrow(before.get("graph_breaks"), after.get("graph_breaks")),
-        "recompiles": _arrow(before.get("recompiles"), after.get("recompiles")),
-        "compile": _arrow(before.get("compile_s"), after.get("compile_s"), " s"),
-        "run": _arrow(before.get("run_s"), after.get("run_s"), " s"),
-        "outputs": _outputs(row),
-        "verdict": str(row.get("verdict", "")),
-    }
-
-
-def _outputs(row: dict[str, Any]) -> str:
-    if row.get("correct") is None:
-        return ""
-    if not row["correct"]:
-        diff = row.get("max_abs_diff")
-        return "differ" + (f" (max {diff:.3g})" if isinstance(diff, (int, float)) else "")
-    diff = row.get("max_abs_diff")
-    return "equal" if not diff else f"equal (max {diff:.1g})"
-
-
-def _arrow(before: Any, after: Any, unit: str = "") -> str:
-    if before is None and after is None:
-        return ""
-
-    def show(v: Any) -> str:
-        if v is None:
-            return "?"
-        return f"{v:.1f}" if isinstance(v, float) else str(v)
-    return f"{show(before)} → {show(after)}{unit}" if after is not None else f"{show(before)}{unit}"
-
-
-def _base(path: str | None) -> str:
-    return (path or "?").replace("\\", "/").rsplit("/", 1)[-1]
-
-
-def run_conditions(doc: dict[str, Any]) -> str:
-    """How every run of a ``dynscope.fix/1`` document was made: its stdin, and its directory."""
-    program = doc.get("program") or {}
-    where = (f"each in a scratch copy of {program.get('cwd')}" if doc.get("scratch_copies")
-             else f"in {program.get('cwd')} itself")
-    return f"runs: stdin: {doc.get('stdin', '/dev/null')}; {where}"

@@ -117,15 +117,11 @@ def _error(e: CompileError, seconds: dict[str, float]) -> Problem:
 
 
 def _data_dependent_hint(e: CompileError) -> str | None:
-    """A guard on a data-dependent value: the torch._check that tells the compiler what it satisfies."""
-    from dynscope.analysis.remedies import data_dependent_check
+    """A guard on a data-dependent value: the torch._check that tells the compiler what it satisfies
+    (the remedy table's hint, dynscope.analysis.remedies)."""
+    from dynscope.analysis.remedies import ErrorFacts, hint_for
 
-    check = data_dependent_check(e.reason or "")
-    if check is None:
-        return None
-    where = f" before line {e.user_line}" if e.user_line else ""
-    return (f"the compiler cannot tell which way {check[0]} goes for a value computed from data: add "
-            f"torch._check({check[1]}){where} (name the value it stands for), or `dynscope fix` to try remedies")
+    return hint_for("error", ErrorFacts(e.fail_type or "", e.reason or "", e.user_line))
 
 
 def _limit_hit(h: RecompileLimitHit) -> Problem:
@@ -233,7 +229,6 @@ def _change(f: GuardFailure) -> str:
     return f" (expected {f.expected or '?'}, got {f.actual or '?'})"
 
 
-_SHAPE = re.compile(r"size mismatch|stride mismatch|sizes? of|\.size\(\)")
 _TENSOR_NAME = re.compile(r"tensor '(?P<name>[^']+)' (size|stride) mismatch at index (?P<index>\d+)")
 
 
@@ -255,66 +250,9 @@ def advice_for(capture: Capture, r: Recompile) -> str | None:
 
 
 def recompile_advice(f: GuardFailure, *, made_dynamic: bool = False) -> str | None:
-    """What to try, from the recorded facts of one guard failure; None when they say too little."""
-    text = f"{f.guard or ''} {f.reason or ''}"
-    if _SHAPE.search(text):
-        # Name the input and the dimension when torch's text does ("tensor 'x' size mismatch at index 0").
-        named = _TENSOR_NAME.search(text)
-        call = f"torch._dynamo.mark_dynamic({named['name']}, {named['index']})" if named else \
-            "torch._dynamo.mark_dynamic(x, dim)"
-        what = (f"dimension {named['index']} of {named['name']} changed"
-                f"{f' ({f.expected} → {f.actual})' if f.expected and f.actual else ''}: " if named else "")
-        if made_dynamic:
-            return (f"Dynamo made this dimension dynamic when it recompiled, so further sizes reuse that graph; "
-                    f"{call} before the first call would save this one recompile")
-        if named:
-            return f"{what}mark the dimension dynamic ({call} before the first call) or compile with dynamic=True"
-        return ("the input's shape changes between calls: mark the dimension dynamic "
-                "(torch._dynamo.mark_dynamic(x, dim)) or compile with dynamic=True")
-    numbers = _numbers(f.expected, f.actual)
-    if numbers is not None:
-        (expected, e_type), (actual, a_type) = numbers
-        if expected == actual and e_type != a_type:
-            return (f"int/float specialization: the value was the {e_type} {f.expected} when compiled and is the "
-                    f"{a_type} {f.actual} now; Dynamo guards on the Python type as well as the value, so pass the "
-                    f"same type on every call (e.g. always {e_type}({f.actual}))")
-        return (f"Dynamo specialized on the Python {e_type} {f.expected} and got {f.actual}: each new value "
-                "compiles again; keep it constant, or pass it as a tensor (torch.tensor(value))")
-    return recompile_hint(f.reason or "")
+    """What to try, from the recorded facts of one guard failure (the remedy table's hint,
+    dynscope.analysis.remedies); None when they say too little."""
+    from dynscope.analysis.remedies import RecompileFacts, hint_for
 
-
-def _numbers(expected: str | None, actual: str | None) -> tuple[tuple[float, str], tuple[float, str]] | None:
-    def parse(text: str | None) -> tuple[float, str] | None:
-        if text is None:
-            return None
-        try:
-            return float(int(text)), "int"
-        except ValueError:
-            pass
-        try:
-            return float(text), "float"
-        except ValueError:
-            return None
-    a, b = parse(expected), parse(actual)
-    return (a, b) if a is not None and b is not None else None
-
-
-_HINTS = (
-    (_SHAPE,
-     "the input's shape changes between calls: mark the dimension dynamic "
-     "(torch._dynamo.mark_dynamic(x, dim)) or compile with dynamic=True"),
-    (re.compile(r"dtype mismatch|device mismatch|requires_grad mismatch"),
-     "the input's dtype, device or requires_grad changed: each combination needs its own graph"),
-    (re.compile(r"___check_type_id|type\(|TYPE_MATCH"),
-     "a value changed type (e.g. int vs float): pass the same type on every call"),
-    (re.compile(r"=="),
-     "Dynamo specialized on a Python value that changed: keep it constant, or pass it as a tensor"),
-)
-
-
-def recompile_hint(reason: str) -> str | None:
-    """What to try, from torch's guard-failure text alone (recompile_advice knows more)."""
-    for pattern, hint in _HINTS:
-        if pattern.search(reason):
-            return hint
-    return None
+    return hint_for("recompile", RecompileFacts(f.guard, f.reason, f.expected, f.actual, (f.guard or f.reason or "",),
+                                                made_dynamic=made_dynamic))

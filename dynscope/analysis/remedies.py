@@ -1,94 +1,202 @@
-"""Which remedies to try for which problem: the curated table behind ``dynscope fix``.
+"""What to try for which problem: the one table behind the summary's "try:" hints and ``dynscope fix``.
 
-Pure functions of a summary document (``dynscope.summary/1``, see analysis/summary.py), so the
-same code reads a fresh baseline run, a trial run and a recorded capture, and is tested without
-torch. A remedy is data: what the trial child applies (``action``, a small JSON object that
-dynscope/fix/apply.py interprets; nothing is ever executed from it) and what the user pastes
-(``patch``). Which remedies this torch supports comes from the child
-(``features``: probes/compat.remedy_features), never from a version number.
+Each entry (``TABLE``) declares the problem kinds it serves, when it applies (a predicate on the
+typed facts of the problem and on what this torch offers), the summary's one-line hint, and the
+remedy ``fix`` tries: a typed action (dynscope.events: SetConfig, MarkDynamic, ...; applied by
+dynscope/fix/apply.py, which dispatches on its type; nothing is ever executed from it) and the
+patch the user pastes. Table order is the order remedies are tried and hints are looked for.
+Adding a remedy is adding one entry here and its test (tests/unit/test_remedy_table.py).
+
+Problems come from the run's view (``problems_of(run_view(capture))``), so the same code reads a
+baseline run, a trial run and a recorded capture, and is tested without torch. Which remedies
+this torch supports comes from the child (``Features``: probes/compat.remedy_features), never
+from a version number.
 """
 
 from __future__ import annotations
 
+import ast
 import re
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol
 
-KINDS = ("break", "recompile", "error")
+from dynscope.analysis.breaks import BreakGroup
+from dynscope.events import (
+    FIX_FAMILY,
+    Action,
+    AddLoggingFunction,
+    CompileWith,
+    DisableFunction,
+    FixFamily,
+    JsonValue,
+    MarkDynamic,
+    ProblemKind,
+    SetConfig,
+    ShowOnly,
+    _json_value,
+)
+from dynscope.model import CompileError, Recompile, RecompileLimitHit
+from dynscope.model.break_text import first_line
+from dynscope.model.fix import Features
+
+AppliesAs = Literal["config", "wrap", "code"]
+
+# -- the typed facts remedies and hints are chosen from -------------------------------------------
+
+
+@dataclass(frozen=True)
+class BreakFacts:
+    gb_type: str
+    reason: str
+    hints: tuple[str, ...]
+    code: str  # the source line of the break, when torch recorded it
+
+
+@dataclass(frozen=True)
+class LimitFacts:
+    limit: int | None
+    limit_name: str
+
+
+@dataclass(frozen=True)
+class RecompileFacts:
+    guard: str | None  # the first failing guard (the summary's hint reads it with its reason)
+    reason: str | None
+    expected: str | None
+    actual: str | None
+    guards: tuple[str, ...] = ()  # every recompile's first failing guard (fix reads them all)
+    made_dynamic: bool = False  # Dynamo answered the shape change by making the dimension dynamic
+
+
+@dataclass(frozen=True)
+class ErrorFacts:
+    fail_type: str
+    reason: str
+    user_line: int | None
+
+
+@dataclass(frozen=True)
+class SkippedFacts:
+    headline: str  # the break Dynamo could not handle
+
+
+Facts = BreakFacts | LimitFacts | RecompileFacts | ErrorFacts | SkippedFacts
 
 
 @dataclass(frozen=True)
 class FixProblem:
-    kind: str  # "break" | "recompile" | "error"
+    kind: ProblemKind
     key: str  # identity across runs: the same problem in a trial has the same key
     file: str | None
     line: int | None
     function: str | None
     detail: str  # one line: what happened
     count: int  # occurrences (breaks, recompiles) or 1
-    facts: dict[str, Any] = field(default_factory=dict, compare=False)  # what the remedies are chosen from
+    facts: Facts  # what the remedies are chosen from
 
-    def as_json(self) -> dict[str, Any]:
-        return {"kind": self.kind, "file": self.file, "line": self.line, "function": self.function,
-                "detail": self.detail, "count": self.count}
+    @property
+    def family(self) -> FixFamily:
+        """The fix document's kind (docs/fix-json.md)."""
+        return FIX_FAMILY[self.kind]
 
 
 @dataclass(frozen=True)
 class Remedy:
     key: str  # unique: one trial per distinct remedy, however many problems it targets
     title: str  # the change in one line, as the table shows it
-    applies_as: str  # "config" | "wrap" | "code"
-    action: dict[str, Any]  # what the trial child applies (dynscope/fix/apply.py); {} for code-only remedies
+    applies_as: AppliesAs
+    action: Action  # what the trial child applies (dynscope/fix/apply.py); ShowOnly: nothing
     patch: str  # what to paste: config lines, a unified diff, or the code to add
-    tried: bool = True  # False: a code change dynscope cannot apply without editing files (shown, not verified)
     fallback: bool = False  # tried only when no other remedy fixed its problems (saves a run when one did)
 
-    def as_json(self) -> dict[str, Any]:
-        return {"key": self.key, "title": self.title, "applies_as": self.applies_as, "action": self.action,
-                "patch": self.patch}
+    @property
+    def tried(self) -> bool:
+        """False: a code change dynscope cannot apply without editing files (shown, not verified)."""
+        return not isinstance(self.action, ShowOnly)
+
+
+Predicate = Callable[[FixProblem, Features], bool]
+Make = Callable[[FixProblem, Features], Remedy]
+Hint = Callable[[Facts], "str | None"]
+
+
+def _never(_p: FixProblem, _features: Features) -> bool:
+    return False
+
+
+def _no_hint(_facts: Facts) -> str | None:
+    return None
+
+
+@dataclass(frozen=True)
+class Entry:
+    name: str  # unique, for tests and for reading the table
+    serves: tuple[ProblemKind, ...]
+    applies: Predicate = _never  # whether fix tries the remedy for this problem on this torch
+    remedy: Make | None = None  # the remedy (action and patch); None: a hint only
+    hint: Hint = _no_hint  # the summary's one-line "try:" from the problem's facts; None: says nothing
+
+    def remedy_for(self, problem: FixProblem, features: Features) -> Remedy | None:
+        if self.remedy is None or problem.kind not in self.serves or not self.applies(problem, features):
+            return None
+        return self.remedy(problem, features)
 
 
 # -- problems ------------------------------------------------------------------------------
 
 
-def problems_from_summary(doc: dict[str, Any]) -> list[FixProblem]:
-    """Every graph break (by cause and line), recompiled frame, recompile-limit hit and compile
-    error of one run, worst kind first as ``dynscope summary`` lists them."""
+class ProblemSource(Protocol):
+    """What problems are read from: dynscope.analysis.run_view.RunView."""
+
+    @property
+    def errors(self) -> list[CompileError]: ...
+    @property
+    def recompile_limit_hits(self) -> list[RecompileLimitHit]: ...
+    @property
+    def break_groups(self) -> list[BreakGroup]: ...
+    @property
+    def recompiles(self) -> list[Recompile]: ...
+
+
+def problems_of(run: ProblemSource) -> list[FixProblem]:
+    """Every compile error, recompile-limit hit, graph break (by cause and line) and recompiled
+    frame (by cause) of one run, worst kind first as ``dynscope summary`` lists them."""
     problems: list[FixProblem] = []
-    for e in doc.get("errors", []):
-        file, line = e.get("user_file") or e.get("file"), e.get("user_line") or e.get("line")
+    for e in run.errors:
         problems.append(FixProblem(
-            "error", f"error|{e.get('fail_type')}|{e.get('function')}|{e.get('file')}|{e.get('line')}",
-            file, line, e.get("function"), f"{e.get('fail_type')} while compiling {e.get('function')}", 1,
-            {"fail_type": e.get("fail_type") or "", "reason": e.get("reason") or ""}))
-    for h in doc.get("recompile_limit_hits", []):
+            "error", f"error|{e.fail_type}|{e.function}|{e.file}|{e.line}", e.user_file or e.file,
+            e.user_line or e.line, e.function, f"{e.fail_type} while compiling {e.function}", 1,
+            ErrorFacts(e.fail_type or "", e.reason or "", e.user_line)))
+    for h in run.recompile_limit_hits:
         problems.append(FixProblem(
-            "recompile", f"limit|{h.get('function')}|{h.get('file')}|{h.get('line')}", h.get("file"), h.get("line"),
-            h.get("function"), f"{h.get('function')} hit the recompile limit ({h.get('limit_name')} = {h.get('limit')})",
-            1, {"limit": h.get("limit"), "limit_name": h.get("limit_name") or "recompile_limit"}))
-    for g in doc.get("graph_breaks", []):
+            "recompile_limit", f"limit|{h.function}|{h.file}|{h.line}", h.file, h.line, h.function,
+            f"{h.function} hit the recompile limit ({h.limit_name} = {h.limit})", 1,
+            LimitFacts(h.limit, h.limit_name or "recompile_limit")))
+    for g in run.break_groups:
+        where = g.location
         problems.append(FixProblem(
-            "break", f"break|{g.get('gb_type') or g.get('headline')}|{g.get('file')}|{g.get('line')}",
-            g.get("file"), g.get("line"), g.get("function"), _break_detail(g), int(g.get("count") or 1),
-            {"gb_type": g.get("gb_type") or "", "gb_id": g.get("gb_id") or "", "headline": g.get("headline") or "",
-             "reason": g.get("reason") or "", "hints": list(g.get("hints") or []), "code": g.get("code") or ""}))
+            "graph_break", f"break|{g.gb_type or g.headline}|{where.file}|{where.line}", where.file, where.line,
+            where.function, g.headline or g.gb_type or "graph break", g.count or 1,
+            BreakFacts(g.gb_type or "", g.reason or "", tuple(g.hints), where.code or "")))
     # One problem per recompiled frame and cause: a batch size that changes and an int that
     # changes are two problems with different remedies, even in the same function.
-    causes: dict[tuple, list[dict[str, Any]]] = {}
-    for r in doc.get("recompiles", []):
-        first = (r.get("failures") or [{}])[0]
-        cause, _ = recompile_cause(first.get("guard") or r.get("reason") or "")
-        causes.setdefault((r.get("function"), r.get("file"), r.get("line"), cause), []).append(r)
+    causes: dict[tuple[str, str | None, int | None, str], list[Recompile]] = {}
+    for r in run.recompiles:
+        first_guard = r.failures[0].guard if r.failures else None
+        cause, _ = recompile_cause(first_guard or r.reason or "")
+        causes.setdefault((r.function, r.file, r.line, cause), []).append(r)
     for (function, file, line, cause), rs in causes.items():
-        failures = [f for r in rs for f in r.get("failures", [])[:1]]
-        first = failures[0] if failures else {}
-        _, words = recompile_cause(first.get("guard") or rs[0].get("reason") or "")
-        change = f": {first.get('expected')} → {first.get('actual')}" if first.get("expected") is not None else ""
+        failures = [r.failures[0] for r in rs if r.failures]
+        first = failures[0] if failures else None
+        _, words = recompile_cause((first.guard if first else None) or rs[0].reason or "")
+        expected, actual = (first.expected, first.actual) if first else (None, None)
+        change = f": {expected} → {actual}" if expected is not None else ""
         problems.append(FixProblem(
             "recompile", f"recompile|{function}|{file}|{line}|{cause}", file, line, function,
             f"{_friendly(function)} recompiled {_times(len(rs))}: {words}{change}", len(rs),
-            {"guards": [f.get("guard") or f.get("reason") or "" for f in failures],
-             "expected": first.get("expected"), "actual": first.get("actual")}))
+            RecompileFacts(first.guard if first else None, first.reason if first else None, expected, actual,
+                           tuple(f.guard or f.reason or "" for f in failures))))
     return problems
 
 
@@ -104,13 +212,9 @@ def recompile_cause(guard: str) -> tuple[str, str]:
     return f"guard {line}", f"guard failed: {line}"
 
 
-def problem_counts(doc: dict[str, Any]) -> dict[str, int]:
+def problem_counts(problems: Sequence[FixProblem]) -> dict[str, int]:
     """Problem key -> occurrences, for comparing a trial with the baseline."""
-    return {p.key: p.count for p in problems_from_summary(doc)}
-
-
-def _break_detail(g: dict[str, Any]) -> str:
-    return str(g.get("headline") or g.get("gb_type") or "graph break")
+    return {p.key: p.count for p in problems}
 
 
 def _friendly(function: str | None) -> str:
@@ -126,10 +230,11 @@ def _first_line(text: str) -> str:
     return text.strip().splitlines()[0] if text.strip() else ""
 
 
-# -- remedies ------------------------------------------------------------------------------
+# -- what the entries read ------------------------------------------------------------------------
 
 _DYNAMO = "torch._dynamo.config"
 _SIZE = re.compile(r"tensor '(?P<name>[^']+)' (?:size|stride) mismatch at index (?P<dim>\d+)")
+_SHAPE = re.compile(r"size mismatch|stride mismatch|sizes? of|\.size\(\)")
 # "n == 2", "L['n'] == 2", "self.n == 2" (an int Dynamo specialized on) and "t == 2.0" (a float)
 _INT_GUARD = re.compile(r"(?P<name>(?:L\['[^']+'\]|[A-Za-z_]\w*)(?:\.\w+)*) == (?P<value>-?\d+)(?![\d.])")
 _VALUE_GUARD = re.compile(r"(?P<name>(?:L\['[^']+'\]|[A-Za-z_]\w*)(?:\.\w+)*) == ")
@@ -139,117 +244,331 @@ _LOGGING_CALL = re.compile(r"\b(?P<fn>print|logging\.(?:debug|info|warning|error
 _RESUME = re.compile(r"^torch_dynamo_resume_in_")
 
 
-def config_remedy(name: str, value: Any, *, module: str = _DYNAMO) -> Remedy:
+def _wants(features: Features, name: str, value: JsonValue) -> bool:
+    """The config exists in this torch and is not already at the remedy's value."""
+    return name in features.configs and features.configs[name] != value
+
+
+def _break_text(f: BreakFacts) -> str:
+    return " ".join([f.gb_type, f.reason, *f.hints])
+
+
+def _guards(p: FixProblem) -> str:
+    return " ".join(p.facts.guards) if isinstance(p.facts, RecompileFacts) else ""
+
+
+def _norm(path: str | None) -> str:
+    return (path or "").replace("\\", "/")
+
+
+def _base(path: str | None) -> str:
+    return (path or "?").replace("\\", "/").rsplit("/", 1)[-1]
+
+
+def config_remedy(name: str, value: JsonValue, *, module: str = _DYNAMO) -> Remedy:
     line = f"{module}.{name} = {value!r}"
-    return Remedy(f"config:{module}.{name}={value!r}", line, "config",
-                  {"op": "config", "target": f"{module}.{name}", "value": value}, f"import torch\n{line}\n")
+    return Remedy(f"config:{module}.{name}={value!r}", line, "config", SetConfig(module, name, value),
+                  f"import torch\n{line}\n")
 
 
-def remedies_for(problem: FixProblem, features: dict[str, Any]) -> list[Remedy]:
-    """The remedies worth a trial for one problem, narrowest first, among those this torch has.
+def _config(name: str, value: JsonValue) -> Make:
+    return lambda _p, _features: config_remedy(name, value)
 
-    ``features`` (recorded by the trial child) maps a config name to its current value, and the
-    functions remedies call (``mark_dynamic``, ``maybe_mark_dynamic``, ``compiler_disable``,
-    ``reorderable_logging_functions``) to True when present; ``compiled_callables`` lists the
-    [function, file] given to torch.compile and ``program_root`` the program's directory."""
-    if problem.kind == "break":
-        found = _break_remedies(problem, features)
-    elif problem.kind == "recompile":
-        found = _recompile_remedies(problem, features)
-    else:
-        found = _error_remedies(problem, features)
+
+# -- the entries' predicates, remedies and hints ----------------------------------------------------
+
+
+def _scalar_outputs_applies(p: FixProblem, features: Features) -> bool:
+    if not _wants(features, "capture_scalar_outputs", True):
+        return False
+    match p.facts:
+        case BreakFacts():
+            text = _break_text(p.facts)
+            return "capture_scalar_outputs" in text or "Tensor.item()" in text
+        case ErrorFacts():
+            return _is_data_dependent(p.facts)
+        case _:
+            return False
+
+
+def _dynamic_output_shapes_applies(p: FixProblem, features: Features) -> bool:
+    if not isinstance(p.facts, BreakFacts) or not _wants(features, "capture_dynamic_output_shape_ops", True):
+        return False
+    text = _break_text(p.facts)
+    return "capture_dynamic_output_shape_ops" in text or "Dynamic shape operator" in text
+
+
+def _logging_call(p: FixProblem) -> str | None:
+    """The logging function the break's line calls (print, logging.info, warnings.warn), when the break is about it."""
+    if not isinstance(p.facts, BreakFacts):
+        return None
+    called = _LOGGING_CALL.search(p.facts.code)
+    text = _break_text(p.facts)
+    if called and ("builtin" in text or "print" in text or "logging" in text or "warn" in text):
+        return called["fn"]
+    return None
+
+
+def _logging_applies(p: FixProblem, features: Features) -> bool:
+    return _logging_call(p) is not None and features.has("reorderable_logging_functions")
+
+
+def _logging_remedy(p: FixProblem, _features: Features) -> Remedy:
+    fn = _logging_call(p) or "print"
+    module = fn.split(".")[0] if "." in fn else None
+    line = f"{_DYNAMO}.reorderable_logging_functions.add({fn})"
+    return Remedy(f"logging:{fn}", line, "config", AddLoggingFunction(fn),
+                  f"import torch\n{'import ' + module + chr(10) if module else ''}{line}\n")
+
+
+def _disable_applies(p: FixProblem, features: Features) -> bool:
+    """Disabling the function that breaks helps only when it is a helper the compiled code calls:
+    disabling the callable given to torch.compile would just turn compilation off. Only the
+    program's own functions: a break torch places inside a library (logging, say) is not the
+    library's to change."""
+    if not isinstance(p.facts, BreakFacts) or not p.function or not p.file or _RESUME.match(p.function):
+        return False
+    given = {(fn, _norm(file)) for fn, file in features.compiled_callables}
+    root = _norm(features.program_root).rstrip("/") + "/"
+    return ((p.function, _norm(p.file)) not in given and _norm(p.file).startswith(root) and root != "/"
+            and features.has("compiler_disable") and "graph_break()" not in p.facts.code)
+
+
+def _disable_remedy(p: FixProblem, _features: Features) -> Remedy:
+    file, function = p.file or "?", p.function or "?"
+    return Remedy(f"disable:{file}:{function}", f"torch.compiler.disable on {function} ({_base(file)})", "wrap",
+                  DisableFunction(file, function, p.line),
+                  f"# in {file}: put @torch.compiler.disable above `def {function}`\n")
+
+
+def _limit_applies(p: FixProblem, features: Features) -> bool:
+    return isinstance(p.facts, LimitFacts) and p.facts.limit_name in features.configs
+
+
+def _limit_hint(facts: Facts) -> str | None:
+    if not isinstance(facts, LimitFacts):
+        return None
+    return ("see the recompiles of this frame below for the guard that keeps failing; raise "
+            f"torch._dynamo.config.{facts.limit_name} only if every recompile is expected")
+
+
+def _torch_hint(facts: Facts) -> str | None:
+    """torch's own advice for the break (its first hint), when it gave one."""
+    return first_line(facts.hints[0]) if isinstance(facts, BreakFacts) and facts.hints else None
+
+
+def _skipped_hint(facts: Facts) -> str | None:
+    if not isinstance(facts, SkippedFacts):
+        return None
+    return "fix that graph break (see it below); the program's results are not affected, only its speed"
+
+
+def _limit_remedy(p: FixProblem, _features: Features) -> Remedy:
+    facts = p.facts
+    assert isinstance(facts, LimitFacts)  # _limit_applies said so
+    return config_remedy(facts.limit_name, (facts.limit or 8) * 4)
+
+
+def _size_change(p: FixProblem) -> re.Match[str] | None:
+    """The input dimension whose size changed, for a recompile of a frame the program compiled
+    (a resume function after a break is not called by the program: nothing to mark there)."""
+    if not isinstance(p.facts, RecompileFacts) or _RESUME.match(p.function or ""):
+        return None
+    return _SIZE.search(_guards(p))
+
+
+def _mark_dynamic_applies(function: str) -> Predicate:
+    return lambda p, features: _size_change(p) is not None and features.has(function)
+
+
+def _mark_dynamic_remedy(maybe: bool) -> Make:
+    fn = "maybe_mark_dynamic" if maybe else "mark_dynamic"
+
+    def make(p: FixProblem, features: Features) -> Remedy:
+        size = _size_change(p)
+        assert size is not None  # _mark_dynamic_applies said so
+        name, dim = size["name"], int(size["dim"])
+        return Remedy(
+            f"{fn}:{p.file}:{p.function}:{name}:{dim}", f"torch._dynamo.{fn}({name}, {dim}) before calling {p.function}",
+            "wrap", MarkDynamic(p.function or "?", p.file, name, dim, maybe),
+            f"torch._dynamo.{fn}({name}, {dim})  # on the input `{name}` of {p.function} ({_base(p.file)}:{p.line}), "
+            "before the compiled call",
+            fallback=maybe and features.has("mark_dynamic"))
+    return make
+
+
+def _module_int_applies(p: FixProblem, features: Features) -> bool:
+    int_guard = _INT_GUARD.search(_guards(p))
+    on_module = int_guard is not None and re.match(r"(L\['self'\]|self)\.", int_guard["name"]) is not None
+    return on_module and _wants(features, "allow_unspec_int_on_nn_module", True)
+
+
+def _float_applies(p: FixProblem, features: Features) -> bool:
+    return _FLOAT_GUARD.search(_guards(p)) is not None and _wants(features, "specialize_float", False)
+
+
+def _dynamic_applies(p: FixProblem, _features: Features) -> bool:
+    guards = _guards(p)  # a resume function too: dynamic=True reaches every frame the compile makes
+    return bool(_SIZE.search(guards) or _INT_GUARD.search(guards) or _FLOAT_GUARD.search(guards))
+
+
+def _dynamic_remedy(_p: FixProblem, _features: Features) -> Remedy:
+    return Remedy("compile:dynamic=True", "torch.compile(..., dynamic=True)", "wrap", CompileWith((("dynamic", True),)),
+                  "# pass dynamic=True where the program calls torch.compile:\ntorch.compile(model, dynamic=True)\n")
+
+
+def _is_data_dependent(f: ErrorFacts) -> bool:
+    return _DATA_DEPENDENT.search(f.reason) is not None or "DataDependent" in f.fail_type
+
+
+def _check_applies(p: FixProblem, _features: Features) -> bool:
+    return isinstance(p.facts, ErrorFacts) and _is_data_dependent(p.facts)
+
+
+def _check_remedy(p: FixProblem, _features: Features) -> Remedy:
+    found = _DATA_DEPENDENT.search(p.facts.reason) if isinstance(p.facts, ErrorFacts) else None
+    expr = found["expr"].strip() if found else "<the expression in the error>"
+    code = f"torch._check({check_expression(expr)})"
+    return Remedy(f"check:{p.file}:{p.line}", f"torch._check(...) on {expr} before {_base(p.file)}:{p.line}", "code",
+                  ShowOnly(code), f"{code}  # add before {p.file}:{p.line}; tells the compiler what the "
+                  "data-dependent value satisfies")
+
+
+def _check_hint(facts: Facts) -> str | None:
+    """A guard on a data-dependent value: the torch._check that tells the compiler what it satisfies."""
+    if not isinstance(facts, ErrorFacts):
+        return None
+    check = data_dependent_check(facts.reason)
+    if check is None:
+        return None
+    where = f" before line {facts.user_line}" if facts.user_line else ""
+    return (f"the compiler cannot tell which way {check[0]} goes for a value computed from data: add "
+            f"torch._check({check[1]}){where} (name the value it stands for), or `dynscope fix` to try remedies")
+
+
+def _shape_hint(facts: Facts) -> str | None:
+    """The input's shape changed: name the input and the dimension when torch's text does."""
+    if not isinstance(facts, RecompileFacts):
+        return None
+    text = f"{facts.guard or ''} {facts.reason or ''}"
+    if not _SHAPE.search(text):
+        return None
+    named = _SIZE.search(text)
+    call = f"torch._dynamo.mark_dynamic({named['name']}, {named['dim']})" if named else "torch._dynamo.mark_dynamic(x, dim)"
+    if facts.made_dynamic:
+        return (f"Dynamo made this dimension dynamic when it recompiled, so further sizes reuse that graph; "
+                f"{call} before the first call would save this one recompile")
+    if named:
+        change = f" ({facts.expected} → {facts.actual})" if facts.expected and facts.actual else ""
+        return (f"dimension {named['dim']} of {named['name']} changed{change}: mark the dimension dynamic "
+                f"({call} before the first call) or compile with dynamic=True")
+    return ("the input's shape changes between calls: mark the dimension dynamic "
+            "(torch._dynamo.mark_dynamic(x, dim)) or compile with dynamic=True")
+
+
+def _number(text: str | None) -> tuple[float, str] | None:
+    if text is None:
+        return None
+    try:
+        return float(int(text)), "int"
+    except ValueError:
+        pass
+    try:
+        return float(text), "float"
+    except ValueError:
+        return None
+
+
+def _same_type_hint(facts: Facts) -> str | None:
+    """An int and a float of equal value: Dynamo guards on the type as well."""
+    if not isinstance(facts, RecompileFacts):
+        return None
+    expected, actual = _number(facts.expected), _number(facts.actual)
+    if expected is None or actual is None or expected[0] != actual[0] or expected[1] == actual[1]:
+        return None
+    return (f"int/float specialization: the value was the {expected[1]} {facts.expected} when compiled and is the "
+            f"{actual[1]} {facts.actual} now; Dynamo guards on the Python type as well as the value, so pass the "
+            f"same type on every call (e.g. always {expected[1]}({facts.actual}))")
+
+
+def _python_value_hint(facts: Facts) -> str | None:
+    if not isinstance(facts, RecompileFacts):
+        return None
+    expected, actual = _number(facts.expected), _number(facts.actual)
+    if expected is None or actual is None:
+        return None
+    return (f"Dynamo specialized on the Python {expected[1]} {facts.expected} and got {facts.actual}: each new value "
+            "compiles again; keep it constant, or pass it as a tensor (torch.tensor(value))")
+
+
+def _reason_hint(pattern: str, hint: str) -> Hint:
+    """A hint from torch's guard-failure text alone."""
+    compiled = re.compile(pattern)
+    return lambda facts: hint if isinstance(facts, RecompileFacts) and compiled.search(facts.reason or "") else None
+
+
+# -- the table ----------------------------------------------------------------------------------------
+
+TABLE: tuple[Entry, ...] = (
+    Entry("torch_check", ("error",), _check_applies, _check_remedy, _check_hint),
+    Entry("capture_scalar_outputs", ("graph_break", "error"), _scalar_outputs_applies,
+          _config("capture_scalar_outputs", True)),
+    Entry("capture_dynamic_output_shape_ops", ("graph_break",), _dynamic_output_shapes_applies,
+          _config("capture_dynamic_output_shape_ops", True)),
+    Entry("reorderable_logging_function", ("graph_break",), _logging_applies, _logging_remedy),
+    Entry("compiler_disable", ("graph_break",), _disable_applies, _disable_remedy),
+    Entry("raise_recompile_limit", ("recompile_limit",), _limit_applies, _limit_remedy, _limit_hint),
+    Entry("mark_dynamic", ("recompile",), _mark_dynamic_applies("mark_dynamic"), _mark_dynamic_remedy(False),
+          _shape_hint),
+    Entry("maybe_mark_dynamic", ("recompile",), _mark_dynamic_applies("maybe_mark_dynamic"),
+          _mark_dynamic_remedy(True)),
+    Entry("allow_unspec_int_on_nn_module", ("recompile",), _module_int_applies,
+          _config("allow_unspec_int_on_nn_module", True)),
+    Entry("specialize_float", ("recompile",), _float_applies, _config("specialize_float", False)),
+    Entry("dynamic_true", ("recompile",), _dynamic_applies, _dynamic_remedy),
+    Entry("suppress_errors", ("error",), lambda _p, features: _wants(features, "suppress_errors", True),
+          _config("suppress_errors", True)),
+    # Hints only: what to try that no setting dynscope can try does.
+    Entry("torch_advice", ("graph_break",), hint=_torch_hint),
+    Entry("fix_the_break", ("skipped_frame",), hint=_skipped_hint),
+    Entry("int_float_specialization", ("recompile",), hint=_same_type_hint),
+    Entry("python_value", ("recompile",), hint=_python_value_hint),
+    Entry("same_dtype_device", ("recompile",), hint=_reason_hint(
+        r"dtype mismatch|device mismatch|requires_grad mismatch",
+        "the input's dtype, device or requires_grad changed: each combination needs its own graph")),
+    Entry("same_type", ("recompile",), hint=_reason_hint(
+        r"___check_type_id|type\(|TYPE_MATCH", "a value changed type (e.g. int vs float): pass the same type on every call")),
+    Entry("constant_value", ("recompile",), hint=_reason_hint(
+        r"==", "Dynamo specialized on a Python value that changed: keep it constant, or pass it as a tensor")),
+)
+
+
+def hint_for(kind: ProblemKind, facts: Facts) -> str | None:
+    """The summary's one-line "try:" for a problem: the first entry serving its kind that has one."""
+    for entry in TABLE:
+        if kind in entry.serves:
+            hint = entry.hint(facts)
+            if hint is not None:
+                return hint
+    return None
+
+
+def remedies_for(problem: FixProblem, features: Features) -> list[Remedy]:
+    """The remedies worth a trial for one problem, in table order, among those this torch has."""
+    found = [r for r in (entry.remedy_for(problem, features) for entry in TABLE) if r is not None]
     return list({r.key: r for r in found}.values())
 
 
-def _wants(features: dict[str, Any], name: str, value: Any) -> bool:
-    """The config exists in this torch and is not already at the remedy's value."""
-    return name in features and features[name] != value
-
-
-def _break_remedies(p: FixProblem, features: dict[str, Any]) -> list[Remedy]:
-    f = p.facts
-    text = " ".join([f.get("gb_type", ""), f.get("reason", ""), *f.get("hints", [])])
-    found: list[Remedy] = []
-    if ("capture_scalar_outputs" in text or "Tensor.item()" in text) and _wants(features, "capture_scalar_outputs", True):
-        found.append(config_remedy("capture_scalar_outputs", True))
-    if ("capture_dynamic_output_shape_ops" in text or "Dynamic shape operator" in text) and \
-            _wants(features, "capture_dynamic_output_shape_ops", True):
-        found.append(config_remedy("capture_dynamic_output_shape_ops", True))
-    logging_fn = _LOGGING_CALL.search(f.get("code", ""))
-    if logging_fn and ("builtin" in text or "print" in text or "logging" in text or "warn" in text) and \
-            features.get("reorderable_logging_functions"):
-        fn = logging_fn["fn"]
-        module = fn.split(".")[0] if "." in fn else None
-        line = f"{_DYNAMO}.reorderable_logging_functions.add({fn})"
-        found.append(Remedy(f"logging:{fn}", line, "config", {"op": "logging_function", "function": fn},
-                            f"import torch\n{'import ' + module + chr(10) if module else ''}{line}\n"))
-    # Disabling the function that breaks helps only when it is a helper the compiled code calls:
-    # disabling the callable given to torch.compile would just turn compilation off.
-    # Only the program's own functions: a break torch places inside a library (logging, say) is not
-    # the library's to change.
-    given = {(fn, _norm(file)) for fn, file in features.get("compiled_callables", [])}
-    root = _norm(features.get("program_root")).rstrip("/") + "/"
-    if p.function and not _RESUME.match(p.function) and (p.function, _norm(p.file)) not in given \
-            and p.file and _norm(p.file).startswith(root) and root != "/" \
-            and features.get("compiler_disable") and "graph_break()" not in f.get("code", ""):
-        found.append(Remedy(
-            f"disable:{p.file}:{p.function}", f"torch.compiler.disable on {p.function} ({_base(p.file)})", "wrap",
-            {"op": "disable", "file": p.file, "function": p.function, "line": p.line},
-            f"# in {p.file}: put @torch.compiler.disable above `def {p.function}`\n"))
-    return found
-
-
-def _recompile_remedies(p: FixProblem, features: dict[str, Any]) -> list[Remedy]:
-    f = p.facts
-    if "limit" in f:
-        limit = f.get("limit") or 8
-        name = f.get("limit_name") or "recompile_limit"
-        return [config_remedy(name, int(limit) * 4)] if name in features else []
-    guards = " ".join(f.get("guards", []))
-    found: list[Remedy] = []
-    size = _SIZE.search(guards)
-    resume = bool(_RESUME.match(p.function or ""))
-    if size and not resume:
-        name, dim = size["name"], int(size["dim"])
-        for fn, maybe in (("mark_dynamic", False), ("maybe_mark_dynamic", True)):
-            if features.get(fn):
-                found.append(Remedy(
-                    f"{fn}:{p.file}:{p.function}:{name}:{dim}", f"torch._dynamo.{fn}({name}, {dim}) before calling "
-                    f"{p.function}", "wrap",
-                    {"op": "mark_dynamic", "function": p.function, "file": p.file, "arg": name, "dim": dim,
-                     "maybe": maybe},
-                    f"torch._dynamo.{fn}({name}, {dim})  # on the input `{name}` of {p.function} "
-                    f"({_base(p.file)}:{p.line}), before the compiled call",
-                    fallback=maybe and bool(features.get("mark_dynamic"))))
-    int_guard = _INT_GUARD.search(guards)
-    on_module = bool(int_guard) and re.match(r"(L\['self'\]|self)\.", int_guard["name"]) is not None
-    if on_module and _wants(features, "allow_unspec_int_on_nn_module", True):
-        found.append(config_remedy("allow_unspec_int_on_nn_module", True))
-    if _FLOAT_GUARD.search(guards) and _wants(features, "specialize_float", False):
-        found.append(config_remedy("specialize_float", False))
-    if size or int_guard or _FLOAT_GUARD.search(guards):
-        found.append(Remedy("compile:dynamic=True", "torch.compile(..., dynamic=True)", "wrap",
-                            {"op": "compile_kwargs", "kwargs": {"dynamic": True}},
-                            "# pass dynamic=True where the program calls torch.compile:\n"
-                            "torch.compile(model, dynamic=True)\n"))
-    return found
-
-
-def _error_remedies(p: FixProblem, features: dict[str, Any]) -> list[Remedy]:
-    f = p.facts
-    found: list[Remedy] = []
-    data_dependent = _DATA_DEPENDENT.search(f.get("reason", ""))
-    if data_dependent or "DataDependent" in f.get("fail_type", ""):
-        expr = data_dependent["expr"].strip() if data_dependent else "<the expression in the error>"
-        found.append(Remedy(
-            f"check:{p.file}:{p.line}", f"torch._check(...) on {expr} before {_base(p.file)}:{p.line}", "code", {},
-            f"torch._check({check_expression(expr)})  # add before {p.file}:{p.line}; tells the compiler what the "
-            "data-dependent value satisfies", tried=False))
-        if _wants(features, "capture_scalar_outputs", True):
-            found.append(config_remedy("capture_scalar_outputs", True))
-    if _wants(features, "suppress_errors", True):
-        found.append(config_remedy("suppress_errors", True))
-    return found
+def select(problems: list[FixProblem], features: Features, only: FixFamily | None = None
+           ) -> list[tuple[Remedy, list[FixProblem]]]:
+    """Each distinct remedy once, with every problem it is tried for, in problem order."""
+    chosen: dict[str, tuple[Remedy, list[FixProblem]]] = {}
+    for p in problems:
+        if only and p.family != only:
+            continue
+        for r in remedies_for(p, features):
+            chosen.setdefault(r.key, (r, []))[1].append(p)
+    return list(chosen.values())
 
 
 def data_dependent_check(reason: str) -> tuple[str, str] | None:
@@ -270,40 +589,20 @@ def check_expression(sympy_text: str) -> str:
     return sympy_text.strip()
 
 
-def _norm(path: str | None) -> str:
-    return (path or "").replace("\\", "/")
-
-
-def _base(path: str | None) -> str:
-    return (path or "?").replace("\\", "/").rsplit("/", 1)[-1]
-
-
-def select(problems: list[FixProblem], features: dict[str, Any], only: str | None = None
-           ) -> list[tuple[Remedy, list[FixProblem]]]:
-    """Each distinct remedy once, with every problem it is tried for, in problem order."""
-    chosen: dict[str, tuple[Remedy, list[FixProblem]]] = {}
-    for p in problems:
-        if only and p.kind != only:
-            continue
-        for r in remedies_for(p, features):
-            chosen.setdefault(r.key, (r, []))[1].append(p)
-    return list(chosen.values())
-
-
 def parse_try(text: str) -> Remedy:
     """``--try NAME=VALUE``: a setting the user wants tried too (VALUE a Python literal)."""
-    import ast
-
     name, sep, raw = text.partition("=")
     name = name.strip()
     if not sep or not re.fullmatch(r"[A-Za-z_][\w]*(\.[A-Za-z_]\w*)+", name):
         raise ValueError(f"--try wants NAME=VALUE with a dotted NAME, e.g. torch._dynamo.config.specialize_int=True "
                          f"(got {text!r})")
     try:
-        value = ast.literal_eval(raw.strip())
+        literal = ast.literal_eval(raw.strip())
+        value = _json_value(literal, f"--try {name}")  # it travels to the trial child as JSON
     except (ValueError, SyntaxError):
-        raise ValueError(f"--try {name}: the value must be a Python literal (got {raw.strip()!r})") from None
+        raise ValueError(f"--try {name}: the value must be a Python literal of numbers, strings, lists and dicts "
+                         f"(got {raw.strip()!r})") from None
     module, _, attr = name.rpartition(".")
-    line = f"{name} = {value!r}"
-    return Remedy(f"config:{name}={value!r}", line, "config", {"op": "config", "target": name, "value": value},
+    line = f"{name} = {literal!r}"
+    return Remedy(f"config:{name}={literal!r}", line, "config", SetConfig(module, attr, value),
                   f"import {module.split('.')[0]}\n{line}\n")

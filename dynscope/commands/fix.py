@@ -101,7 +101,7 @@ class Command:
 
         render_fix(doc, console)
         if args.output:
-            _write(args.output, json.dumps(doc, indent=2) + "\n")
+            _write(args.output, json.dumps(doc.to_json(), indent=2) + "\n")
             console.print(f"dynscope: wrote {args.output}", markup=False)
         if args.md:
             from dynscope.reporters.markdown import render_fix_markdown

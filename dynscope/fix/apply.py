@@ -1,11 +1,13 @@
 """Inside a trial run: apply remedies before the user's code runs, record each compiled region's outputs.
 
 The parent (dynscope/fix/trials.py) starts ``dynscope explain`` with ``DYNSCOPE_FIX`` naming a
-JSON object: ``{"remedies": [action, ...]}`` where each action comes from the remedy table
+JSON object: ``{"remedies": [action, ...], "workdir": ...}`` where each action is a typed action
+of the contract (dynscope.events: SetConfig, MarkDynamic, ...) as JSON, from the remedy table
 (analysis/remedies.py). The explain child calls :func:`install_from_env` once recording has
 started. Nothing here edits a file: configs are set, ``torch.compile`` is wrapped (to pass
 extra arguments, mark input dimensions dynamic, and record outputs), and a function to disable
-is replaced in its module or class by ``torch.compiler.disable(fn)``.
+is replaced in its module or class by ``torch.compiler.disable(fn)``. Each action type is
+applied in one place: ``Trial._apply``.
 """
 
 from __future__ import annotations
@@ -20,33 +22,61 @@ import math
 import os
 import sys
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Literal, assert_never
 
 from dynscope import events as contract
+from dynscope.events import (
+    Action,
+    AddLoggingFunction,
+    CompileWith,
+    DisableFunction,
+    JsonValue,
+    MarkDynamic,
+    OutputLeaf,
+    SetConfig,
+    ShowOnly,
+    action_from_json,
+)
 from dynscope.model.fix import ENV
 
 VALUES_CAP = 4096  # values recorded per output tensor; larger ones keep an even sample and a hash
 LEAVES_CAP = 64  # outputs recorded per call
 CALLS_CAP = 100  # calls recorded per compiled region
 
+# When an action can take effect: once recording starts, at each torch.compile of the program
+# (a user module imported since), and before each call of what torch.compile returned.
+Moment = Literal["install", "compile", "call"]
 
-def install_from_env(recorder) -> str | None:
+
+@dataclass(frozen=True)
+class Call:
+    """A call of a compiled callable: the function compiled (a module: its forward) and its arguments."""
+
+    target: Callable[..., Any] | None
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = field(default_factory=dict)
+
+
+def install_from_env(recorder: Any) -> str | None:
     """Apply the run's remedies; returns the directory the program is to run in (a scratch copy
     of its working directory, dynscope/fix/scratch.py), or None for here."""
     raw = os.environ.pop(ENV, None)  # the user's program and its children never see it
     if raw is None:
         return None
     spec = json.loads(raw)
-    Trial(recorder, list(spec.get("remedies") or [])).install()
-    return spec.get("workdir")
+    actions = [action_from_json(a) for a in spec["remedies"]] if isinstance(spec, dict) else []
+    Trial(recorder, actions).install()
+    workdir = spec["workdir"] if isinstance(spec, dict) else None
+    return workdir if isinstance(workdir, str) else None
 
 
 class Trial:
-    def __init__(self, recorder, actions: list[dict[str, Any]]) -> None:
+    def __init__(self, recorder: Any, actions: list[Action]) -> None:
         self.recorder = recorder
         self.actions = actions
         self.pending = set(range(len(actions)))  # actions not yet applied
-        self.compile_kwargs: dict[str, Any] = {}
+        self.compile_kwargs: dict[str, JsonValue] = {}
         self.regions = 0
 
     def install(self) -> None:
@@ -55,23 +85,15 @@ class Trial:
         from dynscope.probes import compat
 
         contract.write(self.recorder, contract.FixFeatures(), json.dumps(compat.remedy_features(), default=str))
-        for i, action in enumerate(self.actions):
-            op = action.get("op")
-            if op == "compile_kwargs":
-                self.compile_kwargs.update(action.get("kwargs") or {})
-                self._applied(i, "torch.compile arguments")
-            elif op == "logging_function":
-                self._add_logging_function(i, action)
-        self._apply_configs()
+        self.apply("install")
         original = torch.compile
         trial = self
 
         @functools.wraps(original)
-        def compile(model=None, **kwargs):
+        def compile(model: Any = None, **kwargs: Any) -> Any:
             if model is None:  # @torch.compile(...) used as a decorator factory
                 return lambda m: compile(m, **kwargs)
-            trial._apply_configs()
-            trial._apply_disables()
+            trial.apply("compile")
             compiled = original(model, **{**kwargs, **trial.compile_kwargs})
             return trial.watch(model, compiled)
 
@@ -79,63 +101,41 @@ class Trial:
 
     # -- remedies ------------------------------------------------------------------------
 
-    def _applied(self, i: int, how: str) -> None:
-        self.pending.discard(i)
-        contract.write(self.recorder, contract.FixApplied(index=i, op=self.actions[i].get("op"), ok=True, how=how))
+    def apply(self, moment: Moment, call: Call | None = None) -> None:
+        """Every action that can take effect now; each is recorded (FixApplied) the first time it does."""
+        for i, action in enumerate(self.actions):
+            if i not in self.pending and not isinstance(action, MarkDynamic):  # marks act on every call's inputs
+                continue
+            how = self._apply(action, moment, call)
+            if how is not None and i in self.pending:
+                self.pending.discard(i)
+                contract.write(self.recorder, contract.FixApplied(index=i, op=action.OP, ok=True, how=how))
+
+    def _apply(self, action: Action, moment: Moment, call: Call | None) -> str | None:
+        """The one place each action type takes effect: how it did, or None (not now, or not possible)."""
+        match action:
+            case SetConfig():
+                # A user module not importable yet: tried again at the next torch.compile.
+                return _set_config(action) if moment in ("install", "compile") else None
+            case AddLoggingFunction():
+                return _add_logging_function(action) if moment == "install" else None
+            case CompileWith():
+                if moment != "install":
+                    return None
+                self.compile_kwargs.update(dict(action.kwargs))
+                return "torch.compile arguments"
+            case DisableFunction():
+                return f"torch.compiler.disable({action.function})" \
+                    if moment in ("compile", "call") and _disable_function(action) else None
+            case MarkDynamic():
+                return _mark_dynamic(action, call) if moment == "call" and call is not None else None
+            case ShowOnly():
+                return None  # the user's to make: never applied
+            case _:
+                assert_never(action)
 
     def not_applied_notes(self) -> list[str]:
-        return [f"{self.actions[i].get('op')} not applied" for i in sorted(self.pending)]
-
-    def _apply_configs(self) -> None:
-        for i in sorted(self.pending):
-            action = self.actions[i]
-            if action.get("op") != "config":
-                continue
-            module_name, _, attr = str(action["target"]).rpartition(".")
-            owner = _resolve(module_name)
-            if owner is None or not hasattr(owner, attr):
-                continue  # a user module not importable yet: tried again at the next torch.compile
-            setattr(owner, attr, action.get("value"))
-            self._applied(i, f"{action['target']} = {action.get('value')!r}")
-
-    def _add_logging_function(self, i: int, action: dict[str, Any]) -> None:
-        from dynscope.probes import compat
-
-        functions = compat.reorderable_logging_functions()
-        name = str(action.get("function"))
-        fn = getattr(builtins, name, None) if "." not in name else _resolve(name)
-        if functions is not None and callable(fn):
-            functions.add(fn)
-            self._applied(i, f"reorderable_logging_functions.add({name})")
-
-    def _apply_disables(self) -> None:
-        for i in sorted(self.pending):
-            action = self.actions[i]
-            if action.get("op") == "disable" and _disable_function(action):
-                self._applied(i, f"torch.compiler.disable({action['function']})")
-
-    def _mark_dynamic(self, target: Callable[..., Any] | None, args: tuple, kwargs: dict) -> None:
-        from dynscope.probes import compat
-
-        code = getattr(target, "__code__", None)
-        if code is None:
-            return
-        for i, action in enumerate(self.actions):
-            if action.get("op") != "mark_dynamic" or action.get("function") != code.co_name:
-                continue
-            if action.get("file") and os.path.realpath(action["file"]) != os.path.realpath(code.co_filename):
-                continue
-            try:
-                bound = inspect.signature(target).bind_partial(*args, **kwargs)
-            except (TypeError, ValueError):
-                continue
-            value = bound.arguments.get(action.get("arg"))
-            mark = compat.mark_dynamic_function(bool(action.get("maybe")))
-            dim = int(action.get("dim", 0))
-            if mark is not None and hasattr(value, "dim") and value.dim() > dim:
-                mark(value, dim)
-                if i in self.pending:
-                    self._applied(i, f"mark_dynamic({action.get('arg')}, {dim})")
+        return [f"{self.actions[i].OP} not applied" for i in sorted(self.pending)]
 
     # -- compiled regions -----------------------------------------------------------------
 
@@ -154,11 +154,10 @@ class Trial:
             contract.write(self.recorder, contract.FixRegion(function=code.co_name, file=code.co_filename))
         calls = [0]
 
-        def before(args: tuple, kwargs: dict) -> None:
+        def before(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
             if compat.is_compiling():
                 return
-            self._apply_disables()
-            self._mark_dynamic(target, args, kwargs)
+            self.apply("call", Call(target, args, kwargs))
 
         def after(output: Any) -> None:
             if compat.is_compiling() or calls[0] >= CALLS_CAP:
@@ -167,8 +166,9 @@ class Trial:
             try:
                 leaves = describe_outputs(output)
             except Exception as e:  # never let recording break the program
-                leaves = [{"kind": "unrecorded", "value": type(e).__name__}]
-            contract.write(self.recorder, contract.FixOutput(region=name, call=calls[0]), json.dumps(leaves))
+                leaves = [OutputLeaf("unrecorded", type(e).__name__)]
+            contract.write(self.recorder, contract.FixOutput(region=name, call=calls[0]),
+                           json.dumps([leaf.to_json() for leaf in leaves]))
 
         if isinstance(compiled, torch.nn.Module):
             compiled.register_forward_pre_hook(lambda _m, args, kwargs: before(args, kwargs), with_kwargs=True)
@@ -178,7 +178,7 @@ class Trial:
             return compiled
 
         @functools.wraps(compiled)
-        def call(*args, **kwargs):
+        def call(*args: Any, **kwargs: Any) -> Any:
             before(args, kwargs)
             output = compiled(*args, **kwargs)
             after(output)
@@ -205,14 +205,55 @@ def _resolve(dotted: str) -> Any:
     return None
 
 
-def _disable_function(action: dict[str, Any]) -> bool:
+def _set_config(action: SetConfig) -> str | None:
+    owner = _resolve(action.module)
+    if owner is None or not hasattr(owner, action.name):
+        return None
+    setattr(owner, action.name, action.value)
+    return f"{action.target} = {action.value!r}"
+
+
+def _add_logging_function(action: AddLoggingFunction) -> str | None:
+    from dynscope.probes import compat
+
+    functions = compat.reorderable_logging_functions()
+    name = action.function
+    fn = getattr(builtins, name, None) if "." not in name else _resolve(name)
+    if functions is None or not callable(fn):
+        return None
+    functions.add(fn)
+    return f"reorderable_logging_functions.add({name})"
+
+
+def _mark_dynamic(action: MarkDynamic, call: Call) -> str | None:
+    """Mark the input's dimension dynamic for this call, when the call is of the action's function."""
+    from dynscope.probes import compat
+
+    code = getattr(call.target, "__code__", None)
+    if call.target is None or code is None or action.function != code.co_name:
+        return None
+    if action.file and os.path.realpath(action.file) != os.path.realpath(code.co_filename):
+        return None
+    try:
+        bound = inspect.signature(call.target).bind_partial(*call.args, **call.kwargs)
+    except (TypeError, ValueError):
+        return None
+    value: Any = bound.arguments.get(action.arg)
+    mark = compat.mark_dynamic_function(action.maybe)
+    if mark is None or not hasattr(value, "dim") or value.dim() <= action.dim:
+        return None
+    mark(value, action.dim)
+    return f"mark_dynamic({action.arg}, {action.dim})"
+
+
+def _disable_function(action: DisableFunction) -> bool:
     """Replace the function that holds the break (module-level function or method of a class of
     that file) by torch.compiler.disable(fn). True once replaced."""
     from dynscope.probes import compat
 
     disable = compat.compiler_disable()
-    wanted = os.path.realpath(str(action.get("file")))
-    name, line = action.get("function"), action.get("line")
+    wanted = os.path.realpath(action.file)
+    name, line = action.function, action.line
     if disable is None:
         return False
 
@@ -242,43 +283,41 @@ def _disable_function(action: dict[str, Any]) -> bool:
 # -- outputs -------------------------------------------------------------------------------
 
 
-def describe_outputs(output: Any) -> list[dict[str, Any]]:
-    """The outputs of one compiled call as JSON: per tensor its dtype, shape, a hash and its values
-    (all of them up to VALUES_CAP, else an even sample); numbers and strings as they are."""
+def describe_outputs(output: Any) -> list[OutputLeaf]:
+    """The outputs of one compiled call: per tensor its dtype, shape, a hash and its values (all of
+    them up to VALUES_CAP, else an even sample); numbers and strings as they are."""
     import torch
     from torch.utils._pytree import tree_leaves
 
-    leaves = []
+    leaves: list[OutputLeaf] = []
     for leaf in tree_leaves(output)[:LEAVES_CAP]:
         if isinstance(leaf, torch.Tensor):
             leaves.append(_describe_tensor(leaf))
         elif isinstance(leaf, (bool, int, float)):
-            leaves.append({"kind": "number", "value": None if isinstance(leaf, float) and math.isnan(leaf) else leaf})
+            leaves.append(OutputLeaf("number", None if isinstance(leaf, float) and math.isnan(leaf) else leaf))
         elif isinstance(leaf, str) or leaf is None:
-            leaves.append({"kind": type(leaf).__name__, "value": leaf if leaf is None else leaf[:200]})
+            leaves.append(OutputLeaf(type(leaf).__name__, leaf if leaf is None else leaf[:200]))
         else:
-            leaves.append({"kind": type(leaf).__name__, "value": None})
+            leaves.append(OutputLeaf(type(leaf).__name__, None))
     return leaves
 
 
-def _describe_tensor(t: Any) -> dict[str, Any]:
+def _describe_tensor(t: Any) -> OutputLeaf:
     import torch
 
-    record: dict[str, Any] = {"kind": "tensor", "dtype": str(t.dtype).removeprefix("torch."), "shape": list(t.shape)}
+    dtype, shape = str(t.dtype).removeprefix("torch."), tuple(int(n) for n in t.shape)
     try:
         flat = t.detach().cpu().reshape(-1)
         if flat.is_complex():
             flat = torch.view_as_real(flat).reshape(-1)
-        record["hash"] = _hash(flat)
+        digest = _hash(flat)
         n = flat.numel()
         sample = flat if n <= VALUES_CAP else flat[:: max(1, n // VALUES_CAP)][:VALUES_CAP]
         values = sample.double().tolist() if (sample.is_floating_point() or sample.dtype == torch.bool) else sample.tolist()
-        record["values"] = [None if isinstance(v, float) and math.isnan(v) else v for v in values]
-        record["complete"] = n <= VALUES_CAP
+        return OutputLeaf("tensor", None, dtype, shape, digest,
+                          tuple(None if isinstance(v, float) and math.isnan(v) else v for v in values), n <= VALUES_CAP)
     except Exception as e:  # a tensor subclass or a device that cannot be read back: shape and dtype only
-        record["values"] = []
-        record["unreadable"] = type(e).__name__
-    return record
+        return OutputLeaf("tensor", None, dtype, shape, unreadable=type(e).__name__)
 
 
 def _hash(flat: Any) -> str | None:

@@ -1,8 +1,8 @@
 """One ``dynscope fix`` run: baseline, trials, verdicts, the combined run, the document.
 
-The document (schema ``dynscope.fix/1``, docs/fix-json.md) is what every view of the result
-formats: the terminal table, ``-o`` JSON, ``--md`` Markdown, and the verified fixes recorded
-into the program's capture.
+The document (``FixDocument``, schema ``dynscope.fix/1``, docs/fix-json.md) is what every view
+of the result formats: the terminal table, ``-o`` JSON, ``--md`` Markdown, and the verified
+fixes recorded into the program's capture.
 """
 
 from __future__ import annotations
@@ -12,18 +12,17 @@ import os
 import sqlite3
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
 
 from dynscope import events as contract
-from dynscope.analysis.fix_verdict import RunFacts, judge, pick_combined
-from dynscope.analysis.remedies import FixProblem, Remedy, problems_from_summary, select
+from dynscope.analysis.fix_document import Baseline, Combined, FixDocument, Measured, ProblemRow, TrialRow
+from dynscope.analysis.fix_verdict import Metrics, RunFacts, Verdict_, judge, pick_combined
+from dynscope.analysis.remedies import FixProblem, Remedy, problems_of, select
 from dynscope.errors import DynscopeError
+from dynscope.events import DisableFunction, FixFamily
 from dynscope.fix.outdir import LOCK_NAME
-from dynscope.fix.trials import TrialRun, run_all, starter_for
+from dynscope.fix.trials import Starter, TrialRun, run_all, starter_for
 from dynscope.runner.program import Program
-
-SCHEMA = "dynscope.fix/1"
 
 
 @dataclass
@@ -34,7 +33,7 @@ class Options:
     jobs: int
     rtol: float
     atol: float
-    only: str | None = None
+    only: FixFamily | None = None
     from_capture: str | None = None
     tries: list[Remedy] = field(default_factory=list)  # --try: settings the user wants tried too
     cwd: str | None = None  # where the program runs (--from: the recorded run's directory)
@@ -42,7 +41,28 @@ class Options:
     profile: bool = False  # --profile: every run measured by explain --profile
 
 
-def run(options: Options, say: Callable[[str], None]) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Targets:
+    """What one trial row is judged on: one problem, or (a --try setting) every problem together."""
+
+    row: ProblemRow
+    keys: tuple[str, ...]
+    count: int
+
+    @classmethod
+    def one(cls, p: FixProblem) -> Targets:
+        return cls(ProblemRow.of(p), (p.key,), p.count)
+
+    @classmethod
+    def every(cls, problems: list[FixProblem]) -> Targets:
+        return cls(ProblemRow("any", None, None, None, "every problem (--try)", sum(p.count for p in problems)),
+                   tuple(p.key for p in problems), sum(p.count for p in problems))
+
+
+Planned = tuple[Remedy, list[FixProblem], TrialRun | None]
+
+
+def run(options: Options, say: Callable[[str], None]) -> FixDocument:
     """The whole fix in ``options.out_dir`` (made and locked by the caller: dynscope/fix/outdir.py)."""
     starter = starter_for(options.out_dir)
     try:
@@ -51,7 +71,7 @@ def run(options: Options, say: Callable[[str], None]) -> dict[str, Any]:
         starter.close()
 
 
-def _run(options: Options, say: Callable[[str], None], starter) -> dict[str, Any]:
+def _run(options: Options, say: Callable[[str], None], starter: Starter) -> FixDocument:
     started = time.time()
     deadline = started + options.budget_s
     before = _fingerprint(options.program)
@@ -67,36 +87,36 @@ def _run(options: Options, say: Callable[[str], None], starter) -> dict[str, Any
     if baseline.workdir_note:
         say(f"warning: the runs write into {options.cwd or os.getcwd()} itself, not into copies of it "
             f"({baseline.workdir_note})")
-    if baseline.facts is None or not baseline.facts.ran or baseline.summary is None:
+    if baseline.facts is None or not baseline.facts.ran:
         raise DynscopeError(f"the baseline run wrote no capture (see {os.path.join(options.out_dir, 'baseline.stderr')})")
     base = baseline.facts
-    if base.exit_code not in (0, None) and not (baseline.summary.get("compiles")):
+    if base.exit_code not in (0, None) and not baseline.compiled:
         say(f"warning: the program exited with status {base.exit_code} before compiling anything "
             f"(its output: {os.path.join(options.out_dir, 'baseline.stderr')}); dynscope's options go before the script")
     estimate = baseline.wall_s or 1.0
-    recorded = _recorded_summary(options.from_capture) if options.from_capture else baseline.summary
-    problems = problems_from_summary(recorded)
+    problems = _recorded_problems(options.from_capture) if options.from_capture else baseline.problems
     # The trials are judged against the baseline run; with --from, a problem recorded in the
     # capture but absent from this run's baseline cannot be judged, so the baseline's keys rule.
-    features = {**baseline.features, "program_root": _root(program)}
+    features = replace(baseline.features, program_root=_root(program))
     selection = select(problems, features, options.only)
-    wanted = [p for p in problems if not options.only or p.kind == options.only]
+    wanted = [p for p in problems if not options.only or p.family == options.only]
     for remedy in options.tries:
         selection.append((remedy, wanted))
     say(f"baseline: {_plural(len(problems), 'problem')}, {_plural(len(selection), 'remedy', 'remedies')} to try "
-        f"({baseline.wall_s:.1f} s per run)")
+        f"({baseline.wall_s or 0.0:.1f} s per run)")
 
     selection = [(_with_diff(r, program), ts) for r, ts in selection]
-    runs: list[tuple[Remedy, list[FixProblem], TrialRun | None]] = []
+    runs: list[Planned] = []
     for i, (remedy, targets) in enumerate(selection, 1):
         trial = TrialRun(f"trial-{i}", [remedy.action], options.out_dir, options.cwd, options.profile) if remedy.tried else None
         runs.append((remedy, targets, trial))
     first = [t for r, _, t in runs if t is not None and not r.fallback]
     titles = {trial.name: remedy.title for remedy, _, trial in runs if trial is not None}
+    tried_by_user = {r.key for r in options.tries}
     # The combined run is started with the trials, on the guess that every remedy works; it is
     # used only if the proven set turns out to be that guess (else it runs again at the end).
     guess = pick_combined([(r.key, "fixed", [p.key for p in ts], None) for r, ts, t in runs
-                           if t is not None and not r.fallback and r.key not in {x.key for x in options.tries}])
+                           if t is not None and not r.fallback and r.key not in tried_by_user])
     speculative = None
     if len(guess) > 1:
         speculative = TrialRun("combined", [r.action for r, _, t in runs if r.key in guess and t is not None],
@@ -113,9 +133,9 @@ def _run(options: Options, say: Callable[[str], None], starter) -> dict[str, Any
     run_all(program, ([speculative] if speculative else []) + first, jobs=options.jobs, deadline=deadline,
             estimate_s=estimate, on_done=finished, starter=starter)
     # Fallbacks (maybe_mark_dynamic after mark_dynamic) run only for problems still not fixed.
-    fixed = {p.key for r, ts, t in runs if t in first and t.facts is not None for p in ts
+    fixed = {p.key for r, ts, t in runs if t in first and t is not None and t.facts is not None for p in ts
              if judge(base, t.facts, [p.key], rtol=options.rtol, atol=options.atol,
-                   check_stdout=options.check_stdout).verdict == "fixed"}
+                      check_stdout=options.check_stdout).verdict == "fixed"}
     runs = [(r, ts, t) for r, ts, t in runs if not r.fallback or any(p.key not in fixed for p in ts)]
     later = [t for r, _, t in runs if t is not None and r.fallback]
     if later:
@@ -124,16 +144,15 @@ def _run(options: Options, say: Callable[[str], None], starter) -> dict[str, Any
                 starter=starter)
     to_run = first + later
 
-    rows = []
-    proven: list[tuple[str, str, list[str], Any]] = []
-    tried_by_user = {r.key for r in options.tries}
+    rows: list[TrialRow] = []
+    proven: list[tuple[str, Verdict_, list[str], Metrics | None]] = []
     for remedy, targets, trial in runs:
-        verdicts = {}
+        verdicts: dict[str, Verdict_] = {}
         # A --try setting is judged once, on every problem together.
-        for p in ([_all_problems(targets)] if remedy.key in tried_by_user else targets):
-            row, verdict = _row(p, remedy, trial, base, options)
+        for t in ([Targets.every(targets)] if remedy.key in tried_by_user else [Targets.one(p) for p in targets]):
+            row = _row(t, remedy, trial, base, options)
             rows.append(row)
-            verdicts[p.key] = verdict
+            verdicts["|".join(t.keys)] = row.verdict
         if trial is not None and trial.facts is not None and remedy.key not in tried_by_user:
             for key, verdict in verdicts.items():
                 proven.append((remedy.key, verdict, [key], trial.facts.metrics))
@@ -141,28 +160,27 @@ def _run(options: Options, say: Callable[[str], None], starter) -> dict[str, Any
     combined = _combined(program, runs, proven, base, options, deadline, estimate, say, starter,
                          speculative if speculative is not None and guess else None, guess)
     after = _fingerprint(options.program)
-    doc = {
-        "schema": SCHEMA,
-        "program": {"command": program_argv_text(program), "cwd": options.cwd or os.getcwd()},
-        "torch_version": (baseline.summary or {}).get("torch_version"),
-        "out_dir": options.out_dir,
-        "baseline": {**(base.metrics.as_json() if base.metrics else {}), "exit_code": base.exit_code,
-                     "capture": baseline.capture, "wall_s": _round(baseline.wall_s)},
-        "problems": [p.as_json() for p in problems],
-        "trials": rows,
-        "combined": combined,
-        "runs": 1 + sum(1 for t in to_run if t.skipped is None) + _combined_runs(speculative, combined),
-        "jobs": options.jobs,
-        "budget_s": options.budget_s,
-        "wall_s": round(time.time() - started, 2),
-        "files_unchanged": before == after,
-        "stdin": os.devnull,  # every run reads nothing: a program that needs input cannot be judged
-        "scratch_copies": baseline.workdir is not None,  # each run in its own copy of the working directory
-        "stdout_checked": options.check_stdout,
-        "profiled": options.profile,
-        "rtol": options.rtol,
-        "atol": options.atol,
-    }
+    doc = FixDocument(
+        command=tuple(program_argv_text(program)),
+        cwd=options.cwd or os.getcwd(),
+        torch_version=baseline.torch_version,
+        out_dir=options.out_dir,
+        baseline=Baseline(base.metrics, base.exit_code, baseline.capture, _round(baseline.wall_s)),
+        problems=tuple(ProblemRow.of(p) for p in problems),
+        trials=tuple(rows),
+        combined=combined,
+        runs=1 + sum(1 for t in to_run if t.skipped is None) + _combined_runs(speculative, combined),
+        jobs=options.jobs,
+        budget_s=options.budget_s,
+        wall_s=round(time.time() - started, 2),
+        files_unchanged=before == after,
+        stdin=os.devnull,  # every run reads nothing: a program that needs input cannot be judged
+        scratch_copies=baseline.workdir is not None,  # each run in its own copy of the working directory
+        stdout_checked=options.check_stdout,
+        profiled=options.profile,
+        rtol=options.rtol,
+        atol=options.atol,
+    )
     try:
         record_into_capture(options.from_capture or baseline.capture, doc)
     except (DynscopeError, OSError, sqlite3.Error) as e:
@@ -172,14 +190,12 @@ def _run(options: Options, say: Callable[[str], None], starter) -> dict[str, Any
 
 def _with_diff(remedy: Remedy, program: Program) -> Remedy:
     """A code change as a unified diff of the user's file, where one can be made."""
-    from dataclasses import replace
-
     from dynscope.fix.patches import disable_diff
 
     action = remedy.action
-    if action.get("op") != "disable":
+    if not isinstance(action, DisableFunction):
         return remedy
-    diff = disable_diff(action["file"], action["function"], action.get("line"), _root(program))
+    diff = disable_diff(action.file, action.function, action.line, _root(program))
     return replace(remedy, patch=diff) if diff else remedy
 
 
@@ -187,44 +203,31 @@ def _root(program: Program) -> str:
     return os.getcwd() if program.kind == "module" else os.path.dirname(os.path.abspath(program.target))
 
 
-def _all_problems(targets: list[FixProblem]) -> FixProblem:
-    return FixProblem("any", "|".join(p.key for p in targets), None, None, None, "every problem (--try)",
-                      sum(p.count for p in targets), {"keys": [p.key for p in targets]})
-
-
-def _row(p: FixProblem, remedy: Remedy, trial: TrialRun | None, base: RunFacts, options: Options):
-    row: dict[str, Any] = {"problem": p.as_json(), "remedy": remedy.title, "remedy_key": remedy.key,
-                           "applies_as": remedy.applies_as, "patch": remedy.patch, "before": _before(p, base),
-                           "after": None, "correct": None, "max_abs_diff": None}
+def _row(t: Targets, remedy: Remedy, trial: TrialRun | None, base: RunFacts, options: Options) -> TrialRow:
+    row = TrialRow(t.row, remedy.title, remedy.key, remedy.applies_as, remedy.patch, Measured(base.metrics, t.count),
+                   "not run", "")
     if trial is None:
-        row.update(verdict="not run", why="a code change: paste the patch (dynscope never edits your files)")
-        return row, "not run"
+        return replace(row, why="a code change: paste the patch (dynscope never edits your files)")
     if trial.skipped or trial.facts is None:
-        row.update(verdict="not run", why=trial.skipped or "not run")
-        return row, "not run"
-    keys = p.facts.get("keys", [p.key]) if p.kind == "any" else [p.key]
-    v = judge(base, trial.facts, keys, rtol=options.rtol, atol=options.atol,
-                   check_stdout=options.check_stdout)
+        return replace(row, why=trial.skipped or "not run")
     facts = trial.facts
-    count = sum(facts.problems.get(k, 0) for k in keys)
-    row.update(after=({**facts.metrics.as_json(), "count": count} if facts.metrics else None),
-               correct=v.correct, max_abs_diff=v.max_abs_diff, verdict=v.verdict, why=v.why,
-               capture=trial.capture, wall_s=_round(trial.wall_s))
-    return row, v.verdict
+    v = judge(base, facts, list(t.keys), rtol=options.rtol, atol=options.atol, check_stdout=options.check_stdout)
+    count = sum(facts.problems.get(k, 0) for k in t.keys)
+    return replace(row, after=Measured(facts.metrics, count) if facts.metrics else None, correct=v.correct,
+                   max_abs_diff=v.max_abs_diff, verdict=v.verdict, why=v.why, capture=trial.capture,
+                   wall_s=_round(trial.wall_s))
 
 
-def _before(p: FixProblem, base: RunFacts) -> dict[str, Any]:
-    return {**(base.metrics.as_json() if base.metrics else {}), "count": p.count}
-
-
-def _combined(program, runs, proven, base: RunFacts, options: Options, deadline: float, estimate: float, say,
-              starter, speculative: TrialRun | None, guess: list[str]) -> dict[str, Any] | None:
+def _combined(program: Program, runs: list[Planned], proven: list[tuple[str, Verdict_, list[str], Metrics | None]],
+              base: RunFacts, options: Options, deadline: float, estimate: float, say: Callable[[str], None],
+              starter: Starter, speculative: TrialRun | None, guess: list[str]) -> Combined | None:
     keys = pick_combined(proven)
     if not keys:
         return None
     chosen = [(r, t, trial) for r, t, trial in runs if r.key in keys]
     remedies = [r for r, _, _ in chosen]
-    result: dict[str, Any] = {"remedies": [r.title for r in remedies], "patch": combined_patch(remedies)}
+    titles, patch = tuple(r.title for r in remedies), combined_patch(remedies)
+    trial: TrialRun | None
     if len(chosen) == 1:  # the trial already is the combined run
         trial = chosen[0][2]
     elif speculative is not None and keys == guess and speculative.skipped is None:
@@ -233,24 +236,21 @@ def _combined(program, runs, proven, base: RunFacts, options: Options, deadline:
         say(f"combined: {len(chosen)} proven remedies in one run")
         trial = TrialRun("combined", [r.action for r in remedies], options.out_dir, options.cwd, options.profile)
         run_all(program, [trial], jobs=1, deadline=deadline, estimate_s=estimate, starter=starter)
-    result["ran"] = len(chosen) > 1 and trial.skipped is None
+    assert trial is not None  # a proven remedy was tried
+    ran = len(chosen) > 1 and trial.skipped is None
     if trial.skipped or trial.facts is None:
-        result.update(verdict="not run", why=trial.skipped or "not run", after=None, correct=None, max_abs_diff=None)
-        return result
-    targeted = [p.key for _, ts, _ in chosen for p in ts]
-    v = judge(base, trial.facts, list(dict.fromkeys(targeted)), rtol=options.rtol, atol=options.atol,
-                   check_stdout=options.check_stdout)
-    left = [k for k in dict.fromkeys(targeted) if k in trial.facts.problems]
-    result.update(after=trial.facts.metrics.as_json() if trial.facts.metrics else None, correct=v.correct,
-                  max_abs_diff=v.max_abs_diff, verdict=v.verdict, why=v.why, capture=trial.capture,
-                  problems_left=left)
-    return result
+        return Combined(titles, patch, ran, "not run", trial.skipped or "not run")
+    targeted = list(dict.fromkeys(p.key for _, ts, _ in chosen for p in ts))
+    v = judge(base, trial.facts, targeted, rtol=options.rtol, atol=options.atol, check_stdout=options.check_stdout)
+    left = tuple(k for k in targeted if k in trial.facts.problems)
+    return Combined(titles, patch, ran, v.verdict, v.why, trial.facts.metrics, v.correct, v.max_abs_diff,
+                    trial.capture, left)
 
 
-def _combined_runs(speculative: TrialRun | None, combined: dict[str, Any] | None) -> int:
+def _combined_runs(speculative: TrialRun | None, combined: Combined | None) -> int:
     """Combined runs made: the guess (if started) and a second one when the guess was wrong."""
     ran = 1 if speculative is not None and speculative.skipped is None else 0
-    if combined and combined.get("ran") and combined.get("capture") != (speculative.capture if speculative else None):
+    if combined and combined.ran and combined.capture != (speculative.capture if speculative else None):
         ran += 1
     return ran
 
@@ -276,37 +276,35 @@ def program_argv_text(program: Program) -> list[str]:
     return program_argv(program)
 
 
-def _recorded_summary(path: str) -> dict[str, Any]:
-    from dynscope.analysis.summary import summary_document
+def _recorded_problems(path: str) -> list[FixProblem]:
+    from dynscope.analysis.run_view import run_view
     from dynscope.model import Capture
 
     with Capture.open(path) as capture:
-        return summary_document(capture)
+        return problems_of(run_view(capture))
 
 
-def record_into_capture(path: str, doc: dict[str, Any]) -> None:
+def record_into_capture(path: str, doc: FixDocument) -> None:
     """The proven fixes, one event per problem, so every view of that capture shows them."""
     from dynscope.model import Capture
     from dynscope.store.writer import CaptureWriter
 
     with Capture.open(path) as capture:  # fix run twice on one capture: each fix recorded once
         known = {(f.kind, f.file, f.line, f.function, f.remedy) for f in capture.fix_results()}
-    proven = [row for row in doc["trials"] if row["verdict"] in ("fixed", "improved")
-              and row["problem"]["kind"] != "any"
-              and (row["problem"]["kind"], row["problem"]["file"], row["problem"]["line"],
-                   row["problem"]["function"], row["remedy"]) not in known]
+    proven = [row for row in doc.trials if row.verdict in ("fixed", "improved") and row.problem.kind != "any"
+              and (row.problem.kind, row.problem.file, row.problem.line, row.problem.function, row.remedy) not in known]
     if not proven:
         return
     writer = CaptureWriter.reopen(path)
     try:
         for row in proven:
-            p = row["problem"]
+            p = row.problem
             contract.write(writer, contract.FixResult(
-                problem=contract.FixProblemRef(kind=p["kind"], file=p["file"], line=p["line"], function=p["function"],
-                                               detail=p["detail"], count=p["count"]),
-                remedy=row["remedy"], remedy_key=row["remedy_key"], applies_as=row["applies_as"], patch=row["patch"],
-                verdict=row["verdict"], before=row["before"], after=row["after"] or {},
-                max_abs_diff=row["max_abs_diff"]))
+                problem=contract.FixProblemRef(kind=p.kind, file=p.file, line=p.line, function=p.function,
+                                               detail=p.detail, count=p.count),
+                remedy=row.remedy, remedy_key=row.remedy_key, applies_as=row.applies_as, patch=row.patch,
+                verdict=row.verdict, before=row.before.to_json(), after=row.after.to_json() if row.after else {},
+                max_abs_diff=row.max_abs_diff))
     finally:
         writer.close()
 

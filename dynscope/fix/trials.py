@@ -17,24 +17,27 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from dynscope.analysis.fix_verdict import RunFacts, metrics_from_summary
-from dynscope.analysis.remedies import problem_counts
+from dynscope.analysis.fix_verdict import RunFacts, metrics_of
+from dynscope.analysis.remedies import FixProblem, problem_counts, problems_of
 from dynscope.errors import DynscopeError
+from dynscope.events import Action
 from dynscope.fix import scratch
-from dynscope.model.fix import ENV, applied_actions, compiled_callables, program_seconds, trial_features, trial_outputs
+from dynscope.model.fix import ENV, Features, applied_actions, program_seconds, trial_features, trial_outputs
 from dynscope.runner.program import Program
 
 
 @dataclass
 class TrialRun:
     name: str  # file stem in the output directory: baseline, trial-3, combined
-    actions: list[dict[str, Any]]
+    actions: list[Action]
     out_dir: str  # absolute
     cwd: str | None = None  # where the program runs (None: here); --from: where the recorded run ran
     profile: bool = False  # measure the run's time with `explain --profile` (fix --profile)
     facts: RunFacts | None = None
-    summary: dict[str, Any] | None = None
-    features: dict[str, Any] = field(default_factory=dict)
+    problems: list[FixProblem] = field(default_factory=list)  # read from its capture's view
+    compiled: bool = False  # it compiled something
+    torch_version: str | None = None
+    features: Features = field(default_factory=Features)
     wall_s: float | None = None
     skipped: str | None = None  # why it was not run (the budget)
     workdir: str | None = None  # the scratch copy of the working directory it runs in (None: the directory itself)
@@ -46,7 +49,7 @@ class TrialRun:
 
     def environment(self) -> dict[str, str]:
         """What its child reads (dynscope/fix/apply.py): the remedies, and where to run."""
-        return {ENV: json.dumps({"remedies": self.actions, "workdir": self.workdir})}
+        return {ENV: json.dumps({"remedies": [a.to_json() for a in self.actions], "workdir": self.workdir})}
 
 
 def program_argv(program: Program) -> list[str]:
@@ -312,7 +315,7 @@ def starter_for(out_dir: str) -> Starter:
 
 
 def _read(run: TrialRun, *, timed_out: bool) -> None:
-    from dynscope.analysis.summary import summary_document
+    from dynscope.analysis.run_view import run_view
     from dynscope.errors import DynscopeError
     from dynscope.model import Capture
 
@@ -323,15 +326,19 @@ def _read(run: TrialRun, *, timed_out: bool) -> None:
         stdout = ""
     try:
         with Capture.open(run.capture) as capture:
-            doc = summary_document(capture)
+            view = run_view(capture)
+            problems = problems_of(view)
+            metrics = metrics_of(view.totals, capture.run, capture.runtime, program_seconds(capture))
+            ended = capture.run
             outputs = trial_outputs(capture)
-            run.features = {**trial_features(capture), "compiled_callables": compiled_callables(capture)}
+            run.features = trial_features(capture)
             applied = applied_actions(capture)
-            program_s = program_seconds(capture)
+            run.compiled = bool(view.compiles)
     except (DynscopeError, OSError):
-        run.facts = RunFacts(False, None, None, stdout, None, {}, [], timed_out=timed_out)
+        run.facts = RunFacts(False, None, None, stdout, None, {}, (), timed_out=timed_out)
         return
-    notes = tuple(f"{a.get('op')} did not apply" for i, a in enumerate(run.actions) if i not in applied)
-    run.summary = doc
-    run.facts = RunFacts(True, doc["run"].get("exit_code"), doc["run"].get("signal"), stdout,
-                         metrics_from_summary(doc, program_s), problem_counts(doc), outputs, notes, timed_out)
+    notes = tuple(f"{a.OP} did not apply" for i, a in enumerate(run.actions) if i not in applied)
+    run.problems = problems
+    run.torch_version = ended.torch_version
+    run.facts = RunFacts(True, ended.exit_code, ended.signal, stdout, metrics, problem_counts(problems),
+                         tuple(outputs), notes, timed_out)

@@ -8,38 +8,85 @@ call's outputs. The verified fixes recorded into the program's capture are read 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from dynscope import events as contract
 
 if TYPE_CHECKING:
     from dynscope.model.capture import Capture
+    from dynscope.store.reader import Event
 
 ENV = "DYNSCOPE_FIX"  # the environment variable naming a trial's remedies (JSON)
 
+# Functions and sets the remedies call, recorded as present (True) or not by probes.compat.remedy_features;
+# every other name it records is a torch._dynamo.config setting and its current value.
+FEATURE_FUNCTIONS = frozenset({"reorderable_logging_functions", "mark_dynamic", "maybe_mark_dynamic",
+                               "compiler_disable", "torch_check"})
 
-def _records(capture: Capture, record: type[contract.Record]):
+Rec = TypeVar("Rec", bound=contract.Record)
+
+
+@dataclass(frozen=True)
+class Features:
+    """What this torch offers the remedies (analysis/remedies.py chooses among them)."""
+
+    configs: Mapping[str, contract.JsonValue] = field(default_factory=dict)  # config name -> value now
+    functions: frozenset[str] = frozenset()  # those of FEATURE_FUNCTIONS this torch has
+    compiled_callables: tuple[tuple[str, str], ...] = ()  # (function, file) given to torch.compile
+    program_root: str | None = None  # the program's directory (set by fix, not recorded)
+
+    def has(self, function: str) -> bool:
+        return function in self.functions
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, object]) -> Features:
+        """The child's record (probes.compat.remedy_features), with ``compiled_callables`` when present."""
+        callables = data.get("compiled_callables")
+        configs: dict[str, contract.JsonValue] = {}
+        for name, value in data.items():
+            if name in FEATURE_FUNCTIONS or name in ("compiled_callables", "program_root"):
+                continue
+            try:
+                configs[name] = contract._json_value(value, name)
+            except ValueError:
+                configs[name] = str(value)  # recorded with default=str already; kept comparable
+        root = data.get("program_root")
+        return cls(configs, frozenset(name for name in FEATURE_FUNCTIONS if data.get(name) is True),
+                   tuple((str(c[0]), str(c[1] or "")) for c in callables if isinstance(c, list) and len(c) == 2)
+                   if isinstance(callables, list) else (),
+                   root if isinstance(root, str) else None)
+
+
+def _records(capture: Capture, record: type[Rec]) -> Iterator[tuple[Rec, Event]]:
     for event in capture.reader.events([record.KIND]):
-        parsed = capture._parse(record, event)
+        parsed: Rec | None = capture._parse(record, event)
         if parsed is not None:
             yield parsed, event
 
 
-def trial_outputs(capture: Capture) -> list[dict[str, Any]]:
-    """Each compiled call's outputs: {region, call, leaves}."""
+def trial_outputs(capture: Capture) -> list[contract.CallOutputs]:
+    """Each compiled call's outputs, in the order recorded."""
     out = []
     for record, event in _records(capture, contract.FixOutput):
-        leaves = capture.reader.json_payload(event.payload_hash)
-        out.append({"region": record.region, "call": record.call, "leaves": leaves if isinstance(leaves, list) else []})
+        leaves: Any = capture.reader.json_payload(event.payload_hash)
+        out.append(contract.CallOutputs(record.region, record.call,
+                                        tuple(contract.OutputLeaf.from_json(x) for x in leaves)
+                                        if isinstance(leaves, list) else ()))
     return out
 
 
-def trial_features(capture: Capture) -> dict[str, Any]:
+def trial_features(capture: Capture) -> Features:
+    """What the trial's torch offers, and the callables the program gave torch.compile."""
+    recorded: dict[str, object] = {}
     for _record, event in _records(capture, contract.FixFeatures):
         features = capture.reader.json_payload(event.payload_hash)
         if isinstance(features, dict):
-            return features
-    return {}
+            recorded = features
+            break
+    callables = [[record.function, record.file or ""] for record, _ in _records(capture, contract.FixRegion)]
+    return Features.from_json({**recorded, "compiled_callables": callables})
 
 
 def compiled_callables(capture: Capture) -> list[list[str]]:
@@ -58,4 +105,4 @@ def program_seconds(capture: Capture) -> float | None:
     ends = capture.reader.events([contract.ProbesRemoved.KIND])
     if not starts or not ends:
         return None
-    return max(0.0, ends[-1].ts - starts[0].ts)
+    return float(max(0.0, ends[-1].ts - starts[0].ts))

@@ -1,118 +1,159 @@
 """dynscope fix without torch: which remedies a recorded run gets, and how a trial is judged.
 
-Inputs are recorded from a real run of tests/programs/fix_model.py (tests/data/fix/README.md).
+Inputs are real captures of tests/programs/fix_model.py (tests/data/fix/README.md): its baseline
+run and the trial run of capture_scalar_outputs, read through the model as ``dynscope fix`` reads
+them (``run_view``), never through the summary JSON.
 """
 
 from __future__ import annotations
 
-import copy
-import json
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pytest
 
+from dynscope.analysis.breaks import BreakGroup
+from dynscope.analysis.fix_document import Measured, ProblemRow, TrialRow, fix_cells
 from dynscope.analysis.fix_verdict import (
     Metrics,
     RunFacts,
     compare_outputs,
-    fix_cells,
     judge,
+    metrics_of,
     pick_combined,
 )
 from dynscope.analysis.remedies import (
     check_expression,
     parse_try,
     problem_counts,
-    problems_from_summary,
+    problems_of,
     remedies_for,
     select,
 )
+from dynscope.analysis.run_view import run_view
+from dynscope.events import CallOutputs, CompileWith, DisableFunction, MarkDynamic, SetConfig, ShowOnly
+from dynscope.model import Capture, CompileError, GuardFailure, Recompile, RecompileLimitHit, StackFrame
+from dynscope.model.fix import Features, program_seconds, trial_features, trial_outputs
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "fix"
 
 
-@pytest.fixture(scope="module")
-def summary() -> dict:
-    return json.loads((DATA / "fix_model.summary.json").read_text())
+@dataclass(frozen=True)
+class Recorded:
+    """What fix reads from one run's capture."""
+
+    facts: RunFacts
+    problems: list  # FixProblem
+    features: Features
+    outputs: tuple[CallOutputs, ...]
+
+
+def _read(name: str) -> Recorded:
+    with Capture.open(str(DATA / name)) as capture:
+        view = run_view(capture)
+        problems = problems_of(view)
+        metrics = metrics_of(view.totals, capture.run, capture.runtime, program_seconds(capture))
+        outputs = tuple(trial_outputs(capture))
+        facts = RunFacts(True, capture.run.exit_code, capture.run.signal, "total: 1\n", metrics,
+                         problem_counts(problems), outputs)
+        return Recorded(facts, problems, trial_features(capture), outputs)
 
 
 @pytest.fixture(scope="module")
-def features() -> dict:
-    return json.loads((DATA / "features-torch-2.13.json").read_text())
+def baseline() -> Recorded:
+    return _read("fix_model.baseline.dynscope")
 
 
 @pytest.fixture(scope="module")
-def outputs() -> list:
-    return json.loads((DATA / "fix_model.outputs.json").read_text())
+def scalar_outputs() -> Recorded:
+    """The trial run of torch._dynamo.config.capture_scalar_outputs = True."""
+    return _read("fix_model.scalar-outputs.dynscope")
+
+
+@dataclass
+class Stand:
+    """A run's records, written by hand (the ProblemSource protocol RunView follows)."""
+
+    errors: list[CompileError] = field(default_factory=list)
+    recompile_limit_hits: list[RecompileLimitHit] = field(default_factory=list)
+    break_groups: list[BreakGroup] = field(default_factory=list)
+    recompiles: list[Recompile] = field(default_factory=list)
 
 
 def _by_kind(problems, kind):
     return [p for p in problems if p.kind == kind]
 
 
-def test_problems_of_the_recorded_run(summary):
-    problems = problems_from_summary(summary)
-    breaks = _by_kind(problems, "break")
+def _features(**configs) -> Features:
+    return Features(configs=configs, functions=frozenset({"mark_dynamic", "compiler_disable"}),
+                    compiled_callables=(("forward", "/p/model.py"),), program_root="/p")
+
+
+def test_problems_of_the_recorded_run(baseline):
+    problems = baseline.problems
+    breaks = _by_kind(problems, "graph_break")
     assert [(p.line, p.count) for p in breaks] == [(21, 2), (23, 2)]
     assert "Tensor.item()" in breaks[0].detail and "builtin" in breaks[1].detail
+    assert {p.family for p in breaks} == {"break"}
     recompiles = _by_kind(problems, "recompile")
     assert [p.function for p in recompiles][0] == "forward"
     assert recompiles[0].detail == "forward recompiled once: the size of x's dimension 0 changed: 4 → 8"
     assert len({p.key for p in problems}) == len(problems)
+    assert baseline.facts.metrics.graph_breaks == 4 and baseline.facts.metrics.recompiles == 3
 
 
-def test_remedies_chosen_from_the_recorded_facts(summary, features):
-    problems = problems_from_summary(summary)
-    item, printed = _by_kind(problems, "break")
-    forward = _by_kind(problems, "recompile")[0]
+def test_remedies_chosen_from_the_recorded_facts(baseline):
+    features = baseline.features
+    item, printed = _by_kind(baseline.problems, "graph_break")
+    forward = _by_kind(baseline.problems, "recompile")[0]
     assert [r.title for r in remedies_for(item, features)] == ["torch._dynamo.config.capture_scalar_outputs = True"]
-    assert [r.action for r in remedies_for(printed, features)] == [{"op": "logging_function", "function": "print"}]
+    assert [r.action for r in remedies_for(printed, features)][0].to_json() == {"op": "logging_function",
+                                                                                  "function": "print"}
     forward_remedies = remedies_for(forward, features)
-    assert [r.action["op"] for r in forward_remedies] == ["mark_dynamic", "mark_dynamic", "compile_kwargs"]
+    assert [type(r.action) for r in forward_remedies] == [MarkDynamic, MarkDynamic, CompileWith]
     assert [r.fallback for r in forward_remedies] == [False, True, False]  # maybe_mark_dynamic: if mark_dynamic fails
-    assert forward_remedies[0].action == {"op": "mark_dynamic", "function": "forward", "file": forward.file,
-                                          "arg": "x", "dim": 0, "maybe": False}
+    assert forward_remedies[0].action == MarkDynamic("forward", forward.file, "x", 0, maybe=False)
     # the break is in the callable given to torch.compile: disabling it would only switch compilation off
-    assert features["compiled_callables"] == [["forward", item.file]]
+    assert features.compiled_callables == (("forward", item.file),)
     root = item.file.rsplit("/", 1)[0]
-    helper = {**features, "compiled_callables": [], "program_root": root}  # were forward a helper: worth a trial
-    assert [r.action["op"] for r in remedies_for(item, helper)] == ["config", "disable"]
-    library = {**helper, "program_root": "/elsewhere"}  # not the program's own code: never disabled
-    assert [r.action["op"] for r in remedies_for(item, library)] == ["config"]
+    helper = replace(features, compiled_callables=(), program_root=root)  # were forward a helper: worth a trial
+    assert [type(r.action) for r in remedies_for(item, helper)] == [SetConfig, DisableFunction]
+    library = replace(helper, program_root="/elsewhere")  # not the program's own code: never disabled
+    assert [type(r.action) for r in remedies_for(item, library)] == [SetConfig]
 
 
-def test_features_decide(summary, features):
-    problems = problems_from_summary(summary)
-    item = _by_kind(problems, "break")[0]
-    assert remedies_for(item, {**features, "capture_scalar_outputs": True}) == []  # already on
-    assert remedies_for(item, {k: v for k, v in features.items() if k != "capture_scalar_outputs"}) == []
-    forward = _by_kind(problems, "recompile")[0]
-    ops = [r.key for r in remedies_for(forward, {**features, "mark_dynamic": False, "maybe_mark_dynamic": False})]
-    assert ops == ["compile:dynamic=True"]
+def test_features_decide(baseline):
+    features = baseline.features
+    item = _by_kind(baseline.problems, "graph_break")[0]
+    assert remedies_for(item, replace(features, configs={**features.configs, "capture_scalar_outputs": True})) == []
+    assert remedies_for(item, replace(features, configs={k: v for k, v in features.configs.items()
+                                                         if k != "capture_scalar_outputs"})) == []
+    forward = _by_kind(baseline.problems, "recompile")[0]
+    bare = replace(features, functions=features.functions - {"mark_dynamic", "maybe_mark_dynamic"})
+    assert [r.key for r in remedies_for(forward, bare)] == ["compile:dynamic=True"]
 
 
-def test_each_remedy_tried_once_and_only_filters(summary, features):
-    problems = problems_from_summary(summary)
-    selection = select(problems, features)
+def test_each_remedy_tried_once_and_only_filters(baseline):
+    selection = select(baseline.problems, baseline.features)
     keys = [r.key for r, _ in selection]
     assert len(keys) == len(set(keys))
     dynamic = dict((r.key, ps) for r, ps in selection)["compile:dynamic=True"]
     assert len(dynamic) == 3  # forward and both resume functions recompiled on the batch size
-    assert {p.kind for _, ps in select(problems, features, only="break") for p in ps} == {"break"}
+    assert {p.family for _, ps in select(baseline.problems, baseline.features, only="break") for p in ps} == {"break"}
+
+
+def _recompile(compile_id, function, line, guard, expected, actual, file="/p/m.py"):
+    return Recompile(compile_id, function, file, line, guard, (GuardFailure("0/0", guard, guard, expected, actual, None),))
 
 
 def test_recompiles_split_by_cause():
     """A batch size and an int that change in one function are two problems with different remedies."""
-    doc = {"recompiles": [
-        {"function": "f", "file": "/p/m.py", "line": 3, "compile_id": "0/1",
-         "failures": [{"guard": "tensor 'x' size mismatch at index 0. expected 4, actual 6", "expected": "4",
-                       "actual": "6"}]},
-        {"function": "f", "file": "/p/m.py", "line": 3, "compile_id": "0/2",
-         "failures": [{"guard": "temperature == 2", "expected": "2", "actual": "3"}]},
-        {"function": "forward", "file": "/p/m.py", "line": 9, "compile_id": "1/1",
-         "failures": [{"guard": "self.n == 2", "expected": "2", "actual": "3"}]}]}
-    features = {"mark_dynamic": True, "maybe_mark_dynamic": False, "allow_unspec_int_on_nn_module": False}
-    shape, value, module_int = problems_from_summary(doc)
+    run = Stand(recompiles=[
+        _recompile("0/1", "f", 3, "tensor 'x' size mismatch at index 0. expected 4, actual 6", "4", "6"),
+        _recompile("0/2", "f", 3, "temperature == 2", "2", "3"),
+        _recompile("1/1", "forward", 9, "self.n == 2", "2", "3")])
+    features = Features(configs={"allow_unspec_int_on_nn_module": False}, functions=frozenset({"mark_dynamic"}))
+    shape, value, module_int = problems_of(run)
     assert value.detail == "f recompiled once: the value of temperature changed (Dynamo specialized on it): 2 → 3"
     assert [r.key for r in remedies_for(shape, features)] == ["mark_dynamic:/p/m.py:f:x:0", "compile:dynamic=True"]
     assert [r.key for r in remedies_for(value, features)] == ["compile:dynamic=True"]
@@ -120,32 +161,32 @@ def test_recompiles_split_by_cause():
         "torch._dynamo.config.allow_unspec_int_on_nn_module = True"
 
 
+def _break(headline, file, line, function, code, *, gb_type=None, reason="", hints=()):
+    return BreakGroup(headline, gb_type if gb_type is not None else headline, None, None, reason, None, tuple(hints),
+                      StackFrame(file, line, function, code), (object(),))
+
+
 def test_disable_for_a_helper_and_data_dependent_check():
-    doc = {"compiles": [{"compile_id": "0/0", "function": "forward"}],
-           "graph_breaks": [{"gb_type": "Data-dependent branching", "headline": "Data-dependent branching",
-                             "file": "/p/model.py", "line": 9, "function": "helper", "code": "if x.sum() > 0:",
-                             "count": 1, "compile_ids": ["0/0"], "hints": []}],
-           "errors": [{"compile_id": "1/0", "function": "g", "file": "/p/model.py", "line": 30,
-                       "fail_type": "GuardOnDataDependentSymNode",
-                       "reason": "Could not guard on data-dependent expression Eq(u0, 1) (unhinted: Eq(u0, 1))",
-                       "user_file": "/p/model.py", "user_line": 33}]}
-    features = {"compiler_disable": True, "capture_scalar_outputs": False, "suppress_errors": False,
-                "compiled_callables": [["forward", "/p/model.py"]], "program_root": "/p"}
-    problems = problems_from_summary(doc)
-    error, brk = problems
-    assert error.kind == "error" and brk.kind == "break"
-    assert remedies_for(brk, features)[0].action == {"op": "disable", "file": "/p/model.py", "function": "helper",
-                                                     "line": 9}
+    run = Stand(
+        break_groups=[_break("Data-dependent branching", "/p/model.py", 9, "helper", "if x.sum() > 0:")],
+        errors=[CompileError("1/0", "g", "/p/model.py", 30, "GuardOnDataDependentSymNode",
+                             "Could not guard on data-dependent expression Eq(u0, 1) (unhinted: Eq(u0, 1))",
+                             "/p/model.py", 33)])
+    features = _features(capture_scalar_outputs=False, suppress_errors=False)
+    error, brk = problems_of(run)
+    assert error.kind == "error" and brk.kind == "graph_break"
+    assert remedies_for(brk, features)[0].action == DisableFunction("/p/model.py", "helper", 9)
     check = remedies_for(error, features)[0]
-    assert check.applies_as == "code" and not check.tried
+    assert check.applies_as == "code" and not check.tried and isinstance(check.action, ShowOnly)
     assert check.patch.startswith("torch._check(u0 == 1)") and "/p/model.py:33" in check.patch
     assert check_expression("Ne(u0, 0)") == "u0 != 0" and check_expression("u0 < 4") == "u0 < 4"
 
 
 def test_try_parses_literals_only():
     r = parse_try("torch._dynamo.config.specialize_int=True")
-    assert r.action == {"op": "config", "target": "torch._dynamo.config.specialize_int", "value": True}
-    for bad in ("specialize_int=True", "torch.x=__import__('os')", "torch.x"):
+    assert r.action == SetConfig("torch._dynamo.config", "specialize_int", True)
+    assert r.action.to_json() == {"op": "config", "target": "torch._dynamo.config.specialize_int", "value": True}
+    for bad in ("specialize_int=True", "torch.x=__import__('os')", "torch.x", "torch.x={1, 2}"):
         with pytest.raises(ValueError):
             parse_try(bad)
 
@@ -153,66 +194,70 @@ def test_try_parses_literals_only():
 # -- verdicts --------------------------------------------------------------------------------
 
 
-def _facts(summary, outputs, *, exit_code=0, stdout="total: 1\n", **kw) -> RunFacts:
-    from dynscope.analysis.fix_verdict import metrics_from_summary
-
-    return RunFacts(True, exit_code, None, stdout, metrics_from_summary(summary), problem_counts(summary),
-                    outputs, **kw)
-
-
-def _without(summary, *, breaks_at=(), recompiles_of=()):
-    doc = copy.deepcopy(summary)
-    gone = [g for g in doc["graph_breaks"] if g["line"] in breaks_at]
-    doc["graph_breaks"] = [g for g in doc["graph_breaks"] if g["line"] not in breaks_at]
-    doc["recompiles"] = [r for r in doc["recompiles"] if r["function"] not in recompiles_of]
-    doc["totals"]["graph_breaks"] -= sum(g["count"] for g in gone)
-    doc["totals"]["recompiles"] = len(doc["recompiles"])
-    return doc
+def _without(run: Recorded, *, breaks_at=(), **facts) -> RunFacts:
+    """The baseline with the breaks at these lines gone (and their count off the metrics)."""
+    gone = [p for p in run.problems if p.kind == "graph_break" and p.line in breaks_at]
+    problems = [p for p in run.problems if p not in gone]
+    metrics = replace(run.facts.metrics, graph_breaks=run.facts.metrics.graph_breaks - sum(p.count for p in gone))
+    return replace(run.facts, problems=problem_counts(problems), metrics=metrics, **facts)
 
 
-def test_fixed_worse_no_change_failed(summary, outputs):
-    base = _facts(summary, outputs)
-    item_key = next(p.key for p in problems_from_summary(summary) if p.line == 21)
-    fixed = _facts(_without(summary, breaks_at=(21,)), outputs)
-    assert judge(base, fixed, [item_key], rtol=1e-5, atol=1e-5).verdict == "fixed"
+def _item_key(run: Recorded) -> str:
+    return next(p.key for p in run.problems if p.line == 21 and p.kind == "graph_break")
+
+
+def test_a_recorded_trial_is_fixed(baseline, scalar_outputs):
+    """The real trial of capture_scalar_outputs against the real baseline: the .item() break is gone."""
+    v = judge(baseline.facts, scalar_outputs.facts, [_item_key(baseline)], rtol=1e-5, atol=1e-5)
+    assert (v.verdict, v.correct, v.max_abs_diff) == ("fixed", True, 0.0)
+
+
+def _bumped(outputs: tuple[CallOutputs, ...], by: float) -> tuple[CallOutputs, ...]:
+    first = outputs[0]
+    leaf = first.leaves[0]
+    leaf = replace(leaf, values=(leaf.values[0] + by, *leaf.values[1:]))
+    return (replace(first, leaves=(leaf, *first.leaves[1:])), *outputs[1:])
+
+
+def test_fixed_worse_no_change_failed(baseline):
+    base = baseline.facts
+    item_key = _item_key(baseline)
+    assert judge(base, _without(baseline, breaks_at=(21,)), [item_key], rtol=1e-5, atol=1e-5).verdict == "fixed"
     assert judge(base, base, [item_key], rtol=1e-5, atol=1e-5).verdict == "no change"
-    more = copy.deepcopy(summary)
-    more["graph_breaks"][1]["count"] += 3
-    more["totals"]["graph_breaks"] += 3
-    assert judge(base, _facts(more, outputs), [item_key], rtol=1e-5, atol=1e-5).verdict == "worse"
+    printed = next(p.key for p in baseline.problems if p.line == 23 and p.kind == "graph_break")
+    more = replace(base, problems={**base.problems, printed: base.problems[printed] + 3},
+                   metrics=replace(base.metrics, graph_breaks=base.metrics.graph_breaks + 3))
+    assert judge(base, more, [item_key], rtol=1e-5, atol=1e-5).verdict == "worse"
     # problem gone but the numbers changed: failed, never fixed
-    wrong = copy.deepcopy(outputs)
-    wrong[0]["leaves"][0]["values"][0] += 0.5
-    v = judge(base, _facts(_without(summary, breaks_at=(21,)), wrong), [item_key], rtol=1e-5, atol=1e-5)
+    wrong = _without(baseline, breaks_at=(21,), outputs=_bumped(baseline.outputs, 0.5))
+    v = judge(base, wrong, [item_key], rtol=1e-5, atol=1e-5)
     assert v.verdict == "failed" and v.correct is False and v.max_abs_diff == pytest.approx(0.5)
     # crashed, or printed something else
-    assert judge(base, _facts(summary, outputs, exit_code=1), [item_key], rtol=0, atol=0).verdict == "failed"
-    assert judge(base, _facts(summary, outputs, stdout="x"), [item_key], rtol=0, atol=0).verdict == "failed"
-    assert judge(base, RunFacts(False, None, -9, "", None, {}, []), [item_key], rtol=0, atol=0).verdict == "failed"
+    assert judge(base, replace(base, exit_code=1), [item_key], rtol=0, atol=0).verdict == "failed"
+    assert judge(base, replace(base, stdout="x"), [item_key], rtol=0, atol=0).verdict == "failed"
+    assert judge(base, RunFacts(False, None, -9, "", None, {}, ()), [item_key], rtol=0, atol=0).verdict == "failed"
 
 
-def test_improved_and_rescued(summary, outputs):
-    base = _facts(summary, outputs)
-    keys = [p.key for p in problems_from_summary(summary) if p.kind == "break"]
-    half = _facts(_without(summary, breaks_at=(21,)), outputs)
-    assert judge(base, half, keys, rtol=1e-5, atol=1e-5).verdict == "improved"
-    crashed = _facts(summary, outputs[:1], exit_code=1, stdout="")
-    rescued = _facts(summary, outputs, stdout="total: 1\n")
-    assert judge(crashed, rescued, keys, rtol=0, atol=0).verdict == "improved"
+def test_improved_and_rescued(baseline):
+    base = baseline.facts
+    keys = [p.key for p in baseline.problems if p.kind == "graph_break"]
+    assert judge(base, _without(baseline, breaks_at=(21,)), keys, rtol=1e-5, atol=1e-5).verdict == "improved"
+    crashed = replace(base, exit_code=1, stdout="", outputs=base.outputs[:1])
+    assert judge(crashed, base, keys, rtol=0, atol=0).verdict == "improved"
 
 
-def test_outputs_tolerance_and_shapes(outputs):
-    near = copy.deepcopy(outputs)
-    near[0]["leaves"][0]["values"][0] += 1e-7
-    assert compare_outputs(outputs, near, rtol=1e-5, atol=1e-5).equal
-    assert not compare_outputs(outputs, near, rtol=0, atol=0).equal
-    reshaped = copy.deepcopy(outputs)
-    reshaped[1]["leaves"][0]["shape"] = [1, 64]
+def test_outputs_tolerance_and_shapes(baseline):
+    outputs = baseline.outputs
+    assert compare_outputs(outputs, _bumped(outputs, 1e-7), rtol=1e-5, atol=1e-5).equal
+    assert not compare_outputs(outputs, _bumped(outputs, 1e-7), rtol=0, atol=0).equal
+    second = outputs[1]
+    reshaped = (outputs[0], replace(second, leaves=(replace(second.leaves[0], shape=(1, 64)),)), *outputs[2:])
     assert not compare_outputs(outputs, reshaped, rtol=1, atol=1).equal
     assert not compare_outputs(outputs, outputs[:2], rtol=1, atol=1).equal  # a call went missing
-    nan = [{"region": "r", "call": 1, "leaves": [{"kind": "tensor", "dtype": "float32", "shape": [1],
-                                                    "values": [None]}]}]
+    nan = (CallOutputs.from_json({"region": "r", "call": 1, "leaves": [
+        {"kind": "tensor", "dtype": "float32", "shape": [1], "values": [None]}]}),)
     assert compare_outputs(nan, nan, rtol=0, atol=0).equal
+    assert [CallOutputs.from_json(o.to_json()) for o in outputs] == list(outputs)  # the child's JSON round trip
 
 
 def test_combined_covers_each_problem_once():
@@ -225,12 +270,12 @@ def test_combined_covers_each_problem_once():
 
 
 def test_table_cells():
-    cells = fix_cells({"problem": {"kind": "break", "file": "/a/model.py", "line": 41, "detail": ".item()"},
-                       "remedy": "r", "before": {"graph_breaks": 5, "recompiles": 2, "compile_s": 21.0},
-                       "after": {"graph_breaks": 4, "recompiles": 2, "compile_s": 19.0}, "correct": True,
-                       "max_abs_diff": 0.0, "verdict": "fixed"})
+    row = TrialRow(ProblemRow("break", "/a/model.py", 41, None, ".item()", 1), "r", "k", "config", "",
+                   Measured(Metrics(5, 2, 0, 21.0, None), 1), "fixed", "", Measured(Metrics(4, 2, 0, 19.0, None), 0),
+                   correct=True, max_abs_diff=0.0)
+    cells = fix_cells(row)
     assert cells["problem"] == ".item() at model.py:41"
-    assert (cells["breaks"], cells["compile"], cells["outputs"]) == ("5 → 4", "21.0 → 19.0 s", "equal")
+    assert (cells["breaks"], cells["compile"], cells["outputs"], cells["run"]) == ("5 → 4", "21.0 → 19.0 s", "equal", "")
 
 
 def test_disable_as_a_unified_diff(tmp_path):
@@ -308,9 +353,9 @@ def test_trials_keep_to_the_budget_and_jobs(tmp_path):
     assert not list(tmp_path.glob("*.cwd"))  # every scratch copy removed once its run ended
 
 
-def test_stdout_check_can_be_left_out(summary, outputs):
-    base = _facts(summary, outputs)
-    timings = _facts(summary, outputs, stdout="step took 0.31 s\n")
-    key = [p.key for p in problems_from_summary(summary)][:1]
+def test_stdout_check_can_be_left_out(baseline):
+    base = baseline.facts
+    timings = replace(base, stdout="step took 0.31 s\n")
+    key = [p.key for p in baseline.problems][:1]
     assert judge(base, timings, key, rtol=0, atol=0).verdict == "failed"
     assert judge(base, timings, key, rtol=0, atol=0, check_stdout=False).verdict == "no change"
