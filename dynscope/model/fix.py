@@ -8,37 +8,44 @@ call's outputs. The verified fixes recorded into the program's capture are read 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict, TypeVar
 
 from dynscope import events as contract
+from dynscope.model.json_values import JsonObject, JsonValue, as_list, as_object
+from dynscope.store.reader import Event
 
 if TYPE_CHECKING:
     from dynscope.model.capture import Capture
 
+R = TypeVar("R", bound=contract.Record)
+
+
+class TrialOutput(TypedDict):
+    """One compiled call's outputs in a trial run (the leaves as dynscope.fix.apply.describe_outputs wrote them)."""
+
+    region: str
+    call: int
+    leaves: list[JsonValue]
+
 ENV = "DYNSCOPE_FIX"  # the environment variable naming a trial's remedies (JSON)
 
 
-def _records(capture: Capture, record: type[contract.Record]):
-    for event in capture.reader.events([record.KIND]):
-        parsed = capture._parse(record, event)
-        if parsed is not None:
-            yield parsed, event
+def _records(capture: Capture, record: type[R]) -> list[tuple[R, Event]]:
+    return capture.record_reader.records(record)
 
 
-def trial_outputs(capture: Capture) -> list[dict[str, Any]]:
+def trial_outputs(capture: Capture) -> list[TrialOutput]:
     """Each compiled call's outputs: {region, call, leaves}."""
-    out = []
-    for record, event in _records(capture, contract.FixOutput):
-        leaves = capture.reader.json_payload(event.payload_hash)
-        out.append({"region": record.region, "call": record.call, "leaves": leaves if isinstance(leaves, list) else []})
-    return out
+    return [TrialOutput(region=record.region, call=record.call, leaves=as_list(capture.reader.json_payload(event.payload_hash)))
+            for record, event in _records(capture, contract.FixOutput)]
 
 
-def trial_features(capture: Capture) -> dict[str, Any]:
+def trial_features(capture: Capture) -> JsonObject:
+    """What this torch offers the remedies (the first features record whose payload is an object)."""
     for _record, event in _records(capture, contract.FixFeatures):
         features = capture.reader.json_payload(event.payload_hash)
         if isinstance(features, dict):
-            return features
+            return as_object(features)
     return {}
 
 

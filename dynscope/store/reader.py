@@ -22,6 +22,7 @@ from typing import Any
 from dynscope.errors import CaptureError
 from dynscope.store import json_text
 from dynscope.store.header import expected_size, file_size, read_header, special_file_kind
+from dynscope.store.json_text import JsonValue
 from dynscope.store.payloads import DEFAULT_LIMIT, Payload, decode, truncation_note
 from dynscope.store.schema import APPLICATION_ID, SCHEMA_VERSION
 from dynscope.store.schema_check import check_schema
@@ -172,7 +173,7 @@ class CaptureReader:
             return found.text + "\n" + truncation_note(limit, found.size) + "\n"
         return found.text
 
-    def json_payload(self, digest: str | None, *, limit: int = DEFAULT_LIMIT) -> object:
+    def json_payload(self, digest: str | None, *, limit: int = DEFAULT_LIMIT) -> JsonValue:
         """A JSON payload parsed, or None when absent; one too large to parse whole is an error."""
         found = self.payload_record(digest, limit=limit)
         if found is None:
