@@ -21,7 +21,7 @@ from dynscope.errors import DynscopeError
 from dynscope.model import stages as pipeline
 from dynscope.model.collectives import Collective, parse_collectives
 from dynscope.model.compile_modes import AutotuneResult, CudagraphSkip, read_autotuning, read_cudagraph_skips
-from dynscope.model.compiles import frames, interned_files, read_compiles
+from dynscope.model.compiles import frames_of, interned_files, read_compiles
 from dynscope.model.failures import FailedCompiles, FailureKind
 from dynscope.model.fxgraph import FxGraph
 from dynscope.model.graph_breaks import read_graph_breaks
@@ -129,7 +129,7 @@ class Capture:
             raise DynscopeError(f"no compile {compile_id} in {self.path} (compiles: {known})") from None
 
     def frames(self) -> list[Frame]:
-        return frames(self._compiles)
+        return frames_of(self._compiles)
 
     def chromium_events(self) -> list[JsonObject]:
         """torch's timed regions (Chrome trace events it logs as ``chromium_event``), in order."""

@@ -42,7 +42,7 @@ def read_compiles(records: RecordReader, files: dict[int, str]) -> dict[str, Com
     return _named_by_frame(compiles)
 
 
-def frames(compiles: dict[str, Compile]) -> list[Frame]:
+def frames_of(compiles: dict[str, Compile]) -> list[Frame]:
     """The compiled frames (code objects), each with its compiles in order."""
     grouped: dict[int | str, list[Compile]] = {}
     for c in compiles.values():
