@@ -838,8 +838,9 @@ Check = Callable[[Any, str, str], Any]  # (value, kind, where) -> the value as t
 _CHECKS: dict[Any, Check] = {}
 
 
-def _build(cls: type, data: Mapping[str, Any], kind: str, at: str = "") -> Any:
-    return _fields_check(cls)(data, kind, at)
+def _build(cls: type[R], data: Mapping[str, Any], kind: str, at: str = "") -> R:
+    built: R = _fields_check(cls)(data, kind, at)  # the check builds cls itself
+    return built
 
 
 def _fields_check(cls: type) -> Callable[[Mapping[str, Any], str, str], Any]:
@@ -902,7 +903,7 @@ def _make_check(hint: Any) -> Check:
                 raise _wrong(kind, where, hint, value)
             return {k: item(v, kind, f"{where}.{k}") for k, v in value.items()}
         return mapping
-    if dataclasses.is_dataclass(hint):
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         fields = _fields_check(hint)
 
         def record(value: Any, kind: str, where: str) -> Any:
@@ -910,8 +911,10 @@ def _make_check(hint: Any) -> Check:
                 raise _wrong(kind, where, hint, value)
             return fields(value, kind, f"{where}.")
         return record
-    accepts = {bool: lambda v: isinstance(v, bool), int: _is_int, str: lambda v: isinstance(v, str),
-               float: lambda v: isinstance(v, int | float) and not isinstance(v, bool)}.get(hint)
+    scalars: dict[type, Callable[[Any], bool]] = {
+        bool: lambda v: isinstance(v, bool), int: _is_int, str: lambda v: isinstance(v, str),
+        float: lambda v: isinstance(v, int | float) and not isinstance(v, bool)}
+    accepts = scalars.get(hint)
     if accepts is None:
         raise TypeError(f"events.py declares a type it cannot check: {hint!r}")  # a bug here, not in the capture
 

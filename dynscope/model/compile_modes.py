@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from dynscope.events import AutotuneSeen, NotUnderstood, log_tap_kind
+from dynscope.model.json_values import JsonValue, as_list, as_str
 from dynscope.store.reader import CaptureReader
 
 AUTOTUNE_EVENT = AutotuneSeen.KIND
@@ -50,10 +51,9 @@ def read_autotuning(reader: CaptureReader,
             if not_understood is not None:
                 not_understood(e, event.id)
             continue
-        choices = tuple(AutotuneChoice(str(c.get("name")), str(c.get("description") or ""),
-                                       c.get("ms") if isinstance(c.get("ms"), (int, float)) else None)
-                        for c in raw.get("choices") or () if isinstance(c, dict))
-        out.append(AutotuneResult(event.compile_id, str(raw.get("op")), choices, raw.get("picked"),
+        choices = tuple(AutotuneChoice(str(c.get("name")), str(c.get("description") or ""), _ms(c.get("ms")))
+                        for c in as_list(raw.get("choices")) if isinstance(c, dict))
+        out.append(AutotuneResult(event.compile_id, str(raw.get("op")), choices, as_str(raw.get("picked")),
                                   seen.choices_total or len(choices)))
     return out
 
@@ -66,8 +66,8 @@ def read_cudagraph_skips(reader: CaptureReader, compile_reasons: dict[str, str],
     the user function ("Found from: File ..., line 23, in mutates"): it belongs to the latest
     compile of that function."""
     seen: dict[tuple[str | None, str], CudagraphSkip] = {}
-    for cid, reason in compile_reasons.items():
-        seen.setdefault((cid, reason), CudagraphSkip(cid, reason))
+    for compile_id, reason in compile_reasons.items():
+        seen.setdefault((compile_id, reason), CudagraphSkip(compile_id, reason))
     for event in reader.events([CUDAGRAPH_LOG_EVENT]):
         text = (reader.payload(event.payload_hash) or "").strip()
         if "skipping cudagraph" not in text:
@@ -77,6 +77,11 @@ def read_cudagraph_skips(reader: CaptureReader, compile_reasons: dict[str, str],
             cid = next((c for c, function in reversed(compiles) if function == named["function"]), None)
         seen.setdefault((cid, text), CudagraphSkip(cid, text))
     return list(seen.values())
+
+
+def _ms(value: JsonValue) -> float | None:
+    """A benchmarked time as torch wrote it (an int stays an int); anything else: the choice did not run."""
+    return value if isinstance(value, int | float) else None
 
 
 _FOUND_IN = re.compile(r'File "[^"]*", line \d+, in (?P<function>[\w<>.]+)')

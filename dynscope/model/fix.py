@@ -8,15 +8,16 @@ call's outputs. The verified fixes recorded into the program's capture are read 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from dynscope import events as contract
-
 if TYPE_CHECKING:
     from dynscope.model.capture import Capture
     from dynscope.store.reader import Event
+
+R = TypeVar("R", bound=contract.Record)
 
 ENV = "DYNSCOPE_FIX"  # the environment variable naming a trial's remedies (JSON)
 
@@ -24,9 +25,6 @@ ENV = "DYNSCOPE_FIX"  # the environment variable naming a trial's remedies (JSON
 # every other name it records is a torch._dynamo.config setting and its current value.
 FEATURE_FUNCTIONS = frozenset({"reorderable_logging_functions", "mark_dynamic", "maybe_mark_dynamic",
                                "compiler_disable", "torch_check"})
-
-Rec = TypeVar("Rec", bound=contract.Record)
-
 
 @dataclass(frozen=True)
 class Features:
@@ -59,18 +57,15 @@ class Features:
                    root if isinstance(root, str) else None)
 
 
-def _records(capture: Capture, record: type[Rec]) -> Iterator[tuple[Rec, Event]]:
-    for event in capture.reader.events([record.KIND]):
-        parsed: Rec | None = capture._parse(record, event)
-        if parsed is not None:
-            yield parsed, event
+def _records(capture: Capture, record: type[R]) -> list[tuple[R, Event]]:
+    return capture.record_reader.records(record)
 
 
 def trial_outputs(capture: Capture) -> list[contract.CallOutputs]:
     """Each compiled call's outputs, in the order recorded."""
     out = []
     for record, event in _records(capture, contract.FixOutput):
-        leaves: Any = capture.reader.json_payload(event.payload_hash)
+        leaves = capture.reader.json_payload(event.payload_hash)
         out.append(contract.CallOutputs(record.region, record.call,
                                         tuple(contract.OutputLeaf.from_json(x) for x in leaves)
                                         if isinstance(leaves, list) else ()))

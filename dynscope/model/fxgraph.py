@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, TypedDict
 
+from dynscope.model.json_values import JsonObject, JsonValue, as_list, as_object, as_str
 from dynscope.model.output_code import parse_stack_text
 from dynscope.model.records import StackFrame
 
@@ -15,32 +16,49 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
+class Provenance:
+    """A node of torch's provenance tree (node.meta["from_node"]): a node this one was made from,
+    in the graph ``graph_id``, by the pass ``pass_name``; ``from_node``: where that one came from."""
+
+    name: str | None
+    graph_id: int | None
+    pass_name: str | None
+    from_node: tuple[Provenance, ...] = ()
+
+
+class Ancestor(TypedDict):
+    name: str | None
+    graph_id: int | None
+    pass_name: str | None
+
+
+@dataclass(frozen=True)
 class FxNode:
     name: str
     op: str  # placeholder | call_function | call_method | call_module | get_attr | output
     target: str
-    args: Any
-    kwargs: Any
+    args: JsonValue  # in display form (``display_form``)
+    kwargs: JsonObject  # in display form
     inputs: tuple[str, ...]
-    tensor: Any  # {"shape", "dtype", "stride", "device"} (or a list of them), when known
+    tensor: JsonValue  # {"shape", "dtype", "stride", "device"} (or a list of them), when known: untrusted, narrow it
     stack_trace: str | None
     module_stack: tuple[tuple[str, str], ...]  # (module path, module class), outermost first
-    from_node: tuple[dict[str, Any], ...]  # torch's provenance tree: [{name, graph_id, pass_name, from_node}]
+    from_node: tuple[Provenance, ...]
     original_aten: str | None
 
     @property
     def origins(self) -> list[str]:
         """Names of the nodes this one was made from, one pass back."""
-        return list(dict.fromkeys(s["name"] for s in self.from_node if s.get("name")))
+        return list(dict.fromkeys(s.name for s in self.from_node if s.name))
 
-    def ancestors(self) -> list[dict[str, Any]]:
-        """Every node in its provenance tree, nearest first: [{name, graph_id, pass_name}]."""
-        out: list[dict[str, Any]] = []
+    def ancestors(self) -> list[Ancestor]:
+        """Every node in its provenance tree, nearest first."""
+        out: list[Ancestor] = []
         frontier = list(self.from_node)
         while frontier:
             source = frontier.pop(0)
-            out.append({k: source.get(k) for k in ("name", "graph_id", "pass_name")})
-            frontier.extend(source.get("from_node", ()))
+            out.append(Ancestor(name=source.name, graph_id=source.graph_id, pass_name=source.pass_name))
+            frontier.extend(source.from_node)
         return out
 
     @property
@@ -64,7 +82,7 @@ class FxNode:
 
     def to_text(self) -> str:
         meta = self.tensor if isinstance(self.tensor, dict) else None
-        typed = f": {meta.get('dtype', '')}[{', '.join(str(d) for d in meta['shape'])}]" if meta and "shape" in meta else ""
+        typed = f": {meta.get('dtype', '')}[{', '.join(str(d) for d in _iterated(meta['shape']))}]" if meta and "shape" in meta else ""
         if self.op == "placeholder":
             return f"{self.name}{typed} = input"
         if self.op == "output":
@@ -91,9 +109,9 @@ class FxNode:
 
 
 class FxGraph:
-    def __init__(self, data: dict[str, Any]) -> None:
-        self.graph_id: int | None = data.get("graph_id")
-        self.nodes: list[FxNode] = [_node(n) for n in data.get("nodes", [])]
+    def __init__(self, data: JsonObject) -> None:
+        self.graph_id: int | None = _int_or_none(data.get("graph_id"))
+        self.nodes: list[FxNode] = [_node(n) for n in as_list(data.get("nodes")) if isinstance(n, dict)]
         self.by_name: dict[str, FxNode] = {n.name: n for n in self.nodes}
 
     def __len__(self) -> int:
@@ -128,23 +146,42 @@ class FxGraph:
         return graph
 
 
-def _node(raw: dict[str, Any]) -> FxNode:
+def _node(raw: JsonObject) -> FxNode:
     return FxNode(
-        name=raw["name"],
-        op=raw.get("op", ""),
+        name=str(raw["name"]),
+        op=str(raw.get("op", "")),
         target=str(raw.get("target", "")),
         args=display_form(raw.get("args")),
-        kwargs=display_form(raw.get("kwargs")),
-        inputs=tuple(raw.get("inputs", ())),
+        kwargs=as_object(display_form(raw.get("kwargs"))),
+        inputs=tuple(str(i) for i in as_list(raw.get("inputs"))),
         tensor=raw.get("tensor"),
-        stack_trace=raw.get("stack_trace"),
-        module_stack=tuple((str(p), str(t)) for p, t in raw.get("module_stack", ())),
-        from_node=tuple(raw.get("from_node", ())),
-        original_aten=raw.get("original_aten"),
+        stack_trace=as_str(raw.get("stack_trace")),
+        module_stack=tuple((str(entry[0]), str(entry[1])) for entry in as_list(raw.get("module_stack"))
+                           if isinstance(entry, list) and len(entry) == 2),
+        from_node=_provenance(raw.get("from_node")),
+        original_aten=as_str(raw.get("original_aten")),
     )
 
 
-def _render_arg(value: Any) -> str:
+def _provenance(value: JsonValue) -> tuple[Provenance, ...]:
+    # Recursion is bounded: a capture's JSON nests at most 64 deep (dynscope.store.json_text).
+    return tuple(Provenance(as_str(s.get("name")), _int_or_none(s.get("graph_id")), as_str(s.get("pass_name")),
+                            _provenance(s.get("from_node")))
+                 for s in as_list(value) if isinstance(s, dict))
+
+
+def _int_or_none(value: JsonValue) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _iterated(value: JsonValue) -> list[JsonValue]:
+    """What a for loop over the value gives (a shape is a list; text iterates by character)."""
+    if isinstance(value, str):
+        return list(value)
+    return list(value) if isinstance(value, list | dict) else [value]
+
+
+def _render_arg(value: JsonValue) -> str:
     if isinstance(value, dict) and set(value) == {"node"}:
         return str(value["node"])
     if isinstance(value, dict) and set(value) == {"repr"}:
@@ -159,7 +196,7 @@ def _render_arg(value: Any) -> str:
 _MAX_SHOWN_STR = 120
 
 
-def display_form(value: Any) -> Any:
+def display_form(value: JsonValue) -> JsonValue:
     """An argument as views know it, whatever encoding the capture used.
 
     Since graph encoding 2 (dynscope.probes.fx_graphs) constants are stored exactly, in typed
@@ -179,15 +216,23 @@ def display_form(value: Any) -> Any:
     if not isinstance(kind, str):
         return {k: display_form(v) for k, v in value.items()}
     if kind == "tuple":
-        return [display_form(v) for v in value.get("items", ())]
+        return [display_form(v) for v in as_list(value.get("items"))]
     if kind == "dict":
-        return {str(display_form(k)): display_form(v) for k, v in value.get("items", ())}
+        return {str(display_form(item[0])): display_form(item[1]) for item in as_list(value.get("items"))
+                if isinstance(item, list) and len(item) == 2}
     if kind == "float":
-        return float(value.get("value", "nan"))
+        return _float(value.get("value", "nan"))
     return {"repr": _typed_repr(kind, value)}
 
 
-def _typed_repr(kind: str, value: dict[str, Any]) -> str:
+def _float(value: JsonValue) -> float:
+    """float() of a stored float: a number, or text for the ones JSON cannot hold ("nan", "inf")."""
+    if isinstance(value, bool | int | float | str):
+        return float(value)
+    return float("nan")
+
+
+def _typed_repr(kind: str, value: JsonObject) -> str:
     """The repr encoding 1 stored for the constant."""
     if kind in ("dtype", "layout", "memory_format"):
         return f"torch.{value.get('name')}"
@@ -200,5 +245,5 @@ def _typed_repr(kind: str, value: dict[str, Any]) -> str:
     if kind == "ellipsis":
         return "Ellipsis"
     if kind == "complex":
-        return repr(complex(value.get("real", 0.0), value.get("imag", 0.0)))
+        return repr(complex(_float(value.get("real", 0.0)), _float(value.get("imag", 0.0))))
     return str(value)

@@ -9,6 +9,7 @@ nodes each kernel computes; those are our provenance when torch's own tracking i
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from dynscope.model.records import StackFrame
@@ -56,7 +57,7 @@ def kernel_names(output_code: str) -> list[str]:
     return names
 
 
-def _lines_with(text: str, marker: str):
+def _lines_with(text: str, marker: str) -> Iterator[str]:
     """Each line of ``text`` holding ``marker`` (once per line)."""
     at = text.find(marker)
     while at != -1:

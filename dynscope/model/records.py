@@ -7,9 +7,13 @@ kernel source) are fetched lazily through the owning Capture.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Literal
 
 from dynscope.events import ChildCapture
+from dynscope.store.json_text import JsonObject
+
+# "failed": torch's metrics name a failure; "skipped": no graph; "incomplete": the run ended mid-compile.
+CompileStatus = Literal["ok", "failed", "skipped", "incomplete"]
 
 # `dynscope explain` options that take a value (the explain command parses with the same set).
 EXPLAIN_VALUE_OPTIONS = frozenset({"-o", "--output", "--html"})
@@ -40,12 +44,12 @@ class Run:
     exit_code: int | None
     signal: int | None
     keep_caches: bool
-    device: dict[str, Any]
+    device: JsonObject  # what the recorder saw of the machine (cuda, cuda_device, triton...): read as untrusted JSON
     probes: dict[str, bool]
     probe_details: dict[str, str]
     probe_errors: int
     # What `dynscope import` read from TORCH_TRACE logs (files, events, unreadable lines...); None for explain.
-    imported: dict[str, Any] | None = None
+    imported: JsonObject | None = None
     # Why the capture is incomplete (recording was cut: a full disk, a killed recorder); None when whole.
     incomplete: str | None = None
     # Child processes (os.fork, multiprocessing workers) that recorded a capture of their own beside this one.
@@ -148,7 +152,7 @@ class Compile:
     function: str
     file: str | None
     line: int | None
-    status: str  # "ok" | "failed" | "skipped" (no graph) | "incomplete" (run ended mid-compile)
+    status: CompileStatus
     fail_type: str | None
     fail_reason: str | None
     fail_file: str | None

@@ -8,10 +8,10 @@ Torch-free: this is what every view reads.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from dynscope.errors import CaptureError
 from dynscope.events import EagerTwinRun, RuntimeSnapshot
+from dynscope.model.json_values import JsonObject, JsonValue, as_str
 from dynscope.store.reader import CaptureReader
 
 PROFILE_EVENT = RuntimeSnapshot.KIND
@@ -118,7 +118,7 @@ class RuntimeProfile:
         return next((g for g in self.gaps if g.resume_compile_id == resume_compile_id), None)
 
 
-def last_snapshot(reader: CaptureReader, name: str = PROFILE_EVENT) -> dict[str, Any] | None:
+def last_snapshot(reader: CaptureReader, name: str = PROFILE_EVENT) -> JsonObject | None:
     events = reader.events([name])
     for event in reversed(events):
         value = reader.json_payload(event.payload_hash)
@@ -139,33 +139,65 @@ def read_profile(reader: CaptureReader) -> RuntimeProfile | None:
     try:
         return RuntimeProfile(
             method=str(raw.get("method") or "perf_counter"),
-            wall_s=float(raw.get("wall_s") or 0.0),
+            wall_s=_float(raw.get("wall_s") or 0.0),
             complete=RuntimeSnapshot.parse(last.metadata).final,
-            graphs=tuple(GraphTiming(str(g["compile_id"]), g.get("file"), g.get("qualname"), str(g.get("device", "cpu")),
-                                     int(g["calls"]), float(g["seconds"]), _float_or_none(g.get("first_call_seconds")))
-                         for g in raw.get("graphs", ())),
-            gaps=tuple(GapTiming(str(b["resume_compile_id"]), int(b["calls"]), float(b["seconds"]),
-                                 int(b.get("unmeasured_calls", 0)), int(b.get("compiling_calls", 0)))
-                         for b in raw.get("breaks", ())),
-            entries=_entries(raw.get("entries", ())),
+            graphs=tuple(GraphTiming(str(g["compile_id"]), as_str(g.get("file")), as_str(g.get("qualname")),
+                                     str(g.get("device", "cpu")), _int(g["calls"]), _float(g["seconds"]),
+                                     _float_or_none(g.get("first_call_seconds")))
+                         for g in _objects(raw.get("graphs", []))),
+            gaps=tuple(GapTiming(str(b["resume_compile_id"]), _int(b["calls"]), _float(b["seconds"]),
+                                 _int(b.get("unmeasured_calls", 0)), _int(b.get("compiling_calls", 0)))
+                       for b in _objects(raw.get("breaks", []))),
+            entries=_entries(raw.get("entries", [])),
             eager=_eager_twin(reader),
-            cudagraphs=tuple(CudagraphCounts(str(c["compile_id"]), int(c.get("warmups", 0)), int(c.get("recordings", 0)),
-                                             int(c.get("replays", 0))) for c in raw.get("cudagraphs", ())),
+            cudagraphs=tuple(CudagraphCounts(str(c["compile_id"]), _int(c.get("warmups", 0)), _int(c.get("recordings", 0)),
+                                             _int(c.get("replays", 0))) for c in _objects(raw.get("cudagraphs", []))),
         )
     except (KeyError, TypeError, ValueError) as e:
         raise CaptureError(f"the runtime profile in this capture is malformed ({type(e).__name__}: {e})") from None
 
 
-def _float_or_none(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) else None
+# The profile is untrusted JSON: a value of the wrong type is a TypeError (or, for text that is
+# not a number, int()'s ValueError), which read_profile turns into one "malformed" error.
+
+def _objects(value: JsonValue) -> list[JsonObject]:
+    """The objects of a JSON array (text and objects iterate as Python does, so an empty one is no items)."""
+    if not isinstance(value, list | str | dict):
+        raise TypeError(f"expected a list, got {type(value).__name__}")
+    items: list[JsonValue] = list(value)
+    objects = [item for item in items if isinstance(item, dict)]
+    if len(objects) != len(items):
+        raise TypeError("expected a list of objects")
+    return objects
 
 
-def _entries(raw: Any) -> tuple[EntryTiming, ...]:
+def _int(value: JsonValue) -> int:
+    """int() as the profiler's numbers take it (a number or numeric text)."""
+    if isinstance(value, bool | int | float | str):
+        return int(value)
+    raise TypeError(f"expected a number, got {type(value).__name__}")
+
+
+def _float(value: JsonValue) -> float:
+    if isinstance(value, bool | int | float | str):
+        return float(value)
+    raise TypeError(f"expected a number, got {type(value).__name__}")
+
+
+def _float_or_none(value: JsonValue) -> float | None:
+    return float(value) if isinstance(value, int | float) else None
+
+
+def _int_or_none(value: JsonValue) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _entries(raw: JsonValue) -> tuple[EntryTiming, ...]:
     return tuple(
-        EntryTiming(str(e["name"]), e.get("file"), e.get("line"), str(e.get("kind", "function")),
-                    str(e.get("device", "cpu")), int(e["calls"]), float(e["seconds"]),
-                    int(e.get("compiling_calls", 0)), float(e.get("compiling_seconds", 0.0)))
-        for e in raw
+        EntryTiming(str(e["name"]), as_str(e.get("file")), _int_or_none(e.get("line")), str(e.get("kind", "function")),
+                    str(e.get("device", "cpu")), _int(e["calls"]), _float(e["seconds"]),
+                    _int(e.get("compiling_calls", 0)), _float(e.get("compiling_seconds", 0.0)))
+        for e in _objects(raw)
     )
 
 
@@ -179,6 +211,6 @@ def _eager_twin(reader: CaptureReader) -> EagerTwin | None:
     return EagerTwin(
         exit_code=twin.exit_code,
         elapsed_s=twin.elapsed_s,
-        entries=_entries(raw.get("entries", ())) if isinstance(raw, dict) else (),
+        entries=_entries(raw.get("entries", [])) if isinstance(raw, dict) else (),
         output_tail=twin.output_tail,
     )

@@ -14,7 +14,7 @@ key (``post_grad.backward``).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 
 from dynscope.events import FxGraphStructure, log_tap_kind
@@ -174,3 +174,26 @@ def split_graph_sections(
         role = explicit_role(group) or (by_order[i] if i < len(by_order) else f"graph{i}")
         sections.append(GraphSection(role, group))
     return sections
+
+
+_TRAINING_STAGES = ("aot_joint", "aot_forward", "aot_backward")
+
+
+def pipeline_slots(recorded: Collection[str], roles: Sequence[str | None]) -> list[tuple[str, str | None]]:
+    """(stage name, graph) of every stage a compile's pipeline shows, in order, given the keys of
+    its recorded stages and the roles of the graphs Inductor compiled (in the order it did).
+
+    A compile is traced for training (joint, forward, backward) or for inference, never both: the
+    other kind's stages are left out. Per-graph stages are listed per graph only once Inductor
+    compiled one; otherwise a single row says why none exists."""
+    has_inference = "aot_inference" in recorded
+    has_training = any(k in recorded for k in _TRAINING_STAGES)
+    graphs: list[str | None] = [r for r in roles if r] or [None]
+    if roles and has_training and "backward" not in graphs:
+        graphs.append("backward")
+    slots: list[tuple[str, str | None]] = []
+    for name in CANONICAL_STAGES:
+        if (name == "aot_inference" and has_training) or (name in _TRAINING_STAGES and has_inference):
+            continue
+        slots += [(name, graph) for graph in (graphs if name in PER_GRAPH_STAGES else [None])]
+    return slots

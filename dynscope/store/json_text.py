@@ -8,15 +8,19 @@ Python's decoder recurses once per level, and so does every view that walks the 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import TypeAlias
 
 from dynscope.errors import CaptureError
+
+# What JSON decodes to. Read from a capture it is untrusted: narrow it (isinstance) before use.
+JsonValue: TypeAlias = None | bool | int | float | str | list["JsonValue"] | dict[str, "JsonValue"]
+JsonObject: TypeAlias = dict[str, JsonValue]
 
 MAX_DEPTH = 64
 
 
-def loads(text: object, what: str | Callable[[], str]) -> Any:
+def loads(text: object, what: str | Callable[[], str]) -> JsonValue:
     """``text`` decoded; ``what`` names it in an error ("event 12's metadata"), or makes
     that name when called (callers decoding many rows build it only for a bad one)."""
     if isinstance(text, bytes):
@@ -33,12 +37,14 @@ def loads(text: object, what: str | Callable[[], str]) -> Any:
     # Fewer brackets than the bound cannot nest past it: most rows skip the walk.
     if text.count("[") + text.count("{") > MAX_DEPTH and depth(value) > MAX_DEPTH:
         raise _too_deep(what)
-    return value
+    decoded: JsonValue = value  # json.loads answers Any; what it builds is only JSON's types
+    return decoded
 
 
-def depth(value: Any) -> int:
+def depth(value: object) -> int:
     """How deep lists and dicts nest in ``value`` (iterative: a deep value cannot overflow the stack)."""
     deepest, stack = 0, [(value, 1)]
+    children: Iterable[object] | None
     while stack:
         item, level = stack.pop()
         children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None

@@ -15,6 +15,7 @@ import os
 import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
+from types import ModuleType
 
 from dynscope.errors import DynscopeError
 
@@ -47,7 +48,7 @@ def exclusive_writer(capture_path: str) -> Iterator[None]:
         os.close(fd)
 
 
-def _take(lock_path: str, capture_path: str, fcntl) -> tuple[int, tuple[int, int]]:
+def _take(lock_path: str, capture_path: str, fcntl: ModuleType) -> tuple[int, tuple[int, int]]:
     for _ in range(_TRIES):
         fd, created = _open(lock_path, capture_path)
         try:

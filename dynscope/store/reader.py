@@ -9,22 +9,27 @@ checked for its type. Every failure surfaces as one CaptureError line.
 
 from __future__ import annotations
 
+import functools
 import os
 import reprlib
 import sqlite3
+import sys
 import threading
 import time
 import urllib.parse
-from collections.abc import Iterable
+from collections.abc import Callable, Generator, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from dynscope.errors import CaptureError
 from dynscope.store import json_text
 from dynscope.store.header import expected_size, file_size, read_header, special_file_kind
+from dynscope.store.json_text import JsonValue
 from dynscope.store.payloads import DEFAULT_LIMIT, Payload, decode, truncation_note
 from dynscope.store.schema import APPLICATION_ID, SCHEMA_VERSION
 from dynscope.store.schema_check import check_schema
+
+T = TypeVar("T")
 
 # One query's time budget. Honest queries on a 137 MB capture take well under a second; a
 # capture that passed the schema check cannot make one run long, so this is a second wall.
@@ -106,7 +111,7 @@ class CaptureReader:
         return [self._event(*row) for row in self._query(sql, args)]
 
     def _event(self, id_: int, ts: Any, name: Any, cid: Any, attempt: Any, meta: Any, digest: Any) -> Event:
-        metadata = json_text.loads(meta, lambda id_=id_: _Row(self.path, id_).what("metadata"))
+        metadata = json_text.loads(meta, functools.partial(self._metadata_name, id_))
         # One quick test of every column's type (overviews read tens of thousands of rows);
         # only a row that fails it is looked at column by column, to say which is wrong.
         if not (type(metadata) is dict and type(name) is str and (type(ts) is float or type(ts) is int)
@@ -148,7 +153,9 @@ class CaptureReader:
         found = []
         for id_, ts, name, cid, attempt, values in self._query(sql, [*paths, *names]):
             # SQLite wrote this array itself, but from the row's metadata: its depth is the row's.
-            values = json_text.loads(values, lambda id_=id_: _Row(self.path, id_).what("metadata"))
+            values = json_text.loads(values, functools.partial(self._metadata_name, id_))
+            if not isinstance(values, list):  # json_extract of several paths answers an array, always
+                raise _Row(self.path, id_).wrong("metadata", values, "a JSON object")
             if not (type(name) is str and (type(ts) is float or type(ts) is int)
                     and (cid is None or type(cid) is str) and (attempt is None or type(attempt) is int)):
                 _Row(self.path, id_).check_columns(ts, name, cid, attempt)
@@ -172,10 +179,10 @@ class CaptureReader:
             return found.text + "\n" + truncation_note(limit, found.size) + "\n"
         return found.text
 
-    def json_payload(self, digest: str | None, *, limit: int = DEFAULT_LIMIT) -> object:
+    def json_payload(self, digest: str | None, *, limit: int = DEFAULT_LIMIT) -> JsonValue:
         """A JSON payload parsed, or None when absent; one too large to parse whole is an error."""
-        found = self.payload_record(digest, limit=limit)
-        if found is None:
+        found = self.payload_record(digest, limit=limit) if digest is not None else None
+        if digest is None or found is None:
             return None
         if found.truncated:
             raise CaptureError(f"payload {digest[:12]} is {found.size:,} bytes of JSON, over the "
@@ -201,7 +208,7 @@ class CaptureReader:
             finally:
                 chunks.close()  # release the blob handle now, not when garbage is collected
 
-    def _blob_chunks(self, rowid: int):
+    def _blob_chunks(self, rowid: int) -> Generator[bytes, None, None]:
         # Stream the stored bytes, so a huge blob is never held whole (Python 3.11+ has
         # incremental blob I/O; older Pythons read the value at once).
         if hasattr(self._db, "blobopen"):
@@ -224,10 +231,13 @@ class CaptureReader:
                                "the capture was tampered with")
         return size
 
-    def _query(self, sql: str, args: Iterable[Any]) -> list[tuple]:
-        return self._bounded(lambda: self._db.execute(sql, tuple(args)).fetchall())
+    def _query(self, sql: str, args: Iterable[Any]) -> list[tuple[Any, ...]]:
+        def fetch() -> list[tuple[Any, ...]]:
+            rows: list[tuple[Any, ...]] = self._db.execute(sql, tuple(args)).fetchall()
+            return rows
+        return self._bounded(fetch)
 
-    def _bounded(self, action, *args):
+    def _bounded(self, action: Callable[..., T], *args: object) -> T:
         """Run ``action`` (SQL on this connection) within one query's time budget."""
         with self._lock:
             self._deadline = time.monotonic() + self._query_seconds
@@ -237,6 +247,10 @@ class CaptureReader:
                 raise self._error(e) from None
             finally:
                 self._deadline = float("inf")
+
+    def _metadata_name(self, event_id: int) -> str:
+        """How an error names an event's metadata (made only for a row that is wrong)."""
+        return _Row(self.path, event_id).what("metadata")
 
     def _error(self, e: sqlite3.DatabaseError) -> CaptureError:
         return _as_capture_error(self.path, e, self._query_seconds)
@@ -309,7 +323,7 @@ def _validate_file(path: str) -> None:
         raise CaptureError(f"{path} is truncated ({size} of {expected} bytes): the capture is damaged")
 
 
-def _connect(path: str, past_deadline) -> sqlite3.Connection:
+def _connect(path: str, past_deadline: Callable[[], bool]) -> sqlite3.Connection:
     """A read-only connection that runs only our SQL, bounded. (Read-only still reads a WAL
     left by a killed run; the file is never written through a reader.)"""
     # Quoted as bytes: a path may hold bytes that are not UTF-8 (a directory named b"cwd-\xff").
@@ -323,7 +337,7 @@ def _connect(path: str, past_deadline) -> sqlite3.Connection:
         db.set_progress_handler(lambda: 1 if past_deadline() else 0, _PROGRESS_STEPS)
         if hasattr(db, "enable_load_extension"):
             db.enable_load_extension(False)
-        if hasattr(db, "setlimit"):  # Python 3.11+
+        if sys.version_info >= (3, 11):  # Connection.setlimit
             db.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, MAX_VALUE_BYTES)
             db.setlimit(sqlite3.SQLITE_LIMIT_ATTACHED, 0)
         for pragma in ("query_only=1", "trusted_schema=0", "cell_size_check=1", "mmap_size=0"):

@@ -12,6 +12,8 @@ from __future__ import annotations
 import functools
 import re
 import sqlite3
+from collections.abc import Iterator
+from typing import Any
 
 from dynscope.errors import CaptureError
 from dynscope.store.schema import DDL
@@ -54,7 +56,8 @@ def check_schema(db: sqlite3.Connection, path: str) -> None:
     raise CaptureError(f"{path} is not a dynscope capture: it lacks {', '.join(missing)}")
 
 
-def _entries(db: sqlite3.Connection):
+def _entries(db: sqlite3.Connection) -> Iterator[tuple[Any, Any, Any, str | None]]:
+    # (type, name, tbl_name: text in any SQLite file, compared as they are; sql normalised)
     for kind, name, table, sql in db.execute("SELECT type, name, tbl_name, sql FROM sqlite_master"):
         yield kind, name, table, _normalize(sql)
 

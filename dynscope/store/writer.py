@@ -24,6 +24,7 @@ import sys
 import threading
 import time
 import zlib
+from types import TracebackType
 from typing import Any
 
 from dynscope.errors import CaptureError
@@ -120,15 +121,15 @@ class CaptureWriter:
             return
         with self._lock:
             try:
-                rows = dict(self._db.execute(
+                rows = dict(self._open_db.execute(
                     "SELECT key, value FROM meta WHERE key IN ('complete', 'incomplete_reason')"))
                 if rows.get("complete") != "false" or "incomplete_reason" in rows:
                     return
                 if incomplete_reason is None:
                     with self._transaction():
-                        self._db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('complete', 'true')")
+                        self._open_db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('complete', 'true')")
                 else:
-                    self._mark_incomplete(self._db, incomplete_reason)
+                    self._mark_incomplete(self._open_db, incomplete_reason)
             except sqlite3.Error as e:
                 self._stop_writing(e)
 
@@ -140,7 +141,7 @@ class CaptureWriter:
         with self._lock:
             try:
                 with self._transaction():
-                    self._db.executemany(
+                    self._open_db.executemany(
                         "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)",
                         [(k, _json(v)) for k, v in values.items()],
                     )
@@ -171,19 +172,19 @@ class CaptureWriter:
                 self._stop_writing(e)
                 return None
 
-    def _insert(self, name: str, meta_json: str, blob: tuple | None, compile_id: str | None,
+    def _insert(self, name: str, meta_json: str, blob: tuple[str, str, int, bytes] | None, compile_id: str | None,
                 attempt: int | None, ts: float | None) -> int | None:
         with self._transaction(bulk=self._bulk):
             digest = None
             if blob is not None:
                 digest, codec, size, data = blob
                 if digest not in self._known_blobs:
-                    self._db.execute(
+                    self._open_db.execute(
                         "INSERT OR IGNORE INTO blobs(hash, codec, size, data) VALUES (?, ?, ?, ?)",
                         (digest, codec, size, data),
                     )
                     self._known_blobs.add(digest)
-            cursor = self._db.execute(
+            cursor = self._open_db.execute(
                 "INSERT INTO events(ts, name, compile_id, attempt, metadata, payload)"
                 " VALUES (?, ?, ?, ?, ?, ?)",
                 (time.time() if ts is None else ts, name, compile_id, attempt, meta_json, digest),
@@ -248,15 +249,15 @@ class CaptureWriter:
         reason = f"a write failed ({why}) and recording stopped there"
         marked = False
         try:
-            if self._db.in_transaction:
-                self._db.execute("ROLLBACK")
+            if self._open_db.in_transaction:
+                self._open_db.execute("ROLLBACK")
             # The rolled-back write already took the space this small one needs, most times.
-            self._mark_incomplete(self._db, reason)
+            self._mark_incomplete(self._open_db, reason)
             marked = True
         except sqlite3.Error:
             pass
         try:
-            self._db.close()
+            self._open_db.close()
         except sqlite3.Error:
             pass
         self._db = None
@@ -282,6 +283,14 @@ class CaptureWriter:
                 db.execute("ROLLBACK")
             raise
 
+    @property
+    def _open_db(self) -> sqlite3.Connection:
+        """The connection, where the caller knows it is open (``_owned()`` said so); closed, a
+        sqlite3.Error, which every write path already answers by stopping the recording."""
+        if self._db is None:
+            raise sqlite3.ProgrammingError(f"{self.path}: the capture is closed")
+        return self._db
+
     def _owned(self) -> bool:
         # A forked child (dataloader worker, compile worker) must never write through a
         # connection it inherited: SQLite connections are not fork-safe.
@@ -302,9 +311,9 @@ class CaptureWriter:
             self._pending += 1
             if self._pending >= _BULK_EVENTS:
                 self._pending = 0
-                return _Transaction(self._db, commit=True)
-            return _Transaction(self._db, commit=False)
-        return _Transaction(self._db)
+                return _Transaction(self._open_db, commit=True)
+            return _Transaction(self._open_db, commit=False)
+        return _Transaction(self._open_db)
 
 
 # How long a fork waits for an event being written (a write takes milliseconds; a stuck disk
@@ -325,7 +334,7 @@ class _Transaction:
         if not self._db.in_transaction:
             self._db.execute("BEGIN")
 
-    def __exit__(self, exc_type, exc, tb) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         if exc_type:
             self._db.execute("ROLLBACK")
         elif self._commit:

@@ -12,7 +12,7 @@ from dynscope.analysis.names import plural, short_location, torch_frame_location
 from dynscope.analysis.problems import recompile_advice
 from dynscope.events import GuardFailureSeen
 from dynscope.model.break_text import break_consequence, gb_id_from_link, parse_break_artifact, parse_break_message
-from dynscope.model.capture import _guard_failure, _is_recompile_limit, _recompile_limit
+from dynscope.model.recompile_text import guard_failure, is_recompile_limit, recompile_limit
 from dynscope.model.records import GuardFailure, Run
 
 # Wav2Vec2's SpecAugment mask loop (modeling_wav2vec2.py:179): a data-dependent op inside a loop.
@@ -60,21 +60,21 @@ def test_a_torch_trace_log_reads_the_same_root_cause():
 
 
 def test_guard_failures_keep_what_torch_said():
-    f = _guard_failure("0/0: tensor 'x' requires_grad mismatch. expected requires_grad=1", None)
+    f = guard_failure("0/0: tensor 'x' requires_grad mismatch. expected requires_grad=1", None)
     assert (f.expected, f.actual) == ("requires_grad=1", "requires_grad=0")
-    f = _guard_failure("0/0: tensor 'x' size mismatch at index 0. expected 4, actual 6", None)
+    f = guard_failure("0/0: tensor 'x' size mismatch at index 0. expected 4, actual 6", None)
     assert (f.failed_compile_id, f.expected, f.actual) == ("0/0", "4", "6")
-    f = _guard_failure("0/1: temperature == 2.0   # return x / temperature  # f.py:12 in f",
+    f = guard_failure("0/1: temperature == 2.0   # return x / temperature  # f.py:12 in f",
                        GuardFailureSeen(guard="temperature == 2.0", actual="2"))
     assert (f.guard, f.expected, f.actual, f.user_code) == ("temperature == 2.0", "2.0", "2", "return x / temperature")
-    assert _guard_failure("1/0: L['y'] is None", None).expected == "None"
+    assert guard_failure("1/0: L['y'] is None", None).expected == "None"
 
 
 def test_recompile_limit_text():
     reason = ("Dynamo recompile limit exceeded\n  Explanation: Dynamo attempted to recompile the code object too many "
               "times, exceeding the recompile_limit cache size limit (currently set to 8).")
-    assert _is_recompile_limit(reason) and _recompile_limit(reason) == ("recompile_limit", 8)
-    assert not _is_recompile_limit("Data dependent operator\n  Explanation: ...")
+    assert is_recompile_limit(reason) and recompile_limit(reason) == ("recompile_limit", 8)
+    assert not is_recompile_limit("Data dependent operator\n  Explanation: ...")
 
 
 def test_the_program_command_leaves_out_dynscopes_options():
