@@ -15,7 +15,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from dynscope.analysis import runtime
 from dynscope.analysis.breaks import BreakGroup
 from dynscope.analysis.run_view import run_view
 from dynscope.analysis.summary import break_json, error_json, recompile_json
@@ -234,9 +233,9 @@ def comparison_document(result: Comparison) -> dict[str, Any]:
 def _runtime_pair(before: Capture, after: Capture) -> dict[str, Any] | None:
     """Where each profiled run's time went; None when neither run was profiled."""
     def split(capture: Capture) -> dict[str, float] | None:
-        if capture.runtime is None:
+        t = run_view(capture).time_split
+        if t is None:
             return None
-        t = runtime.time_split(capture, capture.runtime)
         return {"wall_s": t.wall_s, "compiled_s": t.compiled_s, "eager_between_graphs_s": t.eager_between_graphs_s,
                 "guard_s": t.guard_s, "compile_s": t.compile_s}
 

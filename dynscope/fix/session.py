@@ -277,11 +277,12 @@ def program_argv_text(program: Program) -> list[str]:
 
 
 def _recorded_summary(path: str) -> dict[str, Any]:
+    from dynscope.analysis.run_view import run_view
     from dynscope.analysis.summary import summary_document
     from dynscope.model import Capture
 
     with Capture.open(path) as capture:
-        return summary_document(capture)
+        return summary_document(run_view(capture))
 
 
 def record_into_capture(path: str, doc: dict[str, Any]) -> None:

@@ -312,6 +312,7 @@ def starter_for(out_dir: str) -> Starter:
 
 
 def _read(run: TrialRun, *, timed_out: bool) -> None:
+    from dynscope.analysis.run_view import run_view
     from dynscope.analysis.summary import summary_document
     from dynscope.errors import DynscopeError
     from dynscope.model import Capture
@@ -323,7 +324,7 @@ def _read(run: TrialRun, *, timed_out: bool) -> None:
         stdout = ""
     try:
         with Capture.open(run.capture) as capture:
-            doc = summary_document(capture)
+            doc = summary_document(run_view(capture))
             outputs = trial_outputs(capture)
             run.features = {**trial_features(capture), "compiled_callables": compiled_callables(capture)}
             applied = applied_actions(capture)
