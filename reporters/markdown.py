@@ -104,11 +104,11 @@ def _capture_section(out: _Budget, capture: Capture, *, titled: bool) -> None:
                 f"|---|---|---|---|---|{'---:|' if profiled else ''}\n")
         for version in view.recompile_runtimes[:_MAX_ITEMS]:
             r = version.recompile
-            f = r.failures[0]
+            failure = r.failures[0]
             calls = f" {version.calls} |" if version.calls is not None else ""
             out.add(f"| {code(friendly_function(r.function), cell=True)} ({text(location(r.file, r.line, cwd))}) "
-                    f"| {code(r.compile_id, cell=True)} | {code(f.guard or f.reason, cell=True)} "
-                    f"| {code(f.expected or '?', cell=True)} | {code(f.actual or '?', cell=True)} |{calls}\n")
+                    f"| {code(r.compile_id, cell=True)} | {code(failure.guard or failure.reason, cell=True)} "
+                    f"| {code(failure.expected or '?', cell=True)} | {code(failure.actual or '?', cell=True)} |{calls}\n")
         out.skip(len(recompiles) - _MAX_ITEMS)
 
     hits = view.recompile_limit_hits

@@ -14,7 +14,7 @@ from dynscope.analysis.overview import not_understood_line, stage_seconds
 from dynscope.analysis.problems import advice_for
 from dynscope.analysis.run_view import RunView, run_view
 from dynscope.analysis.runtime import VsEager, cudagraph_line
-from dynscope.model import Capture, RecompileLimitHit, SkippedFrame
+from dynscope.model import Capture, FixResult, RecompileLimitHit, SkippedFrame
 from dynscope.model.records import ChildCapture
 from dynscope.reporters import ReportOptions
 from dynscope.safe_text import safe_console, visible
@@ -199,13 +199,13 @@ def _counts(view: RunView) -> Text:
     return text
 
 
-def _fix_lines(fixes: list, kind: str, file: str | None, line: int | None, function: str | None = None) -> list[Text]:
+def _fix_lines(fixes: Sequence[FixResult], kind: str, file: str | None, line: int | None, function: str | None = None) -> list[Text]:
     """The remedies `dynscope fix` proved for this problem, beside it."""
     return [Text(f"    verified fix (dynscope fix): {f.remedy} — {f.verdict}, outputs equal", style="bold green")
             for f in fixes if f.matches(kind, file, line, function)]
 
 
-def _breaks_section(view: RunView, cwd: str | None, fixes: list = ()) -> Group:
+def _breaks_section(view: RunView, cwd: str | None, fixes: Sequence[FixResult] = ()) -> Group:
     ranked = view.breaks_by_cost
     groups, costings = [b.group for b in ranked], [b.costing for b in ranked]
     total = sum(g.count for g in groups)
@@ -345,7 +345,7 @@ def _skipped_section(skipped: list[SkippedFrame], cwd: str | None) -> Group:
     return Group(*rows)
 
 
-def _recompiles_section(view: RunView, cwd: str | None, fixes: list = ()) -> Group:
+def _recompiles_section(view: RunView, cwd: str | None, fixes: Sequence[FixResult] = ()) -> Group:
     recompiles = view.recompile_runtimes
     rows: list = [Text(f"Recompiles ({len(recompiles)})", style="bold yellow")]
     for version in recompiles[:_MAX_LISTED]:

@@ -197,7 +197,7 @@ def _limit_hit(h: RecompileLimitHit) -> RecompileLimitProblem:
 
 def _skipped_by_cause(frames: list[SkippedFrame]) -> list[tuple[SkippedFrame, ...]]:
     """One problem per cause and place: the same break skipping the same code is one problem."""
-    causes: dict[tuple, list[SkippedFrame]] = {}
+    causes: dict[tuple[str, str | None, int | None], list[SkippedFrame]] = {}
     for f in frames:
         causes.setdefault((f.headline, f.user_file or f.file, f.user_line or f.line), []).append(f)
     return [tuple(fs) for fs in causes.values()]

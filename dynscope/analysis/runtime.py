@@ -227,18 +227,18 @@ def frame_runtimes(compiles: list[Compile], profile: RuntimeProfile, entries: li
             by_frame[c.frame_id] = by_frame.get(c.frame_id, 0) + g.calls
     out = []
     for c in by_id.values():
-        g = profile.graph(c.compile_id)
-        if g is None:
+        timing = profile.graph(c.compile_id)
+        if timing is None:
             continue
         frame_calls = by_frame.get(c.frame_id, 0)
         out.append(FrameRuntime(
             compile=c,
-            calls=g.calls,
-            compiled_s=g.seconds,
-            first_call_s=g.first_call_s,
-            steady_per_call_s=g.steady_per_call_s,
-            guard_s=c.guard_latency_s * g.calls if c.guard_latency_s is not None else None,
-            share_of_frame_calls=g.calls / frame_calls if frame_calls else None,
+            calls=timing.calls,
+            compiled_s=timing.seconds,
+            first_call_s=timing.first_call_s,
+            steady_per_call_s=timing.steady_per_call_s,
+            guard_s=c.guard_latency_s * timing.calls if c.guard_latency_s is not None else None,
+            share_of_frame_calls=timing.calls / frame_calls if frame_calls else None,
             vs_eager=_entry_comparison(c, entries),
         ))
     return out
