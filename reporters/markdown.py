@@ -147,9 +147,9 @@ def _capture_section(out: _Budget, capture: Capture, *, titled: bool) -> None:
     fixes = view.fix_results
     if fixes:
         out.add("\n#### dynscope fix: verified fixes\n\n")
-        for f in fixes[:_MAX_ITEMS]:
-            where = location(f.file, f.line, cwd) if f.file else "?"
-            out.add(f"- {text(f.detail)} at {code(where)}: {code(f.remedy)} — **{text(f.verdict)}**, outputs equal\n")
+        for fix in fixes[:_MAX_ITEMS]:
+            where = location(fix.file, fix.line, cwd) if fix.file else "?"
+            out.add(f"- {text(fix.detail)} at {code(where)}: {code(fix.remedy)} — **{text(fix.verdict)}**, outputs equal\n")
         out.skip(len(fixes) - _MAX_ITEMS)
 
     if compiles:

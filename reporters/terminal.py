@@ -274,10 +274,11 @@ def _runtime_section(view: RunView) -> Group:
 
 
 def _vs_eager_line(v: VsEager) -> Text:
-    if not v.comparable or v.speedup is None:
+    compiled, eager = v.compiled_per_call_s, v.eager_per_call_s  # both known when comparable
+    if not v.comparable or v.speedup is None or compiled is None or eager is None:
         return Text(f"  vs eager: not comparable: {v.why_not}", style="yellow")
     text = Text(f"  vs eager: compiled code ran {v.speedup:.2f}× "
-                f"({seconds_text(v.compiled_per_call_s)} vs {seconds_text(v.eager_per_call_s)} a step); ",
+                f"({seconds_text(compiled)} vs {seconds_text(eager)} a step); ",
                 style="bold green" if v.speedup > 1 else "bold red")
     if v.break_even_calls is None:
         text.append(f"compiling ({seconds_text(v.compile_s)}) never pays back: compiled steps are not faster")
