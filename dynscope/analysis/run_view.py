@@ -130,7 +130,8 @@ class RunView:
 
     @cached_property
     def profile(self) -> RuntimeProfile | None:
-        """The measured runtime; None when the run was not profiled (then every field below is empty)."""
+        """The measured runtime; None when the run was not profiled (then the fields below measure nothing: None,
+        empty, or without costs)."""
         return self.capture.runtime
 
     @property
