@@ -20,19 +20,29 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from dynscope.analysis import runtime
+from dynscope.analysis.breaks import BreakGroup
 from dynscope.analysis.changes import comparison_lines
 from dynscope.analysis.diff import diff_compiles, diff_stages, previous_recorded
 from dynscope.analysis.dot import render_svg, stage_to_dot
 from dynscope.analysis.names import command_line, friendly_function, location, seconds_text, short_path
 from dynscope.analysis.overview import compile_seconds, not_understood_line, stage_seconds
-from dynscope.analysis.problems import Problem, advice_for
+from dynscope.analysis.problems import (
+    CompileErrorProblem,
+    GraphBreakProblem,
+    Problem,
+    RecompileLimitProblem,
+    RecompileProblem,
+    SkippedFrameProblem,
+    advice_for,
+    assert_never,
+)
 from dynscope.analysis.ranks import rank_differences
-from dynscope.analysis.run_view import run_view
+from dynscope.analysis.run_view import RunView, run_view
+from dynscope.analysis.runtime import cudagraph_line
 from dynscope.analysis.source import SourceAccess
 from dynscope.analysis.summary import break_json, compile_json, error_json, kernel_json, recompile_json, stage_json
 from dynscope.errors import DynscopeError
-from dynscope.model import Capture, Compile, Stage
+from dynscope.model import Capture, Compile, Recompile, Stage
 from dynscope.reporters import ReportOptions
 from dynscope.safe_text import doc_url, json_text, visible, visible_strings
 
@@ -159,14 +169,14 @@ class _RankView:
         view = run_view(capture)
         compiles, groups, recompiles = view.compiles, view.break_groups, view.recompiles
         detailed = self._detailed_ids(compiles, groups, recompiles)
-        self._modes = self._compile_modes()
+        self._modes = self._compile_modes(view)
         return {
             "id": f"r{self.index}",
             "label": f"rank {run.rank}" if run.world_size and run.world_size > 1 else "run",
             "run": self._run_facts(),
             "counts": view.totals,
             "problems": [self._problem(p, groups, recompiles) for p in view.problems[:10]],
-            "runtime": self._runtime(),
+            "runtime": self._runtime(view),
             "minify": view.minify_results,
             "not_understood": not_understood_line(view.not_understood),
             "stage_totals": self._stage_totals(stage_seconds(compiles)),
@@ -208,21 +218,25 @@ class _RankView:
         return [{"name": n, "seconds": v, "percent": 100 * v / whole, "color": _STAGE_COLORS.get(n, "#868e96")}
                 for n, v in totals_by_stage.items()]
 
-    def _problem(self, problem: Problem, groups: list, recompiles: list) -> dict[str, Any]:
+    def _problem(self, problem: Problem, groups: list[BreakGroup], recompiles: list[Recompile]) -> dict[str, Any]:
         """A ranked problem with a link to the section that explains it."""
-        if problem.kind == "graph_break":
-            anchor = f"r{self.index}-break-{groups.index(problem.subject)}"
-        elif problem.kind == "recompile":
-            anchor = f"r{self.index}-recompile-{recompiles.index(problem.subject[0])}"
-        elif problem.kind == "recompile_limit" and any(r.compile_id == problem.compile_ids[0] for r in recompiles):
-            anchor = f"r{self.index}-recompile-" + str(next(
-                i for i, r in enumerate(recompiles) if r.compile_id == problem.compile_ids[0]))
-        elif problem.kind == "skipped_frame" and any(set(problem.compile_ids) & set(g.skipped_compile_ids)
-                                                     for g in groups):
-            anchor = f"r{self.index}-break-" + str(next(
-                i for i, g in enumerate(groups) if set(problem.compile_ids) & set(g.skipped_compile_ids)))
-        else:
-            anchor = f"r{self.index}-errors"
+        errors = f"r{self.index}-errors"
+        match problem:
+            case GraphBreakProblem(group=group):
+                anchor = f"r{self.index}-break-{groups.index(group)}"
+            case RecompileProblem(recompiles=frame_recompiles):
+                anchor = f"r{self.index}-recompile-{recompiles.index(frame_recompiles[0])}"
+            case RecompileLimitProblem(hit=hit):  # the recompile that hit it, when it was recorded as one
+                limit = next((i for i, r in enumerate(recompiles) if r.compile_id == hit.compile_id), None)
+                anchor = errors if limit is None else f"r{self.index}-recompile-{limit}"
+            case SkippedFrameProblem():  # the graph break that made Dynamo give up on the frame
+                skipped = set(problem.compile_ids)
+                cause = next((i for i, g in enumerate(groups) if skipped & set(g.skipped_compile_ids)), None)
+                anchor = errors if cause is None else f"r{self.index}-break-{cause}"
+            case CompileErrorProblem():
+                anchor = errors
+            case _:
+                assert_never(problem)
         loc = problem.location
         return {"kind": problem.kind.replace("_", " "), "title": problem.title, "explanation": problem.explanation,
                 "hint": problem.hint, "count": problem.count, "anchor": anchor, "fixes": list(problem.fixes),
@@ -230,26 +244,25 @@ class _RankView:
                 "cost": seconds_text(problem.cost_s) if problem.cost_s is not None else None,
                 "cost_detail": problem.cost_detail}
 
-    def _compile_modes(self) -> dict[str | None, list[str]]:
+    def _compile_modes(self, view: RunView) -> dict[str | None, list[str]]:
         """Per compile: why CUDA graphs were skipped, and what autotuning picked (one line each)."""
         lines: dict[str | None, list[str]] = {}
-        for c in self.capture.runtime.cudagraphs if self.capture.runtime is not None else ():
-            lines.setdefault(c.compile_id, []).append(runtime.cudagraph_line(c))
-        for k in self.capture.cudagraph_skips():
+        for c in view.profile.cudagraphs if view.profile is not None else ():
+            lines.setdefault(c.compile_id, []).append(cudagraph_line(c))
+        for k in view.cudagraph_skips:
             lines.setdefault(k.compile_id, []).append(f"CUDA graphs skipped: {k.reason}")
-        for a in self.capture.autotuning():
+        for a in view.autotuning:
             timed = ", ".join(f"{c.name} {c.ms:.4f} ms" if c.ms is not None else f"{c.name} failed" for c in a.choices[:5])
             lines.setdefault(a.compile_id, []).append(
                 f"autotuned {a.op}: picked {a.picked} of {a.choices_total} choices ({timed})")
         return lines
 
-    def _runtime(self) -> dict[str, Any] | None:
+    def _runtime(self, view: RunView) -> dict[str, Any] | None:
         """Where the profiled run's time went (None when it was not profiled)."""
-        profile = self.capture.runtime
-        if profile is None:
+        profile, split = view.profile, view.time_split
+        if profile is None or split is None:
             return None
-        split = runtime.time_split(self.capture, profile)
-        overall = runtime.run_vs_eager(profile)
+        overall = view.vs_eager
         vs_eager = None
         if overall is not None:
             vs_eager = (f"not comparable: {overall.why_not}" if not overall.comparable or overall.speedup is None

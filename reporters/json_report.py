@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, TextIO
 
+from dynscope.analysis.run_view import run_view
 from dynscope.analysis.summary import kernel_json, stage_json, summary_document
 from dynscope.model import Capture
 from dynscope.reporters import ReportOptions
@@ -19,7 +20,7 @@ SET_SCHEMA = "dynscope.report-set/1"
 
 
 def report_document(capture: Capture) -> dict[str, Any]:
-    document = summary_document(capture)
+    document = summary_document(run_view(capture))
     document["schema"] = SCHEMA
     document["summary_schema"] = "dynscope.summary/1"
     for entry in document["compiles"]:

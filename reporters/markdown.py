@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TextIO
 
-from dynscope.analysis import runtime
 from dynscope.analysis.fix_document import FixDocument
 from dynscope.analysis.names import command_line, first_line, friendly_function, location, seconds_text
 from dynscope.analysis.overview import not_understood_line
@@ -66,13 +65,13 @@ def _capture_section(out: _Budget, capture: Capture, *, titled: bool) -> None:
             f"| {t.frames} | {t.compiles} | {t.graphs} | {t.graph_breaks} ({t.distinct_graph_breaks} distinct) "
             f"| {t.recompiles} | {t.errors} | {t.compile_time_s:.2f} s |\n")
 
-    if capture.runtime is not None:
-        _time_split(out, capture)
+    if view.profiled:
+        _time_split(out, view)
 
     if groups:
-        ranked = runtime.breaks_with_costs(capture, groups)
-        groups, costings = [g for g, _ in ranked], [c for _, c in ranked]
-        order = ", most costly first" if capture.runtime is not None else ""
+        ranked = view.breaks_by_cost
+        groups, costings = [b.group for b in ranked], [b.costing for b in ranked]
+        order = ", most costly first" if view.profiled else ""
         out.add(f"\n#### Graph breaks{order}\n\n")
         for i, (g, costing) in enumerate(zip(groups[:_MAX_ITEMS], costings), 1):
             loc = g.location
@@ -100,16 +99,17 @@ def _capture_section(out: _Budget, capture: Capture, *, titled: bool) -> None:
         out.skip(len(groups) - _MAX_ITEMS)
 
     if recompiles:
-        profile = capture.runtime
-        served = " calls served |" if profile is not None else ""
+        profiled = view.profiled
+        served = " calls served |" if profiled else ""
         out.add(f"\n#### Recompiles\n\n| function | compile | failed guard | expected | actual |{served}\n"
-                f"|---|---|---|---|---|{'---:|' if profile is not None else ''}\n")
-        for r in recompiles[:_MAX_ITEMS]:
-            f = r.failures[0]
-            calls = f" {runtime.version_calls(profile, r.compile_id)} |" if profile is not None else ""
+                f"|---|---|---|---|---|{'---:|' if profiled else ''}\n")
+        for version in view.recompile_runtimes[:_MAX_ITEMS]:
+            r = version.recompile
+            failure = r.failures[0]
+            calls = f" {version.calls} |" if version.calls is not None else ""
             out.add(f"| {code(friendly_function(r.function), cell=True)} ({text(location(r.file, r.line, cwd))}) "
-                    f"| {code(r.compile_id, cell=True)} | {code(f.guard or f.reason, cell=True)} "
-                    f"| {code(f.expected or '?', cell=True)} | {code(f.actual or '?', cell=True)} |{calls}\n")
+                    f"| {code(r.compile_id, cell=True)} | {code(failure.guard or failure.reason, cell=True)} "
+                    f"| {code(failure.expected or '?', cell=True)} | {code(failure.actual or '?', cell=True)} |{calls}\n")
         out.skip(len(recompiles) - _MAX_ITEMS)
 
     hits = view.recompile_limit_hits
@@ -145,12 +145,12 @@ def _capture_section(out: _Budget, capture: Capture, *, titled: bool) -> None:
                     + (f"; repro ({m.nodes_after} compute nodes, verified in a fresh process) at {code(m.repro)}"
                        if m.verified and m.repro else "; no verified repro") + "\n")
 
-    fixes = capture.fix_results()
+    fixes = view.fix_results
     if fixes:
         out.add("\n#### dynscope fix: verified fixes\n\n")
-        for f in fixes[:_MAX_ITEMS]:
-            where = location(f.file, f.line, cwd) if f.file else "?"
-            out.add(f"- {text(f.detail)} at {code(where)}: {code(f.remedy)} — **{text(f.verdict)}**, outputs equal\n")
+        for fix in fixes[:_MAX_ITEMS]:
+            where = location(fix.file, fix.line, cwd) if fix.file else "?"
+            out.add(f"- {text(fix.detail)} at {code(where)}: {code(fix.remedy)} — **{text(fix.verdict)}**, outputs equal\n")
         out.skip(len(fixes) - _MAX_ITEMS)
 
     if compiles:
@@ -160,14 +160,16 @@ def _capture_section(out: _Budget, capture: Capture, *, titled: bool) -> None:
         out.force(f"\n_{text(unread)}_\n")
 
 
-def _time_split(out: _Budget, capture: Capture) -> None:
-    split = runtime.time_split(capture, capture.runtime)
-    how = "CUDA events" if capture.runtime.method == "cuda_events" else "the host clock"
+def _time_split(out: _Budget, view: RunView) -> None:
+    profile, split = view.profile, view.time_split
+    if profile is None or split is None:
+        return
+    how = "CUDA events" if profile.method == "cuda_events" else "the host clock"
     out.add(f"\n#### Where the time went ({seconds_text(split.wall_s)} profiled, measured with {how})\n\n"
             "| | time | share |\n|---|---:|---:|\n"
             + "".join(f"| {label} | {seconds_text(value)} | {value / split.wall_s if split.wall_s else 0:.0%} |\n"
                       for label, value in split.parts()))
-    overall = runtime.run_vs_eager(capture.runtime)
+    overall = view.vs_eager
     if overall is not None:
         if overall.comparable and overall.speedup is not None:
             paid = (f"compiling ({seconds_text(overall.compile_s)}) paid back after {overall.break_even_calls} steps"

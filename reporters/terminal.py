@@ -9,13 +9,12 @@ from rich.console import Console, Group
 from rich.markup import escape
 from rich.text import Text
 
-from dynscope.analysis import runtime
-from dynscope.analysis.breaks import BreakGroup
 from dynscope.analysis.names import command_line, condensed, first_line, friendly_function, location, plural, seconds_text, short_path
 from dynscope.analysis.overview import not_understood_line, stage_seconds
 from dynscope.analysis.problems import advice_for
 from dynscope.analysis.run_view import RunView, run_view
-from dynscope.model import Capture, Recompile, RecompileLimitHit, SkippedFrame
+from dynscope.analysis.runtime import VsEager, cudagraph_line
+from dynscope.model import Capture, FixResult, RecompileLimitHit, SkippedFrame
 from dynscope.model.records import ChildCapture
 from dynscope.reporters import ReportOptions
 from dynscope.safe_text import safe_console, visible
@@ -66,8 +65,8 @@ def render_summary(capture: Capture, console: Console) -> None:
     elif children:
         console.print(_children_line(children))
     console.print()
-    if capture.runtime is not None:
-        console.print(_runtime_section(capture))
+    if view.profiled:
+        console.print(_runtime_section(view))
     limit_hits = view.recompile_limit_hits
     if limit_hits:
         console.print(_limit_section(limit_hits, cwd))
@@ -76,9 +75,9 @@ def render_summary(capture: Capture, console: Console) -> None:
         console.print(_skipped_section(skipped, cwd))
     fixes = view.fix_results
     if groups:
-        console.print(_breaks_section(capture, groups, cwd, fixes))
+        console.print(_breaks_section(view, cwd, fixes))
     if recompiles:
-        console.print(_recompiles_section(capture, recompiles, cwd, fixes))
+        console.print(_recompiles_section(view, cwd, fixes))
     if errors:
         console.print(Text(f"Compile errors ({len(errors)})", style="bold red"))
         for e in errors[:_MAX_LISTED]:
@@ -90,7 +89,7 @@ def render_summary(capture: Capture, console: Console) -> None:
         console.print()
     for result in view.minify_results:
         console.print(Text("dynscope minify: ", style="bold red") + Text(result.headline))
-    modes = _compile_modes_section(capture)
+    modes = _compile_modes_section(view)
     if modes is not None:
         console.print(modes)
     if compiles:
@@ -200,17 +199,17 @@ def _counts(view: RunView) -> Text:
     return text
 
 
-def _fix_lines(fixes: list, kind: str, file: str | None, line: int | None, function: str | None = None) -> list[Text]:
+def _fix_lines(fixes: Sequence[FixResult], kind: str, file: str | None, line: int | None, function: str | None = None) -> list[Text]:
     """The remedies `dynscope fix` proved for this problem, beside it."""
     return [Text(f"    verified fix (dynscope fix): {f.remedy} — {f.verdict}, outputs equal", style="bold green")
             for f in fixes if f.matches(kind, file, line, function)]
 
 
-def _breaks_section(capture: Capture, groups: list[BreakGroup], cwd: str | None, fixes: list = ()) -> Group:
+def _breaks_section(view: RunView, cwd: str | None, fixes: Sequence[FixResult] = ()) -> Group:
+    ranked = view.breaks_by_cost
+    groups, costings = [b.group for b in ranked], [b.costing for b in ranked]
     total = sum(g.count for g in groups)
-    ranked = runtime.breaks_with_costs(capture, groups)
-    groups, costings = [g for g, _ in ranked], [c for _, c in ranked]
-    order = "most costly first" if capture.runtime is not None else "most frequent first"
+    order = "most costly first" if view.profiled else "most frequent first"
     rows: list = [Text(f"Graph breaks ({len(groups)} distinct, {total} in all), {order}", style="bold yellow")]
     for i, (g, costing) in enumerate(zip(groups[:_MAX_LISTED], costings), 1):
         title = Text(f" {i}. ×{g.count}  ", style="bold")
@@ -250,10 +249,11 @@ def _breaks_section(capture: Capture, groups: list[BreakGroup], cwd: str | None,
     return Group(*rows)
 
 
-def _runtime_section(capture: Capture) -> Group:
+def _runtime_section(view: RunView) -> Group:
     """Where the profiled run's time went, and what compiling bought against eager."""
-    profile = capture.runtime
-    split = runtime.time_split(capture, profile)
+    profile, split = view.profile, view.time_split
+    if profile is None or split is None:
+        return Group()
     how = "CUDA events (device time)" if profile.method == "cuda_events" else "the host clock"
     cut = "" if profile.complete else ", up to the last snapshot before the run was cut short"
     rows: list = [Text(f"Where the time went ({seconds_text(split.wall_s)} profiled, measured with {how}{cut})",
@@ -266,18 +266,19 @@ def _runtime_section(capture: Capture) -> Group:
                          + (f", {seconds_text(entry.per_call_s)} a call once compiled" if entry.per_call_s else "")
                          + (f" ({entry.compiling_calls} compiling: {seconds_text(entry.compiling_seconds)})"
                             if entry.compiling_calls else ""), style="dim"))
-    overall = runtime.run_vs_eager(profile)
+    overall = view.vs_eager
     if overall is not None:
         rows.append(_vs_eager_line(overall))
     rows.append(Text(""))
     return Group(*rows)
 
 
-def _vs_eager_line(v: runtime.VsEager) -> Text:
-    if not v.comparable or v.speedup is None:
+def _vs_eager_line(v: VsEager) -> Text:
+    compiled, eager = v.compiled_per_call_s, v.eager_per_call_s  # both known when comparable
+    if not v.comparable or v.speedup is None or compiled is None or eager is None:
         return Text(f"  vs eager: not comparable: {v.why_not}", style="yellow")
     text = Text(f"  vs eager: compiled code ran {v.speedup:.2f}× "
-                f"({seconds_text(v.compiled_per_call_s)} vs {seconds_text(v.eager_per_call_s)} a step); ",
+                f"({seconds_text(compiled)} vs {seconds_text(eager)} a step); ",
                 style="bold green" if v.speedup > 1 else "bold red")
     if v.break_even_calls is None:
         text.append(f"compiling ({seconds_text(v.compile_s)}) never pays back: compiled steps are not faster")
@@ -286,16 +287,16 @@ def _vs_eager_line(v: runtime.VsEager) -> Text:
     return text
 
 
-def _compile_modes_section(capture: Capture) -> Group | None:
+def _compile_modes_section(view: RunView) -> Group | None:
     """reduce-overhead's CUDA-graph skips and max-autotune's choices, by compile."""
-    skips, tuned = capture.cudagraph_skips(), capture.autotuning()
-    counts = capture.runtime.cudagraphs if capture.runtime is not None else ()
+    skips, tuned = view.cudagraph_skips, view.autotuning
+    counts = view.profile.cudagraphs if view.profile is not None else ()
     if not skips and not tuned and not counts:
         return None
     rows: list = []
     if counts:
         rows.append(Text("CUDA graphs (mode=\"reduce-overhead\")", style="bold"))
-        rows += [Text(f"  {c.compile_id}: {runtime.cudagraph_line(c).removeprefix('CUDA graphs: ')}") for c in counts]
+        rows += [Text(f"  {c.compile_id}: {cudagraph_line(c).removeprefix('CUDA graphs: ')}") for c in counts]
     if skips:
         rows.append(Text(f"CUDA graphs skipped ({len(skips)})", style="bold yellow"))
         for k in skips[:_MAX_LISTED]:
@@ -345,16 +346,16 @@ def _skipped_section(skipped: list[SkippedFrame], cwd: str | None) -> Group:
     return Group(*rows)
 
 
-def _recompiles_section(capture: Capture, recompiles: list[Recompile], cwd: str | None, fixes: list = ()) -> Group:
+def _recompiles_section(view: RunView, cwd: str | None, fixes: Sequence[FixResult] = ()) -> Group:
+    recompiles = view.recompile_runtimes
     rows: list = [Text(f"Recompiles ({len(recompiles)})", style="bold yellow")]
-    profile = capture.runtime
-    for r in recompiles[:_MAX_LISTED]:
+    for version in recompiles[:_MAX_LISTED]:
+        r = version.recompile
         head = Text(f"  {friendly_function(r.function)}", style="bold")
         head.append(f" ({location(r.file, r.line, cwd)}) → compile {r.compile_id}", style="cyan")
-        if profile is not None:
-            calls = runtime.version_calls(profile, r.compile_id)
-            head.append(f"  served {plural(calls, 'call')}; recompiling took "
-                        f"{seconds_text(runtime.recompile_cost(capture, [r]))}", style="magenta")
+        if version.calls is not None and version.cost_s is not None:  # profiled
+            head.append(f"  served {plural(version.calls, 'call')}; recompiling took "
+                        f"{seconds_text(version.cost_s)}", style="magenta")
         rows.append(head)
         failure = r.failures[0]
         line = Text("    guard failed: ")
@@ -369,7 +370,7 @@ def _recompiles_section(capture: Capture, recompiles: list[Recompile], cwd: str 
         if len(r.failures) > 1:
             older = len(r.failures) - 1
             rows.append(Text(f"    (+{plural(older, 'older cached compile')} also rejected the call)", style="dim"))
-        advice = advice_for(capture, r)  # which dimension of which input, and what to do about it
+        advice = advice_for(view.capture, r)  # which dimension of which input, and what to do about it
         if advice:
             rows.append(Text(f"    try: {advice}", style="green"))
         rows += _fix_lines(fixes, "recompile", r.file, r.line, r.function)

@@ -11,16 +11,24 @@ from textual.containers import Vertical
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from dynscope.analysis import runtime
 from dynscope.analysis.names import friendly_function, location, plural, seconds_text
 from dynscope.analysis.overview import Totals, not_understood_line
-from dynscope.analysis.problems import Problem
-from dynscope.analysis.run_view import run_view
+from dynscope.analysis.problems import (
+    CompileErrorProblem,
+    GraphBreakProblem,
+    Problem,
+    ProblemKind,
+    RecompileLimitProblem,
+    RecompileProblem,
+    SkippedFrameProblem,
+    assert_never,
+)
+from dynscope.analysis.run_view import RunView, run_view
 from dynscope.model import Capture, Run
 from dynscope.tui.messages import ShowBreak, ShowGuards, ShowStage
 from dynscope.tui.text import first_line, line, lines_of, plain, seconds
 
-_KIND_STYLE = {"error": "bold red", "recompile_limit": "bold red", "skipped_frame": "bold yellow",
+_KIND_STYLE: dict[ProblemKind, str] = {"error": "bold red", "recompile_limit": "bold red", "skipped_frame": "bold yellow",
                "graph_break": "bold yellow", "recompile": "bold magenta"}
 
 
@@ -43,7 +51,7 @@ class OverviewPane(Vertical):
         if self.comparison:
             yield Static(plain(f"Compared with {self.comparison[0]}", "bold"), classes="section-title")
             yield Static(comparison_text(self.comparison[1:]), id="comparison")
-        order = "most costly first" if self.capture.runtime is not None else "worst first"
+        order = "most costly first" if run_view(self.capture).profiled else "worst first"
         title = f"Top problems ({len(self.problems)}), {order}" if self.problems else "No problems found"
         yield Static(plain(title, "bold"), classes="section-title")
         if self.problems:
@@ -60,12 +68,15 @@ class OverviewPane(Vertical):
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         event.stop()
         problem = self.problems[int(event.option.id or 1) - 1]
-        if problem.kind == "graph_break":
-            self.post_message(ShowBreak(problem.subject.first.event_id))
-        elif problem.kind in ("recompile", "recompile_limit"):
-            self.post_message(ShowGuards(problem.compile_ids[0]))
-        else:
-            self.post_message(ShowStage(problem.compile_ids[0]))
+        match problem:
+            case GraphBreakProblem(group=group):
+                self.post_message(ShowBreak(group.first.event_id))
+            case RecompileProblem() | RecompileLimitProblem():
+                self.post_message(ShowGuards(problem.compile_ids[0]))
+            case CompileErrorProblem() | SkippedFrameProblem():
+                self.post_message(ShowStage(problem.compile_ids[0]))
+            case _:
+                assert_never(problem)
 
 
 def divergence_text(divergence: tuple) -> Text:
@@ -107,15 +118,15 @@ def run_facts(capture: Capture, totals: Totals, *, hide_volatile: bool) -> Text:
     if not hide_volatile and totals.compile_time_s:
         by_stage = " · ".join(f"{name} {value:.2f}" for name, value in totals.stage_times.items())
         rows.append(line(("compile time ", "dim"), seconds(totals.compile_time_s), (f"  ({by_stage})", "dim")))
-    if capture.runtime is not None and not hide_volatile:
-        rows.extend(time_rows(capture))
+    view = run_view(capture)
+    if not hide_volatile:
+        rows.extend(time_rows(view))
     if totals.compiles == 0:
         rows.append(plain("torch.compile compiled nothing: was the compiled function called?", "yellow"))
     exception = capture.exception
     if exception is not None:
         raised = f"{exception.type}: {first_line(exception.message)}"
         rows.append(line(("the program raised ", "red"), (raised, "bold red")))
-    view = run_view(capture)
     for result in view.minify_results:
         rows.append(line(("dynscope minify ", "bold red"), result.headline))
     missing = [name for name, ok in run.probes.items() if not ok]
@@ -135,16 +146,18 @@ def run_facts(capture: Capture, totals: Totals, *, hide_volatile: bool) -> Text:
     return lines_of(*rows)
 
 
-def time_rows(capture: Capture) -> list[Text]:
-    """Where the profiled run's time went, and the comparison with eager when there is one."""
-    split = runtime.time_split(capture, capture.runtime)
+def time_rows(view: RunView) -> list[Text]:
+    """Where the profiled run's time went, and the comparison with eager when there is one (none: not profiled)."""
+    split = view.time_split
+    if split is None:
+        return []
     rows = [line(("time ", "dim"), f"{seconds_text(split.wall_s)} profiled: ",
                  ("compiled graphs ", "dim"), seconds_text(split.compiled_s),
                  (" · at graph breaks ", "dim"), (seconds_text(split.eager_between_graphs_s), "bold magenta"),
                  (" · guards ", "dim"), seconds_text(split.guard_s),
                  (" · compiling ", "dim"), seconds_text(split.compile_s),
                  (" · rest ", "dim"), seconds_text(split.rest_s))]
-    overall = runtime.run_vs_eager(capture.runtime)
+    overall = view.vs_eager
     if overall is not None and overall.comparable and overall.speedup is not None:
         paid = (f"compiling paid back after {plural(overall.break_even_calls, 'step')}"
                 if overall.break_even_calls is not None else "compiling never pays back")
@@ -180,7 +193,7 @@ def outcome(run: Run, hide_volatile: bool) -> Text:
 def problem_prompt(index: int, problem: Problem, cwd: str | None) -> Table:
     """A problem in a two-column grid, so its wrapped lines keep their indent."""
     head = plain(problem.title, _KIND_STYLE[problem.kind])
-    if problem.kind == "graph_break" and problem.count > 1:  # the other kinds' titles say their count
+    if isinstance(problem, GraphBreakProblem) and problem.count > 1:  # the other kinds' titles say their count
         head.append(f"  ×{problem.count}", style="bold")
     if problem.cost_s is not None:
         head = line((f"{seconds_text(problem.cost_s)}  ", "bold magenta"), head)

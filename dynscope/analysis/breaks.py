@@ -52,7 +52,7 @@ def group_breaks(breaks: list[GraphBreak]) -> list[BreakGroup]:
     """Same type at the same file:line is one group (a chained break such as "graph break in
     loop" is typed by its root cause, so it joins its cause's group). Most frequent first, then
     first seen."""
-    groups: dict[tuple, list[GraphBreak]] = {}
+    groups: dict[tuple[str, str | None, int | None], list[GraphBreak]] = {}
     for b in breaks:
         loc = b.location
         groups.setdefault((b.gb_type or b.headline, loc.file, loc.line), []).append(b)

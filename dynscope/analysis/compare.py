@@ -11,11 +11,11 @@ from __future__ import annotations
 import os
 import re
 from collections import Counter
+from collections.abc import Callable, Hashable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
-from dynscope.analysis import runtime
 from dynscope.analysis.breaks import BreakGroup
 from dynscope.analysis.run_view import run_view
 from dynscope.analysis.summary import break_json, error_json, recompile_json
@@ -23,6 +23,9 @@ from dynscope.model import Capture, Compile, CompileError, Recompile
 
 SCHEMA = "dynscope.compare/1"
 _RESUME_LINE = re.compile(r"_at_\d+$")
+_T = TypeVar("_T")
+_BreakKey = tuple[str | int | None, ...]  # what makes two runs' breaks the same break
+_CodeIndex = dict[str, tuple[int, list[str]]]  # Capture.output_code_index: compile id -> (bytes, kernel names)
 
 
 @dataclass(frozen=True)
@@ -88,23 +91,26 @@ def same_function(name: str | None) -> str | None:
 def _match_breaks(result: Comparison) -> None:
     cwd_a, cwd_b = result.before.run.cwd, result.after.run.cwd
 
-    def same_place(g: BreakGroup, cwd: str | None) -> tuple:
+    def same_place(g: BreakGroup, cwd: str | None) -> _BreakKey:
         return (_kind(g), relative(g.location.file, cwd), g.location.line)
 
-    def same_code(g: BreakGroup, cwd: str | None) -> tuple | None:  # wherever an edit moved it
+    def same_code(g: BreakGroup, cwd: str | None) -> _BreakKey | None:  # wherever an edit moved it
         code = (g.location.code or "").strip()
         return (_kind(g), relative(g.location.file, cwd), g.location.function, code) if code else None
 
     removed = list(run_view(result.before).break_groups)  # copies: matching takes items out
     added = list(run_view(result.after).break_groups)
-    for key, pairs in ((same_place, None), (same_code, result.breaks_moved)):
-        pool: dict[tuple, list[BreakGroup]] = {}
+    keys: tuple[tuple[Callable[[BreakGroup, str | None], _BreakKey | None], list[MovedBreak] | None], ...] = (
+        (same_place, None), (same_code, result.breaks_moved))
+    for key, pairs in keys:
+        pool: dict[_BreakKey, list[BreakGroup]] = {}
         for g in removed:
             if (k := key(g, cwd_a)) is not None:
                 pool.setdefault(k, []).append(g)
         unmatched = []
         for g in added:
-            candidates = pool.get(key(g, cwd_b)) if key(g, cwd_b) is not None else None
+            k = key(g, cwd_b)
+            candidates = pool.get(k) if k is not None else None
             if not candidates:
                 unmatched.append(g)
                 continue
@@ -127,12 +133,14 @@ def _guard_key(r: Recompile) -> str:
     return (failure.guard if failure and failure.guard else r.reason.splitlines()[0] if r.reason else "")
 
 
-def _difference(before: list, after: list, key, cwd_a, cwd_b) -> tuple[list, list]:
+def _difference(before: list[_T], after: list[_T], key: Callable[[_T, str | None], Hashable],
+                cwd_a: str | None, cwd_b: str | None) -> tuple[list[_T], list[_T]]:
     """Items of ``after`` beyond ``before``'s count of the same key, and the reverse."""
     count_a = Counter(key(x, cwd_a) for x in before)
     count_b = Counter(key(x, cwd_b) for x in after)
-    added, removed = [], []
-    seen: Counter = Counter()
+    added: list[_T] = []
+    removed: list[_T] = []
+    seen: Counter[Hashable] = Counter()
     for x in after:
         k = key(x, cwd_b)
         seen[k] += 1
@@ -149,14 +157,14 @@ def _difference(before: list, after: list, key, cwd_a, cwd_b) -> tuple[list, lis
 
 # -- frames -----------------------------------------------------------------------------------
 
-def _read(capture: Capture) -> dict[str, tuple[int, list[str]]]:
+def _read(capture: Capture) -> _CodeIndex:
     capture.compiles(), capture.graph_breaks(), capture.recompiles(), capture.errors()
     return capture.output_code_index()
 
 
-def _frames(before: Capture, after: Capture, code_a: dict, code_b: dict) -> list[dict[str, Any]]:
-    def by_frame(capture: Capture) -> dict[tuple, list[Compile]]:
-        frames: dict[tuple, list[Compile]] = {}
+def _frames(before: Capture, after: Capture, code_a: _CodeIndex, code_b: _CodeIndex) -> list[dict[str, Any]]:
+    def by_frame(capture: Capture) -> dict[tuple[str | None, str | None], list[Compile]]:
+        frames: dict[tuple[str | None, str | None], list[Compile]] = {}
         for c in capture.compiles():
             frames.setdefault((same_function(c.function), relative(c.file, capture.run.cwd)), []).append(c)
         return frames
@@ -194,7 +202,7 @@ def _ops(compiles: list[Compile]) -> int:
     return sum(c.graph_op_count or 0 for c in compiles)
 
 
-def _code_bytes(index: dict[str, tuple[int, list[str]]], compiles: list[Compile]) -> int:
+def _code_bytes(index: _CodeIndex, compiles: list[Compile]) -> int:
     return sum(index.get(c.compile_id, (0, []))[0] for c in compiles)
 
 
@@ -234,9 +242,9 @@ def comparison_document(result: Comparison) -> dict[str, Any]:
 def _runtime_pair(before: Capture, after: Capture) -> dict[str, Any] | None:
     """Where each profiled run's time went; None when neither run was profiled."""
     def split(capture: Capture) -> dict[str, float] | None:
-        if capture.runtime is None:
+        t = run_view(capture).time_split
+        if t is None:
             return None
-        t = runtime.time_split(capture, capture.runtime)
         return {"wall_s": t.wall_s, "compiled_s": t.compiled_s, "eager_between_graphs_s": t.eager_between_graphs_s,
                 "guard_s": t.guard_s, "compile_s": t.compile_s}
 

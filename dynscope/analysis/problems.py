@@ -19,20 +19,31 @@ problem with a measured cost, most expensive first, then the others in the order
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass, replace
-from typing import Protocol
+from typing import ClassVar, Literal, NoReturn, Protocol, TypeAlias, TypeVar
 
-from dynscope.analysis import runtime
 from dynscope.analysis.breaks import BreakGroup
 from dynscope.analysis.names import condensed, first_line, friendly_function, plural
+from dynscope.analysis.runtime import CostedBreak, Costing, FrameRecompiles
+from dynscope.events import ProblemKind
 from dynscope.model import Capture, CompileError, FixResult, GuardFailure, Recompile, RecompileLimitHit, SkippedFrame, StackFrame
 
-_SEVERITY = {"error": 0, "recompile_limit": 1, "skipped_frame": 2, "graph_break": 3, "recompile": 4}
+if sys.version_info >= (3, 11):
+    from typing import assert_never
+else:  # Python 3.10: the same check for the type checker, an error if ever reached
+    def assert_never(value: NoReturn, /) -> NoReturn:
+        raise AssertionError(f"unhandled case: {value!r}")
+
+_SEVERITY: dict[ProblemKind, int] = {"error": 0, "recompile_limit": 1, "skipped_frame": 2, "graph_break": 3,
+                                     "recompile": 4}
 
 
-@dataclass(frozen=True)
-class Problem:
-    kind: str  # "error" | "recompile_limit" | "skipped_frame" | "graph_break" | "recompile"
+@dataclass(frozen=True, kw_only=True)
+class _Problem:
+    """What every problem shows; each kind below adds the records behind it."""
+
+    kind: ClassVar[ProblemKind]
     title: str  # one line: what happened
     explanation: str  # one line, plain words: why
     hint: str | None  # one line: what to try
@@ -40,8 +51,6 @@ class Problem:
     count: int  # occurrences (breaks, recompiles) or 1
     compile_ids: tuple[str, ...]
     compile_time_s: float  # compile time spent on the compiles involved
-    # the records behind it
-    subject: BreakGroup | tuple[Recompile, ...] | CompileError | RecompileLimitHit | tuple[SkippedFrame, ...]
     cost_s: float | None = None  # measured seconds it cost over the run (profiled runs only)
     cost_detail: str | None = None  # one line: how that cost arose
     calls: int | None = None  # profiled: calls affected (through the break; served by the recompiled versions)
@@ -52,59 +61,100 @@ class Problem:
         return _SEVERITY[self.kind]
 
 
+@dataclass(frozen=True, kw_only=True)
+class CompileErrorProblem(_Problem):
+    kind: ClassVar[Literal["error"]] = "error"
+    error: CompileError
+
+
+@dataclass(frozen=True, kw_only=True)
+class RecompileLimitProblem(_Problem):
+    kind: ClassVar[Literal["recompile_limit"]] = "recompile_limit"
+    hit: RecompileLimitHit
+
+
+@dataclass(frozen=True, kw_only=True)
+class SkippedFrameProblem(_Problem):
+    """Frames Dynamo gave up on for one cause at one place."""
+
+    kind: ClassVar[Literal["skipped_frame"]] = "skipped_frame"
+    frames: tuple[SkippedFrame, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class GraphBreakProblem(_Problem):
+    kind: ClassVar[Literal["graph_break"]] = "graph_break"
+    group: BreakGroup
+
+
+@dataclass(frozen=True, kw_only=True)
+class RecompileProblem(_Problem):
+    """The recompiles of one frame."""
+
+    kind: ClassVar[Literal["recompile"]] = "recompile"
+    recompiles: tuple[Recompile, ...]
+
+
+# One type per kind: views `match` on it, and the type checker sees every case (assert_never).
+Problem: TypeAlias = CompileErrorProblem | RecompileLimitProblem | SkippedFrameProblem | GraphBreakProblem | RecompileProblem
+
+
 class RunFacts(Protocol):
     """What the ranking reads: dynscope.analysis.run_view.RunView (derived once per capture)."""
 
-    errors: list[CompileError]
-    recompile_limit_hits: list[RecompileLimitHit]
-    skipped_frames: list[SkippedFrame]
-    break_groups: list[BreakGroup]
-    recompiles: list[Recompile]
-    dynamic_sources: dict[str, tuple[str, ...]]
-    compile_seconds: dict[str, float]
-    fix_results: list[FixResult]
-    capture: Capture  # its profiled runtime, when there is one
+    @property
+    def errors(self) -> list[CompileError]: ...
+    @property
+    def recompile_limit_hits(self) -> list[RecompileLimitHit]: ...
+    @property
+    def skipped_frames(self) -> list[SkippedFrame]: ...
+    @property
+    def costed_breaks(self) -> list[CostedBreak]: ...
+    @property
+    def frame_recompiles(self) -> list[FrameRecompiles]: ...
+    @property
+    def dynamic_sources(self) -> dict[str, tuple[str, ...]]: ...
+    @property
+    def compile_seconds(self) -> dict[str, float]: ...
+    @property
+    def fix_results(self) -> list[FixResult]: ...
+    @property
+    def profiled(self) -> bool: ...
 
 
 def top_problems(run: RunFacts) -> list[Problem]:
     """Views read the ranking once, from ``run_view(capture).problems``."""
     seconds = run.compile_seconds
-    problems = [_error(e, seconds) for e in run.errors]
+    problems: list[Problem] = [_error(e, seconds) for e in run.errors]
     problems += [_limit_hit(h) for h in run.recompile_limit_hits]
     problems += [_skipped(fs, seconds) for fs in _skipped_by_cause(run.skipped_frames)]
-    problems += [_graph_break(g, seconds) for g in run.break_groups]
+    problems += [_graph_break(b.group, seconds, b.costing) for b in run.costed_breaks]
     dynamic = run.dynamic_sources
-    problems += [_recompiles(rs, seconds, dynamic) for rs in _recompiles_by_frame(run.recompiles)]
+    problems += [_recompiles(f.recompiles, seconds, dynamic, f.costing) for f in run.frame_recompiles]
     fixes = run.fix_results
     if fixes:  # what `dynscope fix` proved, beside the problem it fixes
         problems = [replace(p, fixes=tuple(
             f"{f.remedy} ({f.verdict}, outputs equal)" for f in fixes
             if f.matches(p.kind, p.location.file, p.location.line, p.location.function))) for p in problems]
     problems = sorted(problems, key=lambda p: (p.severity, -p.count))  # stable: ties stay in order met
-    capture = run.capture
-    if capture.runtime is None:
+    if not run.profiled:
         return problems
-    costed = [with_cost(p, capture) for p in problems]
-    return sorted(costed, key=lambda p: (p.kind != "error", p.cost_s is None, -(p.cost_s or 0.0)))
+    return sorted(problems, key=lambda p: (p.kind != "error", p.cost_s is None, -(p.cost_s or 0.0)))
 
 
-def with_cost(p: Problem, capture: Capture) -> Problem:
-    """The problem with what it cost in the profiled run."""
-    if p.kind == "graph_break":
-        costing = runtime.break_costing(capture, p.subject)
-    elif p.kind == "recompile":
-        costing = runtime.recompile_costing(capture, p.subject)
-    else:
-        return p
+_Costed = TypeVar("_Costed", GraphBreakProblem, RecompileProblem)
+
+
+def _with_cost(p: _Costed, costing: Costing | None) -> _Costed:
+    """The problem with what it cost in the profiled run (costing None: the run was not profiled)."""
     if costing is None:
         return p
     return replace(p, cost_s=costing.cost_s, calls=costing.calls, cost_detail=costing.detail)
 
 
-def _error(e: CompileError, seconds: dict[str, float]) -> Problem:
+def _error(e: CompileError, seconds: dict[str, float]) -> CompileErrorProblem:
     where = StackFrame(e.user_file, e.user_line, None) if e.user_file else StackFrame(e.file, e.line, e.function)
-    return Problem(
-        kind="error",
+    return CompileErrorProblem(
         title=f"{e.fail_type} while compiling {friendly_function(e.function)}",
         explanation=condensed(e.reason, lines=1) or e.fail_type,
         hint=_data_dependent_hint(e) or "run `dynscope minify` on the script to find the failing stage and get a small repro",
@@ -112,7 +162,7 @@ def _error(e: CompileError, seconds: dict[str, float]) -> Problem:
         count=1,
         compile_ids=(e.compile_id,),
         compile_time_s=seconds.get(e.compile_id, 0.0),
-        subject=e,
+        error=e,
     )
 
 
@@ -124,10 +174,9 @@ def _data_dependent_hint(e: CompileError) -> str | None:
     return hint_for("error", ErrorFacts(e.fail_type or "", e.reason or "", e.user_line))
 
 
-def _limit_hit(h: RecompileLimitHit) -> Problem:
+def _limit_hit(h: RecompileLimitHit) -> RecompileLimitProblem:
     limit = f" ({h.limit_name} = {h.limit})" if h.limit is not None else f" ({h.limit_name})"
-    return Problem(
-        kind="recompile_limit",
+    return RecompileLimitProblem(
         title=f"{friendly_function(h.function)} hit the recompile limit{limit}",
         explanation=f"from compile {h.compile_id} on, calls that match none of its cached graphs run in eager"
         if not h.fatal else f"torch raised it into the program at compile {h.compile_id}",
@@ -137,25 +186,24 @@ def _limit_hit(h: RecompileLimitHit) -> Problem:
         count=1,
         compile_ids=(h.compile_id,),
         compile_time_s=0.0,
-        subject=h,
+        hit=h,
     )
 
 
 def _skipped_by_cause(frames: list[SkippedFrame]) -> list[tuple[SkippedFrame, ...]]:
     """One problem per cause and place: the same break skipping the same code is one problem."""
-    causes: dict[tuple, list[SkippedFrame]] = {}
+    causes: dict[tuple[str, str | None, int | None], list[SkippedFrame]] = {}
     for f in frames:
         causes.setdefault((f.headline, f.user_file or f.file, f.user_line or f.line), []).append(f)
     return [tuple(fs) for fs in causes.values()]
 
 
-def _skipped(fs: tuple[SkippedFrame, ...], seconds: dict[str, float]) -> Problem:
+def _skipped(fs: tuple[SkippedFrame, ...], seconds: dict[str, float]) -> SkippedFrameProblem:
     first = fs[0]
     functions = list(dict.fromkeys(friendly_function(f.function) for f in fs))
     what = ", ".join(functions[:3]) + (f" and {len(functions) - 3} more" if len(functions) > 3 else "")
     times = "" if len(fs) == 1 else f" ({plural(len(fs), 'compile')})"
-    return Problem(
-        kind="skipped_frame",
+    return SkippedFrameProblem(
         title=f"ran in eager: {what}{times}",
         explanation=f"Dynamo gave up on the frame because of a graph break it could not handle: {first.headline}",
         hint="fix that graph break (see it below); the program's results are not affected, only its speed",
@@ -164,16 +212,15 @@ def _skipped(fs: tuple[SkippedFrame, ...], seconds: dict[str, float]) -> Problem
         count=len(fs),
         compile_ids=tuple(f.compile_id for f in fs),
         compile_time_s=sum(seconds.get(f.compile_id, 0.0) for f in fs),
-        subject=fs,
+        frames=fs,
     )
 
 
-def _graph_break(g: BreakGroup, seconds: dict[str, float]) -> Problem:
+def _graph_break(g: BreakGroup, seconds: dict[str, float], costing: Costing | None) -> GraphBreakProblem:
     why = first_line(g.explanation) or condensed(g.reason, lines=1)
     if g.consequences:
         why = f"{why} ({'; '.join(g.consequences)})" if why else "; ".join(g.consequences)
-    return Problem(
-        kind="graph_break",
+    return _with_cost(GraphBreakProblem(
         title=f"graph break: {g.headline}",
         explanation=why,
         hint=first_line(g.hints[0]) if g.hints else None,
@@ -181,19 +228,20 @@ def _graph_break(g: BreakGroup, seconds: dict[str, float]) -> Problem:
         count=g.count,
         compile_ids=tuple(g.compile_ids),
         compile_time_s=sum(seconds.get(c, 0.0) for c in g.compile_ids),
-        subject=g,
-    )
+        group=g,
+    ), costing)
 
 
-def _recompiles_by_frame(recompiles: list[Recompile]) -> list[tuple[Recompile, ...]]:
-    frames: dict[tuple, list[Recompile]] = {}
+def recompiles_by_frame(recompiles: list[Recompile]) -> list[tuple[Recompile, ...]]:
+    """One group per frame (function, file, line), each in the order met."""
+    frames: dict[tuple[str, str | None, int | None], list[Recompile]] = {}
     for r in recompiles:
         frames.setdefault((r.function, r.file, r.line), []).append(r)
     return [tuple(rs) for rs in frames.values()]
 
 
 def _recompiles(rs: tuple[Recompile, ...], seconds: dict[str, float],
-                dynamic: dict[str, tuple[str, ...]] | None = None) -> Problem:
+                dynamic: dict[str, tuple[str, ...]], costing: Costing | None) -> RecompileProblem:
     first = rs[0]
     # The hint follows the cause that still costs recompiles: a shape change Dynamo answered by
     # making the dimension dynamic cost one recompile and is over.
@@ -207,8 +255,7 @@ def _recompiles(rs: tuple[Recompile, ...], seconds: dict[str, float],
     if settled:
         more += f"; {settled} shape change{'s' if settled > 1 else ''} Dynamo then made dynamic"
     times = "once" if len(rs) == 1 else f"{len(rs)} times"
-    return Problem(
-        kind="recompile",
+    return _with_cost(RecompileProblem(
         title=f"{friendly_function(first.function)} recompiled {times}",
         explanation=f"guard failed: {guard}{change}{more}",
         hint=recompile_advice(failure, made_dynamic=_made_dynamic(live[0], dynamic or {})),
@@ -216,8 +263,8 @@ def _recompiles(rs: tuple[Recompile, ...], seconds: dict[str, float],
         count=len(rs),
         compile_ids=tuple(r.compile_id for r in rs),
         compile_time_s=sum(seconds.get(r.compile_id, 0.0) for r in rs),
-        subject=rs,
-    )
+        recompiles=rs,
+    ), costing)
 
 
 def _change(f: GuardFailure) -> str:

@@ -2,10 +2,12 @@
 derived once.
 
 The terminal summary, the TUI, the HTML / Markdown / JSON reports, ``check`` and ``compare``
-all read break groups, recompiles, errors, skipped frames, recompile-limit hits, totals and
-the ranked problems from ``run_view(capture)`` instead of deriving them again each. Each fact
-is computed the first time a view asks for it (a TUI overview of a thousand-compile capture
-reads only what it shows) and then kept for every other view of the same capture.
+all read break groups, recompiles, errors, skipped frames, recompile-limit hits, totals, the
+ranked problems and, for a profiled run, its runtime (where the time went, compiled vs eager,
+what each break group and each frame's recompiles cost) from ``run_view(capture)`` instead of
+deriving them again each. Each fact is computed the first time a view asks for it (a TUI
+overview of a thousand-compile capture reads only what it shows) and then kept for every
+other view of the same capture.
 """
 
 from __future__ import annotations
@@ -13,9 +15,11 @@ from __future__ import annotations
 import weakref
 from functools import cached_property
 
+from dynscope.analysis import runtime
 from dynscope.analysis.breaks import BreakGroup, group_breaks
 from dynscope.analysis.overview import Totals, compile_seconds, stage_seconds
-from dynscope.analysis.problems import Problem, top_problems
+from dynscope.analysis.problems import Problem, recompiles_by_frame, top_problems
+from dynscope.analysis.runtime import CostedBreak, EntryRuntime, FrameRecompiles, FrameRuntime, RecompileRuntime, TimeSplit, VsEager
 from dynscope.model import (
     Capture,
     Compile,
@@ -23,11 +27,14 @@ from dynscope.model import (
     FixResult,
     Frame,
     MinifyResult,
+    ProgramException,
     Recompile,
     RecompileLimitHit,
     Run,
     SkippedFrame,
 )
+from dynscope.model.compile_modes import AutotuneResult, CudagraphSkip
+from dynscope.model.runtime import RuntimeProfile
 
 
 class RunView:
@@ -100,6 +107,86 @@ class RunView:
             skipped_frames=len(self.skipped_frames),
             recompile_limit_hits=len(self.recompile_limit_hits),
         )
+
+    @cached_property
+    def exception(self) -> ProgramException | None:
+        """What the program raised, if it did."""
+        return self.capture.exception
+
+    @cached_property
+    def recorded_stage_names(self) -> dict[str, list[str]]:
+        """The names of the stages recorded, by compile id (Capture.recorded_stage_names)."""
+        return {c.compile_id: self.capture.recorded_stage_names(c.compile_id) for c in self.compiles}
+
+    @cached_property
+    def cudagraph_skips(self) -> list[CudagraphSkip]:
+        return self.capture.cudagraph_skips()
+
+    @cached_property
+    def autotuning(self) -> list[AutotuneResult]:
+        return self.capture.autotuning()
+
+    # -- the runtime of a profiled run (``explain --profile``; dynscope.analysis.runtime) ----------
+
+    @cached_property
+    def profile(self) -> RuntimeProfile | None:
+        """The measured runtime; None when the run was not profiled (then the fields below measure nothing: None,
+        empty, or without costs)."""
+        return self.capture.runtime
+
+    @property
+    def profiled(self) -> bool:
+        return self.profile is not None
+
+    @cached_property
+    def costed_breaks(self) -> list[CostedBreak]:
+        """Every break group, in break_groups' order, with what it cost (costing None: not profiled)."""
+        profile = self.profile
+        return [CostedBreak(g, None if profile is None else runtime.break_costing(profile, self.capture, g))
+                for g in self.break_groups]
+
+    @cached_property
+    def breaks_by_cost(self) -> list[CostedBreak]:
+        """The break groups as the views list them: most costly first when profiled, else most frequent first."""
+        return runtime.most_costly_first(self.costed_breaks) if self.profiled else self.costed_breaks
+
+    @cached_property
+    def frame_recompiles(self) -> list[FrameRecompiles]:
+        """The recompiles of each frame, with what they cost together (costing None: not profiled)."""
+        profile = self.profile
+        return [FrameRecompiles(rs, None if profile is None else runtime.recompile_costing(profile, self.capture, rs))
+                for rs in recompiles_by_frame(self.recompiles)]
+
+    @cached_property
+    def recompile_runtimes(self) -> list[RecompileRuntime]:
+        """Each recompile (in recompiles' order): its compile time and the calls its version served."""
+        profile = self.profile
+        if profile is None:
+            return [RecompileRuntime(r, None, None) for r in self.recompiles]
+        return [RecompileRuntime(r, runtime.recompile_cost(self.capture, [r]), runtime.version_calls(profile, r.compile_id))
+                for r in self.recompiles]
+
+    @cached_property
+    def entry_runtimes(self) -> list[EntryRuntime]:
+        """Each torch.compile'd entry point, against the eager twin run when there is one."""
+        return [] if self.profile is None else runtime.entry_runtimes(self.profile)
+
+    @cached_property
+    def frame_runtimes(self) -> list[FrameRuntime]:
+        """Every compiled version that ran, in compile order."""
+        return [] if self.profile is None else runtime.frame_runtimes(self.compiles, self.profile, self.entry_runtimes)
+
+    @cached_property
+    def time_split(self) -> TimeSplit | None:
+        """Where the profiled run's time went."""
+        if self.profile is None:
+            return None
+        return runtime.time_split(self.profile, self.frame_runtimes, sum(compile_seconds(c) for c in self.compiles))
+
+    @cached_property
+    def vs_eager(self) -> VsEager | None:
+        """All entry points together against the eager twin; None without a --vs-eager run."""
+        return None if self.profile is None else runtime.run_vs_eager(self.profile, self.entry_runtimes)
 
     @cached_property
     def problems(self) -> list[Problem]:

@@ -6,6 +6,9 @@ after it in the same function (see ``dynscope.probes.runtime``). When the resume
 right after a break has no graph of its own (it breaks again at once), that time is
 counted at the next break, where the first graph after it resumes: the earlier break
 then has no cost of its own (None), never a made-up one.
+
+Each of these is computed once per capture, by ``dynscope.analysis.run_view.RunView``; views
+read the view's fields, not these functions.
 """
 
 from __future__ import annotations
@@ -78,11 +81,41 @@ class TimeSplit:
                 ("the rest of the program", self.rest_s)]
 
 
-def break_costing(capture: Capture, group: BreakGroup) -> Costing | None:
-    """The group's cost, or None when the run was not profiled."""
-    profile = capture.runtime
-    if profile is None:
-        return None
+@dataclass(frozen=True)
+class CostedBreak:
+    """A break group and what it cost in the profiled run (costing None: the run was not profiled)."""
+
+    group: BreakGroup
+    costing: Costing | None
+
+
+@dataclass(frozen=True)
+class FrameRecompiles:
+    """The recompiles of one frame (in the order met) and what they cost together (None: not profiled)."""
+
+    recompiles: tuple[Recompile, ...]
+    costing: Costing | None
+
+
+@dataclass(frozen=True)
+class RecompileRuntime:
+    """One recompile's new version in the profiled run (both None: the run was not profiled)."""
+
+    recompile: Recompile
+    cost_s: float | None  # the version's compile time
+    calls: int | None  # the calls the version served
+
+
+@dataclass(frozen=True)
+class EntryRuntime:
+    """One torch.compile'd function or module, and how it compares with the eager twin run."""
+
+    entry: EntryTiming
+    vs_eager: VsEager | None  # None without a --vs-eager run
+
+
+def break_costing(profile: RuntimeProfile, capture: Capture, group: BreakGroup) -> Costing:
+    """What the group's breaks cost in the profiled run, and one line saying how."""
     cost = break_cost(profile, capture, group)
     calls = break_calls(profile, capture, group)
     resumes = resume_graphs(profile, capture, group)
@@ -96,10 +129,9 @@ def break_costing(capture: Capture, group: BreakGroup) -> Costing | None:
                                 f"from the graph before the break to graph {', '.join(resumes)} where it resumes")
 
 
-def recompile_costing(capture: Capture, recompiles: tuple[Recompile, ...]) -> Costing | None:
+def recompile_costing(profile: RuntimeProfile, capture: Capture, recompiles: tuple[Recompile, ...]) -> Costing | None:
     """Recompiles of one frame: the compile time they took, and the calls each version served."""
-    profile = capture.runtime
-    if profile is None or not recompiles:
+    if not recompiles:
         return None
     first = recompiles[0]
     recompiled = {r.compile_id for r in recompiles}
@@ -116,12 +148,10 @@ def recompile_costing(capture: Capture, recompiles: tuple[Recompile, ...]) -> Co
     return Costing(cost, served, detail)
 
 
-def breaks_with_costs(capture: Capture, groups: list[BreakGroup]) -> list[tuple[BreakGroup, Costing | None]]:
-    """Break groups with their costs: most costly first when the run was profiled, else as given."""
-    paired = [(g, break_costing(capture, g)) for g in groups]
-    if capture.runtime is None:
-        return paired
-    return sorted(paired, key=lambda gc: (gc[1].cost_s is None, -(gc[1].cost_s or 0.0)))
+def most_costly_first(costed: list[CostedBreak]) -> list[CostedBreak]:
+    """Costed break groups, most costly first; those not measured last, in the order given."""
+    return sorted(costed, key=lambda c: (c.costing is None or c.costing.cost_s is None,
+                                         -(c.costing.cost_s or 0.0) if c.costing is not None else 0.0))
 
 
 def break_cost(profile: RuntimeProfile, capture: Capture, group: BreakGroup) -> float | None:
@@ -182,54 +212,56 @@ def version_calls(profile: RuntimeProfile, compile_id: str) -> int:
     return graph.calls if graph is not None else 0
 
 
-def frame_runtimes(capture: Capture, profile: RuntimeProfile) -> list[FrameRuntime]:
+def entry_runtimes(profile: RuntimeProfile) -> list[EntryRuntime]:
+    """Every torch.compile'd entry point, each against its eager twin when there is one."""
+    return [EntryRuntime(e, vs_eager(e, profile)) for e in profile.entries]
+
+
+def frame_runtimes(compiles: list[Compile], profile: RuntimeProfile, entries: list[EntryRuntime]) -> list[FrameRuntime]:
     """Every compiled version that ran, in compile order."""
-    compiles = {c.compile_id: c for c in capture.compiles()}
+    by_id = {c.compile_id: c for c in compiles}
     by_frame: dict[int | None, int] = {}
     for g in profile.graphs:
-        c = compiles.get(g.compile_id)
+        c = by_id.get(g.compile_id)
         if c is not None:
             by_frame[c.frame_id] = by_frame.get(c.frame_id, 0) + g.calls
-    comparisons = {e.key: vs_eager(e, profile) for e in profile.entries}
     out = []
-    for c in compiles.values():
-        g = profile.graph(c.compile_id)
-        if g is None:
+    for c in by_id.values():
+        timing = profile.graph(c.compile_id)
+        if timing is None:
             continue
         frame_calls = by_frame.get(c.frame_id, 0)
         out.append(FrameRuntime(
             compile=c,
-            calls=g.calls,
-            compiled_s=g.seconds,
-            first_call_s=g.first_call_s,
-            steady_per_call_s=g.steady_per_call_s,
-            guard_s=c.guard_latency_s * g.calls if c.guard_latency_s is not None else None,
-            share_of_frame_calls=g.calls / frame_calls if frame_calls else None,
-            vs_eager=_entry_comparison(c, profile.entries, comparisons),
+            calls=timing.calls,
+            compiled_s=timing.seconds,
+            first_call_s=timing.first_call_s,
+            steady_per_call_s=timing.steady_per_call_s,
+            guard_s=c.guard_latency_s * timing.calls if c.guard_latency_s is not None else None,
+            share_of_frame_calls=timing.calls / frame_calls if frame_calls else None,
+            vs_eager=_entry_comparison(c, entries),
         ))
     return out
 
 
-def _entry_comparison(c: Compile, entries: tuple[EntryTiming, ...],
-                      comparisons: dict[tuple, VsEager | None]) -> VsEager | None:
+def _entry_comparison(c: Compile, entries: list[EntryRuntime]) -> VsEager | None:
     """The entry point whose function this compile is (only top-level frames have one)."""
     for e in entries:
-        if e.file == c.file and e.line == c.line and e.name.rsplit(".", 1)[-1] == c.function:
-            return comparisons.get(e.key)
+        timing = e.entry
+        if timing.file == c.file and timing.line == c.line and timing.name.rsplit(".", 1)[-1] == c.function:
+            return e.vs_eager
     return None
 
 
-def time_split(capture: Capture, profile: RuntimeProfile) -> TimeSplit:
-    guard = 0.0
-    for f in frame_runtimes(capture, profile):
-        guard += f.guard_s or 0.0
+def time_split(profile: RuntimeProfile, frames: list[FrameRuntime], compile_s: float) -> TimeSplit:
+    """``frames``: frame_runtimes of the run; ``compile_s``: every compile's total, backward included."""
     return TimeSplit(
         wall_s=profile.wall_s,
         compiled_s=sum(g.seconds for g in profile.graphs),
         eager_between_graphs_s=sum(g.seconds / g.measured_calls * (g.measured_calls + g.compiling_calls)
                                    for g in profile.gaps if g.measured_calls > 0),
-        guard_s=guard,
-        compile_s=sum(compile_seconds(c) for c in capture.compiles()),
+        guard_s=sum(f.guard_s or 0.0 for f in frames),
+        compile_s=compile_s,
     )
 
 
@@ -272,19 +304,18 @@ def _not_comparable(entry: EntryTiming, eager: EntryTiming | None, eager_exit: i
     return None
 
 
-def run_vs_eager(profile: RuntimeProfile) -> VsEager | None:
+def run_vs_eager(profile: RuntimeProfile, entries: list[EntryRuntime]) -> VsEager | None:
     """All entry points together: total compiled vs eager time per step of the whole set."""
-    twin = profile.eager
-    if twin is None:
+    if profile.eager is None:
         return None
-    results = [(e, vs_eager(e, profile)) for e in profile.entries]
-    usable = [(e, v) for e, v in results if v is not None and v.comparable]
-    why_not = next((v.why_not for _, v in results if v is not None and not v.comparable), None)
+    usable = [(e.entry, e.vs_eager) for e in entries if e.vs_eager is not None and e.vs_eager.comparable]
+    why_not = next((e.vs_eager.why_not for e in entries if e.vs_eager is not None and not e.vs_eager.comparable), None)
     if not usable:
         return VsEager(None, None, None, 0.0, None, False,
                        why_not or "no torch.compile'd function or module ran in both runs")
-    compiled = sum(v.compiled_per_call_s * e.calls for e, v in usable)
-    eager = sum(v.eager_per_call_s * e.calls for e, v in usable)
+    # a comparable VsEager has both per-call times (vs_eager makes it so)
+    compiled = sum((v.compiled_per_call_s or 0.0) * e.calls for e, v in usable)
+    eager = sum((v.eager_per_call_s or 0.0) * e.calls for e, v in usable)
     compile_s = sum(v.compile_s for _, v in usable)
     steps = max(e.calls for e, _ in usable)
     saved_per_step = (eager - compiled) / steps

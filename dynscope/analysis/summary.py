@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from dynscope.analysis import runtime
 from dynscope.analysis.breaks import BreakGroup
-from dynscope.analysis.run_view import run_view
+from dynscope.analysis.run_view import RunView, run_view
+from dynscope.analysis.runtime import VsEager
 from dynscope.model import Capture, Compile, CompileError, Kernel, Recompile, RecompileLimitHit, SkippedFrame, Stage
 
 SCHEMA = "dynscope.summary/1"
@@ -23,7 +23,7 @@ def summary_set_document(captures: list[Capture]) -> dict[str, Any]:
 
     return {
         "schema": SET_SCHEMA,
-        "summaries": [summary_document(c) for c in captures],
+        "summaries": [summary_document(run_view(c)) for c in captures],
         "divergence": [d.as_json() for d in divergence(captures)],
         "sequences": [
             {"rank": rank_number(c, i),
@@ -34,10 +34,10 @@ def summary_set_document(captures: list[Capture]) -> dict[str, Any]:
     }
 
 
-def summary_document(capture: Capture) -> dict[str, Any]:
-    view = run_view(capture)
-    run = capture.run
-    exception = capture.exception
+def summary_document(view: RunView) -> dict[str, Any]:
+    """The view, serialized: every number here was derived once, by the view."""
+    run = view.run
+    exception = view.exception
     t = view.totals
     return {
         "schema": SCHEMA,
@@ -73,9 +73,10 @@ def summary_document(capture: Capture) -> dict[str, Any]:
             "recompile_limit_hits": t.recompile_limit_hits,
             "compile_time_s": t.compile_time_s,
         },
-        "compiles": [compile_json(c, capture.recorded_stage_names(c.compile_id)) for c in view.compiles],
-        "graph_breaks": [{**break_json(g), "cost_s": _break_cost(capture, g)} for g in view.break_groups],
-        "recompiles": [{**recompile_json(r), **_recompile_cost(capture, r)} for r in view.recompiles],
+        "compiles": [compile_json(c, view.recorded_stage_names[c.compile_id]) for c in view.compiles],
+        "graph_breaks": [{**break_json(b.group), "cost_s": None if b.costing is None else b.costing.cost_s}
+                         for b in view.costed_breaks],
+        "recompiles": [{**recompile_json(r.recompile), "cost_s": r.cost_s, "calls": r.calls} for r in view.recompile_runtimes],
         "minify": [m.to_json() for m in view.minify_results],
         "fixes": [f.to_json() for f in view.fix_results],
         "errors": [error_json(e) for e in view.errors],
@@ -83,35 +84,21 @@ def summary_document(capture: Capture) -> dict[str, Any]:
         "recompile_limit_hits": [recompile_limit_json(h) for h in view.recompile_limit_hits],
         "not_understood": [{"kind": kind, "count": count, "why": why}
                            for kind, (count, why) in view.not_understood.items()],
-        "runtime": runtime_json(capture),
-        "cudagraph_skips": [{"compile_id": k.compile_id, "reason": k.reason} for k in capture.cudagraph_skips()],
+        "runtime": runtime_json(view),
+        "cudagraph_skips": [{"compile_id": k.compile_id, "reason": k.reason} for k in view.cudagraph_skips],
         "autotune": [
             {"compile_id": a.compile_id, "op": a.op, "picked": a.picked, "choices_total": a.choices_total,
              "choices": [{"name": c.name, "description": c.description, "ms": c.ms} for c in a.choices]}
-            for a in capture.autotuning()
+            for a in view.autotuning
         ],
     }
 
 
-def _break_cost(capture: Capture, g: BreakGroup) -> float | None:
-    profile = capture.runtime
-    return None if profile is None else runtime.break_cost(profile, capture, g)
-
-
-def _recompile_cost(capture: Capture, r: Recompile) -> dict[str, Any]:
-    profile = capture.runtime
-    if profile is None:
-        return {"cost_s": None, "calls": None}
-    return {"cost_s": runtime.recompile_cost(capture, [r]), "calls": runtime.version_calls(profile, r.compile_id)}
-
-
-def runtime_json(capture: Capture) -> dict[str, Any]:
+def runtime_json(view: RunView) -> dict[str, Any]:
     """The measured runtime (``explain --profile``); ``{"profiled": false}`` without one."""
-    profile = capture.runtime
-    if profile is None:
+    profile, split = view.profile, view.time_split
+    if profile is None or split is None:
         return {"profiled": False}
-    split = runtime.time_split(capture, profile)
-    overall = runtime.run_vs_eager(profile)
     return {
         "profiled": True,
         "method": profile.method,
@@ -135,29 +122,29 @@ def runtime_json(capture: Capture) -> dict[str, Any]:
                 "share_of_frame_calls": f.share_of_frame_calls,
                 "vs_eager": _vs_eager_json(f.vs_eager),
             }
-            for f in runtime.frame_runtimes(capture, profile)
+            for f in view.frame_runtimes
         ],
         "entries": [
             {
-                "name": e.name,
-                "file": e.file,
-                "line": e.line,
-                "calls": e.calls,
-                "compiling_calls": e.compiling_calls,
-                "steady_s": e.seconds,
-                "compiling_s": e.compiling_seconds,
-                "per_call_s": e.per_call_s,
-                "vs_eager": _vs_eager_json(runtime.vs_eager(e, profile)),
+                "name": r.entry.name,
+                "file": r.entry.file,
+                "line": r.entry.line,
+                "calls": r.entry.calls,
+                "compiling_calls": r.entry.compiling_calls,
+                "steady_s": r.entry.seconds,
+                "compiling_s": r.entry.compiling_seconds,
+                "per_call_s": r.entry.per_call_s,
+                "vs_eager": _vs_eager_json(r.vs_eager),
             }
-            for e in profile.entries
+            for r in view.entry_runtimes
         ],
-        "vs_eager": _vs_eager_json(overall),
+        "vs_eager": _vs_eager_json(view.vs_eager),
         "cudagraphs": [{"compile_id": c.compile_id, "warmups": c.warmups, "recordings": c.recordings,
                         "replays": c.replays} for c in profile.cudagraphs],
     }
 
 
-def _vs_eager_json(v: runtime.VsEager | None) -> dict[str, Any] | None:
+def _vs_eager_json(v: VsEager | None) -> dict[str, Any] | None:
     if v is None:
         return None
     return {

@@ -22,10 +22,11 @@ class Command:
             return _several(args)
         with Capture.open(args.captures[0]) as capture:
             if args.json:
+                from dynscope.analysis.run_view import run_view
                 from dynscope.analysis.summary import summary_document
                 from dynscope.safe_text import json_text
 
-                sys.stdout.write(json_text(summary_document(capture), indent=2) + "\n")
+                sys.stdout.write(json_text(summary_document(run_view(capture)), indent=2) + "\n")
             else:
                 from dynscope.reporters import prepare_report
 

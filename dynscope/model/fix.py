@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
 from dynscope import events as contract
+
 if TYPE_CHECKING:
     from dynscope.model.capture import Capture
     from dynscope.store.reader import Event
@@ -74,7 +75,7 @@ def trial_outputs(capture: Capture) -> list[contract.CallOutputs]:
 
 def trial_features(capture: Capture) -> Features:
     """What the trial's torch offers, and the callables the program gave torch.compile."""
-    recorded: dict[str, object] = {}
+    recorded: Mapping[str, object] = {}
     for _record, event in _records(capture, contract.FixFeatures):
         features = capture.reader.json_payload(event.payload_hash)
         if isinstance(features, dict):

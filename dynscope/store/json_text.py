@@ -12,9 +12,9 @@ from collections.abc import Callable, Iterable
 from typing import TypeAlias
 
 from dynscope.errors import CaptureError
+from dynscope.events import JsonValue as JsonValue  # re-exported: one JSON type for contract, store and model
 
 # What JSON decodes to. Read from a capture it is untrusted: narrow it (isinstance) before use.
-JsonValue: TypeAlias = None | bool | int | float | str | list["JsonValue"] | dict[str, "JsonValue"]
 JsonObject: TypeAlias = dict[str, JsonValue]
 
 MAX_DEPTH = 64

@@ -75,7 +75,8 @@ def test_reading_a_capture_never_imports_torch(capture_path):
 
     code = (
         "import sys; from dynscope.model import Capture; from dynscope.analysis.summary import summary_document;"
-        f"summary_document(Capture.open({str(capture_path)!r})); print('torch' in sys.modules)"
+        "from dynscope.analysis.run_view import run_view;"
+        f"summary_document(run_view(Capture.open({str(capture_path)!r}))); print('torch' in sys.modules)"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.stdout.strip() == "False", result.stderr

@@ -92,7 +92,7 @@ def test_overview_shows_the_runs_facts_counts_and_problems_worst_first(breaks_pa
         # enter on the first problem opens that break
         await press(app, pilot, "enter")
         assert active_tab(app) == "breaks"
-        assert app.query_one(BreaksPane).selected.headline == problems[0].subject.headline
+        assert app.query_one(BreaksPane).selected.headline == problems[0].group.headline
 
     drive(breaks_path, script)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 
+from dynscope.analysis.run_view import run_view
 from dynscope.analysis.summary import summary_document
 from dynscope.model import Capture
 from dynscope.reporters import prepare_report
@@ -38,7 +39,7 @@ def test_a_first_call_skip_belongs_to_the_compile_of_the_function_it_names(tmp_p
     with Capture.open(str(capture_with_modes(tmp_path / "m.dynscope"))) as capture:
         [skip] = capture.cudagraph_skips()
         assert skip.compile_id == "0/0" and "mutated inputs" in skip.reason
-        doc = summary_document(capture)
+        doc = summary_document(run_view(capture))
         assert doc["cudagraph_skips"] == [{"compile_id": "0/0", "reason": SKIP}]
         [tuned] = doc["autotune"]
         assert tuned["compile_id"] == "1/0" and tuned["picked"] == "triton_mm_2" and tuned["choices_total"] == 3

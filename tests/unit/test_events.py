@@ -14,6 +14,7 @@ import pytest
 from rich.console import Console
 
 from dynscope import events
+from dynscope.analysis.run_view import run_view
 from dynscope.analysis.summary import summary_document
 from dynscope.model import Capture
 from dynscope.reporters.terminal import render_summary
@@ -95,7 +96,7 @@ def test_what_the_model_cannot_read_is_counted_and_shown(tmp_path):
             "dynscope:guard_failure": (1, "line: expected int | None, got str"),
             "from_the_future": (1, "an event kind dynscope does not know"),
         }
-        document = summary_document(capture)
+        document = summary_document(run_view(capture))
         assert [(n["kind"], n["count"]) for n in document["not_understood"]] == [
             ("dynscope:graph_break", 1), ("dynscope:guard_failure", 1), ("from_the_future", 1)]
         out = io.StringIO()
@@ -114,7 +115,7 @@ def test_a_clean_capture_says_nothing_about_it(tmp_path):
                    "OR metadata LIKE '%four%'")
     with Capture.open(str(path)) as capture:
         assert capture.not_understood() == {}
-        assert summary_document(capture)["not_understood"] == []
+        assert summary_document(run_view(capture))["not_understood"] == []
         out = io.StringIO()
         render_summary(capture, Console(file=out, width=300, color_system=None))
     assert "not understood" not in out.getvalue()

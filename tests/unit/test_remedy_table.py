@@ -13,6 +13,13 @@ from pathlib import Path
 
 import pytest
 
+from dynscope.analysis.problems import (
+    CompileErrorProblem,
+    GraphBreakProblem,
+    RecompileLimitProblem,
+    RecompileProblem,
+    SkippedFrameProblem,
+)
 from dynscope.analysis.remedies import (
     TABLE,
     BreakFacts,
@@ -230,16 +237,14 @@ def test_fix_results_match_the_summary_kinds():
 def _facts_of(problem) -> Facts | None:
     """The table's facts for one of the summary's problems (dynscope.analysis.problems)."""
 
-    match problem.kind:
-        case "error":
-            e = problem.subject
+    match problem:
+        case CompileErrorProblem(error=e):
             return ErrorFacts(e.fail_type, e.reason, e.user_line)
-        case "recompile_limit":
-            return LimitFacts(problem.subject.limit, problem.subject.limit_name)
-        case "skipped_frame":
-            return SkippedFacts(problem.subject[0].headline)
-        case "graph_break":
-            g = problem.subject
+        case RecompileLimitProblem(hit=hit):
+            return LimitFacts(hit.limit, hit.limit_name)
+        case SkippedFrameProblem(frames=frames):
+            return SkippedFacts(frames[0].headline)
+        case GraphBreakProblem(group=g):
             return BreakFacts(g.gb_type or "", g.reason, tuple(g.hints), g.location.code or "")
     return None
 
@@ -255,9 +260,9 @@ def test_summary_hints_come_from_the_table():
             view = run_view(capture)
             for problem in view.problems:
                 seen.add(problem.kind)
-                if problem.kind == "recompile":
-                    live = [r for r in problem.subject if not _made_dynamic(r, view.dynamic_sources)] or \
-                        list(problem.subject)
+                if isinstance(problem, RecompileProblem):
+                    live = [r for r in problem.recompiles if not _made_dynamic(r, view.dynamic_sources)] or \
+                        list(problem.recompiles)
                     f = live[0].failures[0]
                     facts: Facts | None = RecompileFacts(f.guard, f.reason, f.expected, f.actual, (),
                                                          _made_dynamic(live[0], view.dynamic_sources))

@@ -56,4 +56,4 @@ def test_the_run_view_is_derived_once_per_capture(capture):
     assert view.problems is view.problems and view.break_groups is view.break_groups
     # every view reads the same objects: the problem ranking points at the view's own groups
     [problem] = [p for p in view.problems if p.kind == "graph_break"]
-    assert problem.subject is view.break_groups[0]
+    assert problem.group is view.break_groups[0]

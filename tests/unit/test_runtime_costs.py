@@ -11,8 +11,6 @@ import sys
 
 import pytest
 
-from dynscope.analysis import runtime
-from dynscope.analysis.breaks import group_breaks
 from dynscope.analysis.run_view import run_view
 from dynscope.analysis.summary import summary_document
 from dynscope.errors import CaptureError
@@ -80,8 +78,8 @@ def twin(calls=20, per_call=0.15) -> dict:
 
 def test_a_break_costs_its_measured_gaps_and_counts_the_compiling_call_at_their_average(tmp_path):
     with Capture.open(str(profiled_capture(tmp_path / "p.dynscope", snapshot=_snapshot()))) as capture:
-        [group] = group_breaks(capture.graph_breaks())
-        costing = runtime.break_costing(capture, group)
+        [costed] = run_view(capture).costed_breaks
+        costing = costed.costing
         assert costing.cost_s == pytest.approx(0.6)  # 19 measured gaps of 30 ms, and the compiling one
         assert costing.calls == 20
         assert costing.detail == ("costs 0.60 s over 20 calls, 30 ms a call: eager code from the graph before the "
@@ -90,7 +88,7 @@ def test_a_break_costs_its_measured_gaps_and_counts_the_compiling_call_at_their_
 
 def test_where_the_time_went_adds_up(tmp_path):
     with Capture.open(str(profiled_capture(tmp_path / "p.dynscope", snapshot=_snapshot()))) as capture:
-        split = runtime.time_split(capture, capture.runtime)
+        split = run_view(capture).time_split
         assert split.compiled_s == pytest.approx(0.3)
         assert split.eager_between_graphs_s == pytest.approx(0.6)
         assert split.guard_s == pytest.approx(40 * 100e-6)  # torch's 100 µs guard latency × 40 graph calls
@@ -113,12 +111,12 @@ def test_problems_rank_by_cost_when_profiled_and_by_harm_without(tmp_path):
 def test_vs_eager_speedup_and_break_even(tmp_path):
     path = profiled_capture(tmp_path / "p.dynscope", snapshot=_snapshot(), twin=twin())
     with Capture.open(str(path)) as capture:
-        [entry] = capture.runtime.entries
-        v = runtime.vs_eager(entry, capture.runtime)
+        [entry] = run_view(capture).entry_runtimes
+        v = entry.vs_eager
         assert v.comparable and v.speedup == pytest.approx(3.0)  # 150 ms eager vs 50 ms compiled a call
         assert v.compile_s == pytest.approx(2.0)  # the compiling call took 2.05 s where a call takes 50 ms
         assert v.break_even_calls == 20  # 2.0 s ÷ 0.1 s saved a call
-        doc = summary_document(capture)["runtime"]
+        doc = summary_document(run_view(capture))["runtime"]
         assert doc["vs_eager"]["speedup"] == pytest.approx(3.0) and doc["vs_eager"]["break_even_calls"] == 20
         forward = next(f for f in doc["frames"] if f["compile_id"] == "0/0")
         assert forward["vs_eager"]["speedup"] == pytest.approx(3.0)
@@ -133,19 +131,19 @@ def test_vs_eager_speedup_and_break_even(tmp_path):
 def test_runs_that_are_not_comparable_say_why(tmp_path, twin_doc, exit_code, why):
     path = profiled_capture(tmp_path / "p.dynscope", snapshot=_snapshot(), twin=twin_doc, twin_exit=exit_code)
     with Capture.open(str(path)) as capture:
-        overall = runtime.run_vs_eager(capture.runtime)
+        overall = run_view(capture).vs_eager
         assert not overall.comparable and overall.why_not == why and overall.speedup is None
 
 
 def test_summary_json_fields_with_and_without_a_profile(tmp_path):
     with Capture.open(str(profiled_capture(tmp_path / "p.dynscope", snapshot=_snapshot()))) as capture:
-        doc = summary_document(capture)
+        doc = summary_document(run_view(capture))
         assert doc["graph_breaks"][0]["cost_s"] == pytest.approx(0.6)
         assert doc["recompiles"][0]["cost_s"] == pytest.approx(0.4) and doc["recompiles"][0]["calls"] == 0
         assert doc["runtime"]["profiled"] and doc["runtime"]["method"] == "perf_counter"
         assert doc["runtime"]["vs_eager"] is None
     with Capture.open(str(profiled_capture(tmp_path / "plain.dynscope"))) as capture:
-        doc = summary_document(capture)
+        doc = summary_document(run_view(capture))
         assert doc["runtime"] == {"profiled": False}
         assert doc["graph_breaks"][0]["cost_s"] is None
         assert doc["recompiles"][0]["cost_s"] is None and doc["recompiles"][0]["calls"] is None
@@ -167,4 +165,4 @@ def test_a_cut_short_run_keeps_its_last_snapshot(tmp_path):
         db.execute("UPDATE events SET metadata = '{\"final\": false}' WHERE name = 'dynscope:runtime'")
     with Capture.open(str(path)) as capture:
         assert capture.runtime is not None and not capture.runtime.complete
-        assert runtime.time_split(capture, capture.runtime).eager_between_graphs_s == pytest.approx(0.6)
+        assert run_view(capture).time_split.eager_between_graphs_s == pytest.approx(0.6)
