@@ -14,6 +14,9 @@ Within a kind, ties keep the order torch met the problems in, so a run always ra
 When the run was profiled (``explain --profile``), problems are ranked by what they cost in
 seconds instead: compile errors stay first (they change what the program does), then every
 problem with a measured cost, most expensive first, then the others in the order above.
+
+Each problem's "try:" hint is the remedy table's (dynscope.analysis.remedies.hint_for), the
+same table ``dynscope fix`` takes its trials from.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from typing import ClassVar, Literal, NoReturn, Protocol, TypeAlias, TypeVar
 
 from dynscope.analysis.breaks import BreakGroup
 from dynscope.analysis.names import condensed, first_line, friendly_function, plural
+from dynscope.analysis.remedies import BreakFacts, ErrorFacts, LimitFacts, RecompileFacts, SkippedFacts, hint_for
 from dynscope.analysis.runtime import CostedBreak, Costing, FrameRecompiles
 from dynscope.events import ProblemKind
 from dynscope.model import Capture, CompileError, FixResult, GuardFailure, Recompile, RecompileLimitHit, SkippedFrame, StackFrame
@@ -169,8 +173,6 @@ def _error(e: CompileError, seconds: dict[str, float]) -> CompileErrorProblem:
 def _data_dependent_hint(e: CompileError) -> str | None:
     """A guard on a data-dependent value: the torch._check that tells the compiler what it satisfies
     (the remedy table's hint, dynscope.analysis.remedies)."""
-    from dynscope.analysis.remedies import ErrorFacts, hint_for
-
     return hint_for("error", ErrorFacts(e.fail_type or "", e.reason or "", e.user_line))
 
 
@@ -180,8 +182,7 @@ def _limit_hit(h: RecompileLimitHit) -> RecompileLimitProblem:
         title=f"{friendly_function(h.function)} hit the recompile limit{limit}",
         explanation=f"from compile {h.compile_id} on, calls that match none of its cached graphs run in eager"
         if not h.fatal else f"torch raised it into the program at compile {h.compile_id}",
-        hint="see the recompiles of this frame below for the guard that keeps failing; raise "
-             f"torch._dynamo.config.{h.limit_name} only if every recompile is expected",
+        hint=hint_for("recompile_limit", LimitFacts(h.limit, h.limit_name or "recompile_limit")),
         location=StackFrame(h.file, h.line, h.function),
         count=1,
         compile_ids=(h.compile_id,),
@@ -206,7 +207,7 @@ def _skipped(fs: tuple[SkippedFrame, ...], seconds: dict[str, float]) -> Skipped
     return SkippedFrameProblem(
         title=f"ran in eager: {what}{times}",
         explanation=f"Dynamo gave up on the frame because of a graph break it could not handle: {first.headline}",
-        hint="fix that graph break (see it below); the program's results are not affected, only its speed",
+        hint=hint_for("skipped_frame", SkippedFacts(first.headline)),
         location=StackFrame(first.user_file, first.user_line, None) if first.user_file
         else StackFrame(first.file, first.line, first.function),
         count=len(fs),
@@ -223,7 +224,7 @@ def _graph_break(g: BreakGroup, seconds: dict[str, float], costing: Costing | No
     return _with_cost(GraphBreakProblem(
         title=f"graph break: {g.headline}",
         explanation=why,
-        hint=first_line(g.hints[0]) if g.hints else None,
+        hint=hint_for("graph_break", BreakFacts(g.gb_type or "", g.reason or "", tuple(g.hints), g.location.code or "")),
         location=g.location,
         count=g.count,
         compile_ids=tuple(g.compile_ids),
@@ -299,7 +300,6 @@ def advice_for(capture: Capture, r: Recompile) -> str | None:
 def recompile_advice(f: GuardFailure, *, made_dynamic: bool = False) -> str | None:
     """What to try, from the recorded facts of one guard failure (the remedy table's hint,
     dynscope.analysis.remedies); None when they say too little."""
-    from dynscope.analysis.remedies import RecompileFacts, hint_for
 
     return hint_for("recompile", RecompileFacts(f.guard, f.reason, f.expected, f.actual, (f.guard or f.reason or "",),
                                                 made_dynamic=made_dynamic))
