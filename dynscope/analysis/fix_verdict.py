@@ -13,10 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from dynscope.analysis.overview import Totals
+from dynscope.analysis.run_view import RunView
 from dynscope.events import CallOutputs, OutputLeaf
-from dynscope.model import Run
-from dynscope.model.runtime import RuntimeProfile
 
 Verdict_ = Literal["fixed", "improved", "no change", "worse", "failed", "not run"]
 VERDICTS: tuple[Verdict_, ...] = ("fixed", "improved", "no change", "worse", "failed", "not run")
@@ -35,10 +33,11 @@ class Metrics:
                 "compile_s": round(self.compile_s, 3), "run_s": None if self.run_s is None else round(self.run_s, 3)}
 
 
-def metrics_of(totals: Totals, run: Run, profile: RuntimeProfile | None, program_s: float | None = None) -> Metrics:
-    """A run's metrics from its view (``run_view(capture).totals``, ``capture.run``, ``capture.runtime``).
-    ``program_s``: the program's own time, from its start to its end under the recorder (the
-    recorder's start-up left out, so runs started differently compare)."""
+def metrics_of(view: RunView, program_s: float | None = None) -> Metrics:
+    """A run's metrics from its view. ``program_s``: the program's own time, from its start to
+    its end under the recorder (the recorder's start-up left out, so runs started differently
+    compare)."""
+    totals, run, profile = view.totals, view.run, view.profile
     compile_s = float(totals.compile_time_s or 0.0)
     # The run's time outside compiling: measured by `explain --profile` when it ran, else the
     # run's wall time less compile time.

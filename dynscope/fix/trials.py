@@ -328,7 +328,7 @@ def _read(run: TrialRun, *, timed_out: bool) -> None:
         with Capture.open(run.capture) as capture:
             view = run_view(capture)
             problems = problems_of(view)
-            metrics = metrics_of(view.totals, capture.run, capture.runtime, program_seconds(capture))
+            metrics = metrics_of(view, program_seconds(capture))
             ended = capture.run
             outputs = trial_outputs(capture)
             run.features = trial_features(capture)

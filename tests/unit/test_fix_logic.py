@@ -52,7 +52,7 @@ def _read(name: str) -> Recorded:
     with Capture.open(str(DATA / name)) as capture:
         view = run_view(capture)
         problems = problems_of(view)
-        metrics = metrics_of(view.totals, capture.run, capture.runtime, program_seconds(capture))
+        metrics = metrics_of(view, program_seconds(capture))
         outputs = tuple(trial_outputs(capture))
         facts = RunFacts(True, capture.run.exit_code, capture.run.signal, "total: 1\n", metrics,
                          problem_counts(problems), outputs)
