@@ -102,7 +102,7 @@ def load_allowances(path: str) -> list[Allowance]:
     if sys.version_info >= (3, 11):
         import tomllib
     else:
-        import tomli as tomllib
+        import tomli as tomllib  # type: ignore[import-not-found,unused-ignore]  # a dependency on 3.10 only
     raw = _read_allow_file(path)
     try:
         data = tomllib.loads(raw.decode("utf-8"))

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections import Counter
 
+from dynscope.analysis.breaks import BreakGroup
 from dynscope.analysis.compare import Comparison, relative, stage_seconds
 from dynscope.analysis.names import first_line, friendly_function
 from dynscope.analysis.run_view import run_view
+from dynscope.model import Recompile
 
 _MAX_KERNEL_NAMES = 3
 
@@ -63,7 +65,7 @@ def _at(file: str | None, line: int | None, cwd: str | None) -> str:
     return f"{path}:{line}" if line is not None else path
 
 
-def _tag(g) -> str:
+def _tag(g: BreakGroup) -> str:
     return f"[{g.gb_id}] " if g.gb_id else ""
 
 
@@ -71,7 +73,7 @@ def _times(n: int) -> str:
     return f", ×{n}" if n > 1 else ""
 
 
-def _guard(r) -> str:
+def _guard(r: Recompile) -> str:
     failure = r.failures[0] if r.failures else None
     if failure and failure.guard:
         return failure.guard

@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import difflib
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TypedDict
 
-from dynscope.model import Capture, FxGraph, Guard, Stage
+from dynscope.model import Capture, FxGraph, FxNode, Guard, Stage
 from dynscope.model.stages import parent_keys
 
 # Beyond this many lines per side a text diff is unreadable and slow; say so instead.
@@ -34,8 +36,8 @@ class StageDiff:
     added: tuple[str, ...] = ()
     decomposed: dict[str, tuple[str, ...]] = field(default_factory=dict)  # before node -> after nodes
     fused_into: dict[str, tuple[str, ...]] = field(default_factory=dict)  # node -> kernels computing it
-    ops_before: Counter = field(default_factory=Counter)
-    ops_after: Counter = field(default_factory=Counter)
+    ops_before: Counter[str] = field(default_factory=Counter)
+    ops_after: Counter[str] = field(default_factory=Counter)
     text_diff: tuple[str, ...] = ()
     text_note: str | None = None  # why there is no text diff, when there is none
 
@@ -170,7 +172,18 @@ def _recorded(capture: Capture, compile_id: str, key: str) -> Stage | None:
     return next((s for s in capture.stages(compile_id) if s.key == key and s.recorded), None)
 
 
-def _match_nodes(a: FxGraph, b: FxGraph) -> dict:
+class _Matched(TypedDict, total=False):
+    """StageDiff's node-matching fields, as _match_nodes finds them."""
+
+    matched_by: str
+    decomposed: dict[str, tuple[str, ...]]
+    kept: tuple[str, ...]
+    changed: tuple[tuple[str, str, str, str], ...]
+    removed: tuple[str, ...]
+    added: tuple[str, ...]
+
+
+def _match_nodes(a: FxGraph, b: FxGraph) -> _Matched:
     compute_a = [n for n in a.nodes if n.is_compute]
     compute_b = [n for n in b.nodes if n.is_compute]
     lineage: dict[str, list[str]] = {}
@@ -201,7 +214,7 @@ def _match_nodes(a: FxGraph, b: FxGraph) -> dict:
     }
 
 
-def _node_changes(a, b) -> list[tuple[str, str, str, str]]:
+def _node_changes(a: FxNode, b: FxNode) -> list[tuple[str, str, str, str]]:
     changes = []
     if a.target != b.target:
         changes.append((a.name, "op", a.target, b.target))
@@ -212,13 +225,13 @@ def _node_changes(a, b) -> list[tuple[str, str, str, str]]:
     return changes
 
 
-def _fmt(value) -> str:
+def _fmt(value: object) -> str:
     if isinstance(value, list):
         return "[" + ", ".join(str(v) for v in value) + "]"
     return "–" if value is None else str(value)
 
 
-def _origins_in(node, graph: FxGraph) -> list[str]:
+def _origins_in(node: FxNode, graph: FxGraph) -> list[str]:
     """The nearest ancestors of ``node`` that are nodes of ``graph``."""
     found: list[str] = []
     for ancestor in node.ancestors():
@@ -266,8 +279,8 @@ def _guard_changes(before: list[Guard], after: list[Guard]) -> list[GuardChange]
     def key(g: Guard) -> tuple[str, str | None]:
         return g.kind, g.source
 
-    old: dict[tuple, list[str]] = {}
-    new: dict[tuple, list[str]] = {}
+    old: dict[tuple[str, str | None], list[str]] = {}
+    new: dict[tuple[str, str | None], list[str]] = {}
     for g in before:
         old.setdefault(key(g), []).append(g.check)
     for g in after:
@@ -283,6 +296,6 @@ def _guard_changes(before: list[Guard], after: list[Guard]) -> list[GuardChange]
     return changes
 
 
-def _clip_list(names, limit: int = 8) -> str:
+def _clip_list(names: Iterable[str], limit: int = 8) -> str:
     names = list(names)
     return ", ".join(names[:limit]) + (f", … ({len(names) - limit} more)" if len(names) > limit else "")

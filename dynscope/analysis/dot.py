@@ -181,7 +181,9 @@ def _label(node: FxNode, cwd: str | None) -> str:
         lines.append(node.op_kind)
     meta = node.tensor if isinstance(node.tensor, dict) else None
     if meta and "shape" in meta:
-        lines.append(f"{meta.get('dtype', '')}[{', '.join(str(d) for d in meta['shape'])}]")
+        shape = meta["shape"]
+        dims = shape if isinstance(shape, list) else [shape]
+        lines.append(f"{meta.get('dtype', '')}[{', '.join(str(d) for d in dims)}]")
     frame = node.user_frame
     if frame is not None:
         lines.append(f"{short_path(frame.file, cwd)}:{frame.line}")

@@ -126,27 +126,29 @@ def rank_steps(capture: Capture) -> list[Step]:
                 c.file, c.line, c.function))
     compiles = {c.compile_id: c for c in capture.compiles()}
 
-    def add(compile_id: str | None, make) -> None:
-        c = compiles.get(compile_id or "")
-        per_compile.setdefault(compile_id, []).append(make(c))
+    def add(compile_id: str | None, step: Step) -> None:
+        per_compile.setdefault(compile_id, []).append(step)
 
     for cid, name in capture.cache_events():
-        add(cid, lambda c, name=name, cid=cid: Step(
-            "cache", (c.function if c else None, name),
-            f"has {name.replace('_', ' ')} in {friendly_function(c.function) if c else cid}",
-            c.file if c else None, c.line if c else None, c.function if c else None))
+        known = compiles.get(cid or "")
+        add(cid, Step(
+            "cache", (known.function if known else None, name),
+            f"has {name.replace('_', ' ')} in {friendly_function(known.function) if known else cid}",
+            known.file if known else None, known.line if known else None, known.function if known else None))
     for k in capture.collectives():
-        add(k.compile_id, lambda c, k=k: Step(
-            "collective", (k.op, k.group, k.shape, c.function if c else None),
+        known = compiles.get(k.compile_id or "")
+        add(k.compile_id, Step(
+            "collective", (k.op, k.group, k.shape, known.function if known else None),
             f"issues {k.op}(group {k.group}, {k.shape}) from the graph of "
-            f"{friendly_function(c.function) if c else '?'} (compile {k.compile_id})",
-            c.file if c else None, c.line if c else None, c.function if c else None))
+            f"{friendly_function(known.function) if known else '?'} (compile {k.compile_id})",
+            known.file if known else None, known.line if known else None, known.function if known else None))
     for b in capture.graph_breaks():
         loc = b.location
-        add(b.compile_id, lambda c, b=b, loc=loc: Step(
+        known = compiles.get(b.compile_id or "")
+        add(b.compile_id, Step(
             "graph_break", (b.headline, os.path.basename(loc.file or ""), loc.line),
             f"breaks at {location(loc.file, loc.line, cwd)} ({b.headline})",
-            loc.file, loc.line, b.traced_function or (c.function if c else None)))
+            loc.file, loc.line, b.traced_function or (known.function if known else None)))
     order = list(compiles) + [cid for cid in per_compile if cid not in compiles]
     return [step for cid in order for step in per_compile.get(cid, [])]
 
@@ -170,7 +172,7 @@ def divergence(captures: list[Capture]) -> tuple[Divergence, ...]:
     return tuple(found)
 
 
-def _first_divergence(ranks: list[int], steps: list[list[Step]], collectives: list[list[tuple]],
+def _first_divergence(ranks: list[int], steps: list[list[Step]], collectives: list[list[tuple[Any, ...]]],
                       *, first: bool) -> Divergence | None:
     for i in range(max((len(ss) for ss in steps), default=0)):
         at = [ss[i] if i < len(ss) else None for ss in steps]
@@ -220,7 +222,7 @@ def _who(ranks: list[int], world: int, *, alone: bool = True) -> str:
     return "ranks " + ", ".join(map(str, ranks))
 
 
-def _consequence(ranks: list[int], parting: list[int], collectives: list[list[tuple]],
+def _consequence(ranks: list[int], parting: list[int], collectives: list[list[tuple[Any, ...]]],
                  steps: list[list[Step]]) -> str:
     # A recompiled graph issues its collectives again: compare which ones, not how often.
     ops = {frozenset(k[:3] for k in keys) for keys in collectives}

@@ -19,6 +19,10 @@ import stat
 import sysconfig
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from dynscope.model import Run
 
 # A source file bigger than this is not read: a view shows a few lines of it, and a capture
 # must not make a view read gigabytes.
@@ -70,7 +74,7 @@ class SourceAccess:
     any_source: bool = False
 
     @classmethod
-    def for_run(cls, run, *, source_roots: Iterable[str] = (), any_source: bool = False) -> SourceAccess:
+    def for_run(cls, run: Run, *, source_roots: Iterable[str] = (), any_source: bool = False) -> SourceAccess:
         return cls(run.cwd, reader_roots(source_roots), any_source)
 
     def withheld(self, path: str | None) -> str | None:
