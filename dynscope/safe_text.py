@@ -130,7 +130,7 @@ class SafeConsole(Console):
     capture string, and it would be an OSC 8 sequence pointing anywhere.
     """
 
-    def render(self, renderable, options=None):  # type: ignore[override]
+    def render(self, renderable, options=None):
         for segment in super().render(renderable, options):
             if segment.control is not None:
                 yield segment

@@ -154,7 +154,8 @@ def case_from_capture(path: str, compile_id: str, backend: str) -> tuple[Case, d
         if not isinstance(graph, dict) or not isinstance(graph.get("nodes"), list):
             raise DynscopeError(f"compile {compile_id} in {path}: its recorded Dynamo graph is not a graph")
         dumps = _config_dumps(capture, compile_id)
-    if not isinstance(graph.get("encoding", 1), int) or graph.get("encoding", 1) < 2:
+    encoding = graph.get("encoding", 1)
+    if not isinstance(encoding, int) or encoding < 2:
         raise DynscopeError(f"{path} was recorded by an older dynscope, which kept graph constants only as text: "
                             "record the run again (dynscope explain, or dynscope minify SCRIPT)")
     try:
@@ -164,9 +165,9 @@ def case_from_capture(path: str, compile_id: str, backend: str) -> tuple[Case, d
     refusal = first_refusal(checked.graph)  # before any worker starts: the table refuses it anyway
     if refusal is not None:
         raise DynscopeError(f"compile {compile_id} cannot be rebuilt from the capture: {refusal}")
-    graph = checked.graph
+    rebuilt = checked.graph
     training = any(s.recorded and s.name in ("aot_joint", "aot_backward") for s in stages)
-    fragment = Fragment(graph, [_input_from_meta(p, training, compile_id) for p in graph["nodes"] if p["op"] == "placeholder"])
+    fragment = Fragment(rebuilt, [_input_from_meta(p, training, compile_id) for p in rebuilt["nodes"] if p["op"] == "placeholder"])
     backend_spec = {"name": backend, "options": None, "mode": None, "custom": False, "label": backend}
     case = Case(fragment, backend_spec, {}, training, compile_id, None)
     _note(case, checked.note())

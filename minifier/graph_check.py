@@ -175,7 +175,7 @@ def _checked_inputs_of(raw: dict[str, Any], renamed: dict[str, str], defined: se
     inputs = raw.get("inputs", [])
     if not isinstance(inputs, list) or not all(isinstance(i, str) and i in defined for i in inputs):
         raise GraphError(f"{where} uses a value that is not defined before it")
-    return [renamed.get(i, i) for i in inputs]
+    return [renamed.get(i, i) for i in inputs if isinstance(i, str)]
 
 
 def _checked_value(value: Any, renamed: dict[str, str], defined: set[str], where: str, depth: int) -> Any:

@@ -34,7 +34,6 @@ from dynscope.analysis.problems import (
     RecompileProblem,
     SkippedFrameProblem,
     advice_for,
-    assert_never,
 )
 from dynscope.analysis.ranks import rank_differences
 from dynscope.analysis.run_view import RunView, run_view
@@ -42,6 +41,7 @@ from dynscope.analysis.runtime import cudagraph_line
 from dynscope.analysis.source import SourceAccess
 from dynscope.analysis.summary import break_json, compile_json, error_json, kernel_json, recompile_json, stage_json
 from dynscope.errors import DynscopeError
+from dynscope.exhaustive import assert_never
 from dynscope.model import Capture, Compile, Recompile, Stage
 from dynscope.reporters import ReportOptions
 from dynscope.safe_text import doc_url, json_text, visible, visible_strings
@@ -283,9 +283,10 @@ class _RankView:
         timed = [c for c in compiles if c.started and c.times.total]
         if not timed:
             return {"rows": [], "legend": [], "span_s": 0, "note": None}
-        t0 = min(self.capture.run.started or c.started for c in timed)
-        t0 = min(t0, *(c.started for c in timed))
-        end = max(c.started + compile_seconds(c) for c in timed)
+        started = {c.compile_id: c.started or 0.0 for c in timed}  # every timed compile has a start
+        t0 = min(self.capture.run.started or started[c.compile_id] for c in timed)
+        t0 = min(t0, *started.values())
+        end = max(started[c.compile_id] + compile_seconds(c) for c in timed)
         span = max(end - t0, 1e-6)
         frames: dict[Any, list[Compile]] = {}
         for c in timed:
@@ -294,7 +295,7 @@ class _RankView:
         for cs in list(frames.values())[: self.limits.timeline_frames]:
             bars = []
             for c in cs:
-                x = 100 * (c.started - t0) / span
+                x = 100 * (started[c.compile_id] - t0) / span
                 segments = []
                 for name, seconds in c.times.by_stage().items():
                     if name == "backward":

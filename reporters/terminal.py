@@ -14,8 +14,8 @@ from dynscope.analysis.overview import not_understood_line, stage_seconds
 from dynscope.analysis.problems import advice_for
 from dynscope.analysis.run_view import RunView, run_view
 from dynscope.analysis.runtime import VsEager, cudagraph_line
+from dynscope.events import ChildCapture
 from dynscope.model import Capture, FixResult, RecompileLimitHit, SkippedFrame
-from dynscope.model.records import ChildCapture
 from dynscope.reporters import ReportOptions
 from dynscope.safe_text import safe_console, visible
 

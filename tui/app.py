@@ -121,7 +121,8 @@ class DynscopeApp(App[None]):
     def _build_view(self, tab: str) -> View:
         if tab == "guards":
             return GuardsPane(self.capture, hide_volatile=self.hide_volatile)
-        views = {"compiles": CompilesPane, "breaks": BreaksPane, "kernels": KernelsPane}
+        views: dict[str, type[CompilesPane | BreaksPane | KernelsPane]] = {
+            "compiles": CompilesPane, "breaks": BreaksPane, "kernels": KernelsPane}
         return views[tab](self.capture)
 
     async def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:

@@ -3,6 +3,8 @@ user stack and the source around the line where it happened."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, cast
+
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -16,6 +18,9 @@ from dynscope.model import Capture, StackFrame
 from dynscope.tui.code_view import CodeView
 from dynscope.tui.messages import ShowSource
 from dynscope.tui.text import code_lines, line, lines_of, plain
+
+if TYPE_CHECKING:
+    from dynscope.tui.app import DynscopeApp
 
 
 class BreaksPane(Horizontal):
@@ -80,7 +85,7 @@ class BreaksPane(Horizontal):
         stack.add_options(Option(frame_prompt(f, cwd)) for f in group.first.user_stack)
         stack.highlighted = len(group.first.user_stack) - 1 if group.first.user_stack else None  # the innermost frame
         where = group.location
-        sources = self.app.sources
+        sources = cast("DynscopeApp", self.app).sources
         excerpt = sources.excerpt(where.file, where.line, context=6)
         source = self.query_one("#break-source", CodeView)
         if excerpt is None:

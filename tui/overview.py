@@ -17,13 +17,13 @@ from dynscope.analysis.problems import (
     CompileErrorProblem,
     GraphBreakProblem,
     Problem,
-    ProblemKind,
     RecompileLimitProblem,
     RecompileProblem,
     SkippedFrameProblem,
-    assert_never,
 )
 from dynscope.analysis.run_view import RunView, run_view
+from dynscope.events import ProblemKind
+from dynscope.exhaustive import assert_never
 from dynscope.model import Capture, Run
 from dynscope.tui.messages import ShowBreak, ShowGuards, ShowStage
 from dynscope.tui.text import first_line, line, lines_of, plain, seconds
@@ -173,7 +173,7 @@ def device_text(run: Run) -> str:
     if device.get("cuda"):
         name = device.get("cuda_device") or "CUDA"
         count = device.get("cuda_count")
-        return f"{name} ×{count}" if count and count > 1 else str(name)
+        return f"{name} ×{count}" if isinstance(count, int) and count > 1 else str(name)
     return "CPU"
 
 

@@ -22,9 +22,8 @@ same table ``dynscope fix`` takes its trials from.
 from __future__ import annotations
 
 import re
-import sys
 from dataclasses import dataclass, replace
-from typing import ClassVar, Literal, NoReturn, Protocol, TypeAlias, TypeVar
+from typing import ClassVar, Literal, Protocol, TypeAlias, TypeVar
 
 from dynscope.analysis.breaks import BreakGroup
 from dynscope.analysis.names import condensed, first_line, friendly_function, plural
@@ -32,12 +31,6 @@ from dynscope.analysis.remedies import BreakFacts, ErrorFacts, LimitFacts, Recom
 from dynscope.analysis.runtime import CostedBreak, Costing, FrameRecompiles
 from dynscope.events import ProblemKind
 from dynscope.model import Capture, CompileError, FixResult, GuardFailure, Recompile, RecompileLimitHit, SkippedFrame, StackFrame
-
-if sys.version_info >= (3, 11):
-    from typing import assert_never
-else:  # Python 3.10: the same check for the type checker, an error if ever reached
-    def assert_never(value: NoReturn, /) -> NoReturn:
-        raise AssertionError(f"unhandled case: {value!r}")
 
 _SEVERITY: dict[ProblemKind, int] = {"error": 0, "recompile_limit": 1, "skipped_frame": 2, "graph_break": 3,
                                      "recompile": 4}

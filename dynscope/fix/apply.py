@@ -23,7 +23,7 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, assert_never
+from typing import Any, Literal
 
 from dynscope import events as contract
 from dynscope.events import (
@@ -38,6 +38,7 @@ from dynscope.events import (
     ShowOnly,
     action_from_json,
 )
+from dynscope.exhaustive import assert_never
 from dynscope.model.fix import ENV
 
 VALUES_CAP = 4096  # values recorded per output tensor; larger ones keep an even sample and a hash

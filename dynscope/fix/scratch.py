@@ -91,7 +91,7 @@ def remove(target: str | None) -> None:
 
 def _list(directory: str, limit: int) -> list[os.DirEntry] | None:
     """The directory's entries, or None when there are more than ``limit`` (not all are read)."""
-    found = []
+    found: list[os.DirEntry[str]] = []
     with os.scandir(directory) as it:
         for entry in it:
             if len(found) >= limit:
