@@ -15,9 +15,6 @@ from dynscope import events as contract
 if TYPE_CHECKING:
     from dynscope.model.capture import Capture
 
-ENV = "DYNSCOPE_FIX"  # the environment variable naming a trial's remedies (JSON)
-
-
 def _records(capture: Capture, record: type[contract.Record]):
     for event in capture.reader.events([record.KIND]):
         parsed = capture._parse(record, event)
@@ -49,6 +46,12 @@ def compiled_callables(capture: Capture) -> list[list[str]]:
 
 def applied_actions(capture: Capture) -> set[int]:
     return {record.index for record, _ in _records(capture, contract.FixApplied) if record.ok}
+
+
+def program_started_at(capture: Capture) -> float | None:
+    """When the recorder was ready in the run (time.time()): the program starts right after."""
+    starts = capture.reader.events([contract.RunStart.KIND])
+    return starts[0].ts if starts else None
 
 
 def program_seconds(capture: Capture) -> float | None:
