@@ -54,11 +54,14 @@ class ForkServer:
     """One fork server process. ``preload``: modules of dynscope it imports (and prepares, see
     fork_server.PREPARE_HOOK) before its first fork."""
 
-    def __init__(self, log_fd: int, preload: Sequence[str] = ()) -> None:
+    def __init__(self, log_fd: int, preload: Sequence[str] = (), *, command: Sequence[str] | None = None) -> None:
+        """``command``: the server's command line before its socket's number (tests start a
+        stand-in that imports no torch)."""
         names = [check_extension_name(name) for name in preload]
         ours, theirs = socket.socketpair()
+        start = list(command) if command is not None else module_command("dynscope.runner.fork_server")
         try:
-            self.proc = subprocess.Popen([*module_command("dynscope.runner.fork_server"), str(theirs.fileno()), *names],
+            self.proc = subprocess.Popen([*start, str(theirs.fileno()), *names],
                                          pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=log_fd,
                                          stderr=log_fd, start_new_session=True)
         except BaseException:

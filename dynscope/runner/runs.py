@@ -39,10 +39,12 @@ class ProgramRuns:
     """``fork``: False starts every run as a fresh process (no server at all). ``preload``:
     modules of dynscope the server imports before its first fork (the extensions the runs name)."""
 
-    def __init__(self, log_fd: int, *, fork: bool = True, preload: tuple[str, ...] = ()) -> None:
+    def __init__(self, log_fd: int, *, fork: bool = True, preload: tuple[str, ...] = (),
+                 server_command: list[str] | None = None) -> None:
         self._log_fd = log_fd
         self._preload = preload
-        self._server: ForkServer | None = ForkServer(log_fd, preload) if fork and hasattr(os, "fork") else None
+        self._server_command = server_command  # tests: a stand-in server without torch
+        self._server: ForkServer | None = self._new_server() if fork and hasattr(os, "fork") else None
         self.replaced = 0  # servers started again after one died
         self.fresh_why: str | None = None if self._server is not None else "forking is off"
 
@@ -106,7 +108,10 @@ class ProgramRuns:
             self._fresh_from_now_on(f"the fork server died {self.replaced + 1} times ({why})")
             return
         self.replaced += 1
-        self._server = ForkServer(self._log_fd, self._preload)
+        self._server = self._new_server()
+
+    def _new_server(self) -> ForkServer:
+        return ForkServer(self._log_fd, self._preload, command=self._server_command)
 
     def _fresh_from_now_on(self, why: str) -> None:
         if self._server is not None:
