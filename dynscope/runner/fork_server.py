@@ -122,6 +122,9 @@ class _Server:
         self.nvml_check = nvml_check  # the program's own setting, given back to each child
         self.children: dict[int, str] = {}  # pid -> request id
         self.pid = os.getpid()
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        for sig in _ENDING:
+            signal.signal(sig, self.end)
 
     def send(self, message: dict[str, Any]) -> None:
         self.sock.sendall(json.dumps(message).encode() + b"\n")
@@ -131,9 +134,6 @@ class _Server:
         os._exit(0)  # no interpreter teardown: with torch imported it takes seconds
 
     def serve(self) -> None:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        for sig in _ENDING:
-            signal.signal(sig, self.end)
         try:
             while True:
                 ready, _, _ = select.select([self.sock], [], [], 0.05)
@@ -240,10 +240,11 @@ def main() -> None:
         state = {"ready": False, "why": f"preparing failed ({type(e).__name__}: {e}): fresh processes instead of forks",
                  "gpu": False}
     print(f"dynscope fork server: {state['why']}", file=sys.stderr, flush=True)
+    server = _Server(sock, nvml_check) if state["ready"] else None  # its signal handlers before the answer
     sock.sendall(json.dumps(state).encode() + b"\n")
-    if not state["ready"]:
+    if server is None:
         os._exit(0)
-    _Server(sock, nvml_check).serve()
+    server.serve()
 
 
 if __name__ == "__main__":
