@@ -40,7 +40,7 @@ class TrialRun:
     skipped: str | None = None  # why it was not run (the budget)
     workdir: str | None = None  # the scratch copy of the working directory it runs in (None: the directory itself)
     workdir_note: str | None = None  # why it ran in the directory itself
-    requested_at: float | None = None  # time.time() when its child was asked for
+    requested_at: float | None = None  # time.time() when it was asked for (the first run waits for the fork server)
     pid: int | None = None  # its child's
     startup_s: float | None = None  # from the request to the program's start (the recorder ready)
 
@@ -170,12 +170,12 @@ class Starter:
 
     def start(self, program: Program, run: TrialRun, deadline: float) -> RunHandle | None:
         """None: not started by ``deadline`` (the fork server was still starting)."""
+        run.requested_at = time.time()
         with new_file(os.path.join(run.out_dir, f"{run.name}.stdout")) as stdout, \
                 new_file(os.path.join(run.out_dir, f"{run.name}.stderr")) as stderr:
             handle = self.runs.start(child_spec(program, run), stdout=stdout.fileno(), stderr=stderr.fileno(),
                                      cwd=run.cwd, deadline=deadline)
         if handle is not None:
-            run.requested_at = handle.requested_at
             run.pid = handle.pid
         return handle
 
