@@ -225,6 +225,18 @@ def _restore_env(name: str, value: str | None) -> None:
         os.environ[name] = value
 
 
+def _threads() -> str:
+    """For the log: a fork copies only the calling thread (python warns when there are others)."""
+    import threading
+
+    try:
+        with open("/proc/self/status") as f:
+            total = next((line.split()[1] for line in f if line.startswith("Threads:")), "?")
+    except OSError:
+        total = "?"
+    return f"{total} in all, python's: {', '.join(t.name for t in threading.enumerate())}"
+
+
 def main() -> None:
     sock = socket.socket(fileno=int(sys.argv[1]))
     preload = sys.argv[2:]
@@ -240,6 +252,7 @@ def main() -> None:
         state = {"ready": False, "why": f"preparing failed ({type(e).__name__}: {e}): fresh processes instead of forks",
                  "gpu": False}
     print(f"dynscope fork server: {state['why']}", file=sys.stderr, flush=True)
+    print(f"threads at the first fork: {_threads()}", file=sys.stderr, flush=True)
     server = _Server(sock, nvml_check) if state["ready"] else None  # its signal handlers before the answer
     sock.sendall(json.dumps(state).encode() + b"\n")
     if server is None:

@@ -71,8 +71,12 @@ def test_fix_forks_its_trials_on_a_cuda_build_and_a_device_fault_costs_only_its_
     assert "dynscope fork server: forking (each child creates its own CUDA context)" in log
     for good in (first, after_fault, after_kill):
         assert good.facts is not None and good.facts.exit_code == 0, _stdout(good)
-        assert f"parent {server.proc.pid}\n" in _stdout(good) and "sum 8.0" in _stdout(good)
+        assert f"parent {server.proc.pid}\n" in _stdout(good) and "sum 7.36" in _stdout(good)
+    with open(os.path.join(fault.out_dir, "trial-1.stderr")) as f:
+        fault_err = f.read()
+    print(fault_err[-1500:])
     assert fault.facts is not None and fault.facts.exit_code != 0, _stdout(fault)
+    assert "device-side assert" in fault_err or "CUDA error" in fault_err, fault_err[-2000:]
     assert "hanging" in _stdout(hung) and hung.facts is not None and hung.facts.timed_out
     assert starter.runs.replaced == 0  # the server was never poisoned
     # Forked runs start in a fraction of the first (which waited for the server's import of torch).
