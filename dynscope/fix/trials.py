@@ -11,7 +11,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, BinaryIO
 
 from dynscope.analysis.fix_verdict import RunFacts, metrics_from_summary
 from dynscope.analysis.remedies import problem_counts
@@ -114,7 +114,7 @@ def _clear(run: TrialRun) -> None:
     scratch.remove(_workdir_path(run))
 
 
-def new_file(path: str):
+def new_file(path: str) -> BinaryIO:
     """``path`` opened for writing as a new file: whatever had that name (a link to somewhere
     else, in a directory given with --out) is removed first, never written through."""
     try:

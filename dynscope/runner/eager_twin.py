@@ -14,6 +14,7 @@ import os
 import subprocess
 import tempfile
 import time
+from typing import Any
 
 from dynscope.errors import CaptureError
 from dynscope.events import EagerTwinRun, write
@@ -51,7 +52,7 @@ def record_eager_twin(program: Program, capture_path: str, *, command: list[str]
     return result.returncode
 
 
-def _last_profile(path: str) -> dict | None:
+def _last_profile(path: str) -> dict[str, Any] | None:
     try:
         with CaptureReader(path) as reader:
             return last_snapshot(reader, PROFILE_EVENT)

@@ -17,6 +17,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from dynscope.recorder import record_run_end
 from dynscope.runner.children import children_of_run
@@ -65,8 +66,8 @@ def rank_from_env() -> tuple[int | None, int | None]:
         return None, None
 
 
-def launch(spec: ChildSpec, *, popen_kwargs: dict | None = None,
-           wait: Callable[[subprocess.Popen], int] | None = None) -> RunResult:
+def launch(spec: ChildSpec, *, popen_kwargs: dict[str, Any] | None = None,
+           wait: Callable[[subprocess.Popen[bytes]], int] | None = None) -> RunResult:
     """Run the program in ``python -m dynscope.runner.child SPEC`` and record how it ended.
 
     ``popen_kwargs`` go to Popen (e.g. where the program's output goes), and ``wait(proc)``

@@ -75,7 +75,7 @@ def send_to_spawned_children(spec: SpawnedSpec) -> Callable[[], None]:
         original = spawn.get_preparation_data
 
         def get_preparation_data(name: str) -> dict[str, Any]:
-            data = original(name)
+            data: dict[str, Any] = original(name)
             data["dynscope_recording"] = _RecordInChild(spec)
             return data
 

@@ -32,7 +32,7 @@ class SpecError(ValueError):
     """A child spec that is not one dynscope wrote (bad JSON, a missing or odd field)."""
 
 
-def check_extension_name(module: str) -> str:
+def check_extension_name(module: object) -> str:
     """``module`` if it names a module of dynscope (``dynscope.fix.apply``); SpecError otherwise."""
     if not isinstance(module, str) or _EXTENSION_NAME.fullmatch(module) is None:
         raise SpecError(f"not a dynscope module: {module!r} (child extensions are modules named dynscope.*)")
