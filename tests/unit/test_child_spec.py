@@ -39,7 +39,7 @@ def test_a_spec_is_frozen():
 
 
 @pytest.mark.parametrize("name", ["os", "dynscope", "dynscopex.fix", "dynscope.", "dynscope..fix", "dynscope.fix.",
-                                  ".dynscope.fix", "dynscope.fix apply", "dynscope/fix/apply", "dynscope.fix-apply",
+                                  ".dynscope.fix", "dynscope.fix apply", "dynscope.fix/apply", "dynscope.fix-apply",
                                   "dynscope.1fix", "../dynscope.fix", "dynscope.fix\n", "", "DYNSCOPE.fix"])
 def test_only_modules_of_dynscope_can_be_named_as_extensions(name):
     with pytest.raises(SpecError):
