@@ -77,10 +77,10 @@ class Recorder:
             self._writer.set_meta(**self._probe_meta())
             events.write(self, events.RunStart(argv=tuple(sys.argv), keep_caches=self.keep_caches))
         _RECORDING.add(self)
-        from dynscope.runner.spawned import ChildSpec, send_to_spawned_children
+        from dynscope.runner.spawned import SpawnedSpec, send_to_spawned_children
 
         family = self._family
-        self._stop_sending = send_to_spawned_children(ChildSpec(
+        self._stop_sending = send_to_spawned_children(SpawnedSpec(
             family.root_path, family.root_pid, family.root_started, keep_caches=self.keep_caches,
             command=self.command, profile=self.profile, force_eager=self.force_eager))
         return self

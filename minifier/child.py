@@ -1,57 +1,53 @@
-"""The detection run: the user's program under the recorder and the failure probe.
+"""The detection run's child extension: the failure probe, in the recording child.
 
-Started by the launcher as ``python -m dynscope.minifier.child SPEC`` (like
-dynscope.runner.child, which it mirrors). The program runs exactly as under python until its
-first failing graph; the probe then records the failure and stops it.
+``dynscope minify`` runs the user's program as ``dynscope explain`` does (dynscope/runner/child.py)
+with this module named as a child extension in its ChildSpec (minifier/detect.py). The program runs
+exactly as under python until its first failing graph; the probe then records the failure and
+stops it: the child records the original exception and exits with STOPPED_AT_FAILURE.
 """
 
 from __future__ import annotations
 
 import json
-import sys
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from dynscope.errors import DynscopeError
-from dynscope.runner.child import start_recording
-from dynscope.runner.interrupts import report_sigints
-from dynscope.runner.program import Program, UserProgramError, run_program
+from dynscope.runner.extensions import ChildHooks, ProgramStop
+from dynscope.runner.spec import ChildExtension
 
+if TYPE_CHECKING:
+    from dynscope.recorder import Recorder
+
+EXTENSION = "dynscope.minifier.child"
 STOPPED_AT_FAILURE = 0  # exit status once the failure is recorded: the parent reads failure.json
 
 
-def main() -> None:
-    spec = json.loads(sys.argv[1])
-    report_sigints(spec.get("sigint_notes_fd"))  # first: a Ctrl-C during startup is noted too
-    program = Program(**spec["program"])
-    options = spec["minify"]
-    recorder = start_recording(spec)
-    # Imported after the recorder starts: both import torch, which the recorder times.
+@dataclass(frozen=True)
+class DetectionOptions:
+    out_dir: str  # where the probe writes the failure, the graphs and the marker
+    accuracy: dict[str, float] | None  # tolerances: an accuracy failure is looked for too
+
+    def extension(self) -> ChildExtension:
+        return ChildExtension(EXTENSION, json.dumps({"out_dir": self.out_dir, "accuracy": self.accuracy}))
+
+    @classmethod
+    def from_payload(cls, payload: str) -> DetectionOptions:
+        data = json.loads(payload)
+        accuracy = data.get("accuracy")
+        return cls(str(data["out_dir"]), {str(k): float(v) for k, v in accuracy.items()} if accuracy else None)
+
+
+def start_in_child(recorder: Recorder, payload: str) -> ChildHooks:
+    """Install the failure probe (after the recorder started: both import torch, which the
+    recorder times)."""
     from dynscope.minifier.probe import FailureProbe, StopProgram
 
-    probe = FailureProbe(options["out_dir"], accuracy=options.get("accuracy")).install()
-    try:
-        run_program(program)
-    except UserProgramError as e:
-        probe.remove()
-        if isinstance(e.exc, StopProgram):
-            recorder.record_exception(e.exc.original)
-            recorder.stop()
-            print("dynscope: stopped the program at its first failing graph", file=sys.stderr)
-            sys.exit(STOPPED_AT_FAILURE)
-        recorder.record_exception(e.exc)
-        recorder.stop()
-        e.report_and_exit()
-    except DynscopeError as e:
-        probe.remove()
-        recorder.stop()
-        print(f"dynscope: {e}", file=sys.stderr)
-        sys.exit(e.exit_code)
-    except SystemExit:
-        probe.remove()
-        recorder.stop()
-        raise
-    probe.remove()
-    recorder.stop()
+    options = DetectionOptions.from_payload(payload)
+    probe = FailureProbe(options.out_dir, accuracy=options.accuracy).install()
 
+    def stop_for(exc: BaseException) -> ProgramStop | None:
+        if not isinstance(exc, StopProgram):
+            return None
+        return ProgramStop(exc.original, "stopped the program at its first failing graph", STOPPED_AT_FAILURE)
 
-if __name__ == "__main__":
-    main()
+    return ChildHooks(remove=probe.remove, stop_for=stop_for)

@@ -1,6 +1,6 @@
 """Run the user's program once, under the recorder and the failure probe, and say what failed.
 
-The program runs in a child process (minifier/child.py) with its output going to
+The program runs in a recording child with the failure probe (minifier/child.py) with its output going to
 ``program.log``; this process watches the shared marker (minifier/probe.py) so that a
 compile or a compiled call that runs past the timeout is stopped and named, and so that a
 crash in generated code still says which graph it was in.
@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dynscope.minifier.case import Case, case_from_failure, case_from_graph_record
+from dynscope.minifier.child import DetectionOptions
 from dynscope.minifier.files import FAILURE_FILE, GRAPHS_DIR, MARKER_FILE, PROGRAM_LOG, read_marker
 from dynscope.minifier.signature import crash_signature, hang_signature
 from dynscope.runner.program import Program
@@ -34,6 +35,7 @@ class Detection:
 def detect(program: Program, out_dir: str, *, accuracy: dict[str, float] | None, timeout: float,
            command: list[str], on_status: Callable[[str], None]) -> Detection:
     from dynscope.runner.launcher import launch
+    from dynscope.runner.spec import ChildSpec
 
     stem = os.path.splitext(os.path.basename(program.target.rstrip("/")))[0] or "program"
     capture_path = os.path.join(out_dir, f"{stem}.dynscope")
@@ -43,10 +45,9 @@ def detect(program: Program, out_dir: str, *, accuracy: dict[str, float] | None,
     with open(log_path, "wb") as log:
         # Caches stay on, as in the user's own runs: Inductor's first compile in a process
         # takes twice as long without them, and a cache hit runs the same compiled code.
-        result = launch(program, capture_path, keep_caches=True, command=command,
-                        child_module="dynscope.minifier.child",
-                        extra_spec={"minify": {"out_dir": out_dir, "accuracy": accuracy}},
-                        popen_kwargs={"stdout": log, "stderr": log}, wait=watch.wait)
+        spec = ChildSpec(program, capture_path, tuple(command), keep_caches=True,
+                         extensions=(DetectionOptions(out_dir, accuracy).extension(),))
+        result = launch(spec, popen_kwargs={"stdout": log, "stderr": log}, wait=watch.wait)
     detection = Detection(None, capture_path, result.returncode, log_path)
     failure_path = os.path.join(out_dir, FAILURE_FILE)
     if os.path.exists(failure_path):

@@ -252,7 +252,8 @@ def _minify(case: Case, options: Options, out_dir: str, worker: Worker, progress
                               lambda name: _backend_spec(case, name), lambda text: progress.update(detail=text))
     if verdict.culprit is None:
         verdict = BackendVerdict(culprit_name, verdict.passed)
-    culprit = _backend_spec(case, verdict.culprit)
+    culprit_backend = verdict.culprit or culprit_name  # the small graph's culprit, else the big one's
+    culprit = _backend_spec(case, culprit_backend)
     progress.update(nodes=len(small.compute_nodes))
 
     # 4. The repro, proven in a fresh process while the worker bisects subsystems.
@@ -262,7 +263,7 @@ def _minify(case: Case, options: Options, out_dir: str, worker: Worker, progress
     prover = threading.Thread(target=_verify_into, args=(repro_path, options.timeout, out_dir, verification))
     prover.start()
     subsystem = None
-    plan = _bisector_plan(worker).get(verdict.culprit, [])
+    plan = _bisector_plan(worker).get(culprit_backend, [])
     if plan:
         progress.stage(f"bisecting {verdict.culprit} subsystems (and proving repro.py)")
         # Count every pass, decomposition and lowering the small graph goes through.

@@ -16,7 +16,7 @@ import subprocess
 import sys
 
 from dynscope.minifier.signature import Signature, crash_signature, hang_signature
-from dynscope.minifier.worker import module_command
+from dynscope.runner.fork_client import module_command
 
 
 def verify(repro_path: str, *, timeout: float, log_path: str) -> Signature | None:

@@ -6,8 +6,8 @@ error: the worker is killed with its process group (Inductor's compile subproces
 included) and the next request goes to a new one.
 
 Where the platform can fork and pass file descriptors (Linux, macOS), workers are forked
-from a fork server that has imported torch and warmed Inductor up once
-(minifier/worker_main.py): a replacement costs milliseconds, where a fresh interpreter costs
+from the runner's fork server (dynscope/runner/fork_server.py), which has imported torch and
+warmed Inductor up once (minifier/worker_main.py's prepare_fork_server): a replacement costs milliseconds, where a fresh interpreter costs
 seconds of imports and first-compile work. With a GPU the server never initializes CUDA (a
 process that did cannot fork CUDA users): it imports what a GPU compile needs and proves with
 a forked test child that CUDA works after a fork; each worker then creates its own CUDA
@@ -24,27 +24,22 @@ import select
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+from dynscope.runner.fork_client import ForkServer, module_command
+
 # How long a worker may take to start and warm up before its first check.
 STARTUP_TIMEOUT_S = 600.0
 
 
-def module_command(module: str) -> list[str]:
-    """``python -m MODULE`` without the current directory on sys.path: ``-m`` would put it
-    first, and a directory unpacked from a tarball (or an output directory it pre-filled)
-    could then hold a json.py or torch.py that the worker imports instead of the real one."""
-    launch = ("import sys\nif sys.path and sys.path[0] == '': del sys.path[0]\n"  # -c's entry for the current directory
-              f"import runpy; runpy.run_module({module!r}, run_name='__main__', alter_sys=True)")
-    return [sys.executable, "-c", launch]
-
-
-_WORKER = module_command("dynscope.minifier.worker_main")
+_WORKER_MODULE = "dynscope.minifier.worker_main"
+_WORKER = module_command(_WORKER_MODULE)
+# A fork server that died (after it had forked workers) is started again this many times.
+_SERVER_REPLACEMENTS = 3
 
 
 @dataclass(frozen=True)
@@ -91,52 +86,44 @@ class _Channel:
                 pass
 
 
-class _ForkServer:
+class _ForkedWorkers:
+    """Workers forked from the runner's fork server (dynscope/runner/fork_server.py), which
+    imports this package's worker and warms Inductor up first (worker_main.prepare_fork_server)."""
+
     def __init__(self, log: IO[bytes]) -> None:
-        ours, theirs = socket.socketpair()
-        self.proc = subprocess.Popen([*_WORKER, "--fork-server", str(theirs.fileno())], pass_fds=[theirs.fileno()],
-                                     stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
-        theirs.close()
-        self.sock = ours
-        self.lines = ours.makefile("rb")
+        self.log_fd = log.fileno()
+        self.server = ForkServer(self.log_fd, preload=(_WORKER_MODULE,))
         self.ready = False
         self.gpu = False  # a GPU is present: each forked worker creates its own CUDA context
 
     def spawn(self) -> _Channel:
         if not self.ready:  # its warm-up runs while the program does; wait for it here
-            self.sock.settimeout(STARTUP_TIMEOUT_S)
-            answer = self._answer()
-            if not answer.get("ready"):
-                raise OSError(f"the fork server cannot fork workers here: {answer.get('why')}")
-            self.ready, self.gpu = True, bool(answer.get("gpu"))
+            state = self.server.wait_ready(STARTUP_TIMEOUT_S)
+            if state is None or not state.ready:
+                raise OSError(f"the fork server cannot fork workers here: {state.why if state else 'no answer'}")
+            self.ready, self.gpu = True, state.gpu
         request_read, request_write = os.pipe()
         reply_read, reply_write = os.pipe()
-        socket.send_fds(self.sock, [json.dumps({"op": "spawn"}).encode()], [request_read, reply_write])
-        os.close(request_read)
-        os.close(reply_write)
-        pid = self._answer()["pid"]
-        # A killed child stays a zombie of the fork server until the session ends: reaping it
-        # would wait on it, and the server's socket answers one request at a time.
-        return _Channel(pid, os.fdopen(request_write, "wb"), os.fdopen(reply_read, "rb", buffering=0),
-                        lambda: self._reap(pid), lambda: None)
+        try:
+            child = self.server.spawn(_WORKER_MODULE, "", stdin=request_read, stdout=reply_write, stderr=self.log_fd)
+        except BaseException:
+            os.close(request_write)
+            os.close(reply_read)
+            raise
+        finally:
+            os.close(request_read)
+            os.close(reply_write)
 
-    def _reap(self, pid: int) -> int:
-        socket.send_fds(self.sock, [json.dumps({"op": "reap", "pid": pid}).encode()], [])
-        return int(self._answer()["returncode"])
+        def reap() -> int:
+            code = self.server.wait(child, timeout=60)
+            return -signal.SIGKILL if code is None else code
 
-    def _answer(self) -> dict[str, Any]:
-        line = self.lines.readline()
-        if not line:
-            raise OSError("the fork server died (see worker.log)")
-        return json.loads(line)
+        # The server reaps its children itself: a killed one needs nothing from here.
+        return _Channel(child.pid, os.fdopen(request_write, "wb"), os.fdopen(reply_read, "rb", buffering=0),
+                        reap, lambda: None)
 
     def close(self) -> None:
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        self.proc.wait()
-        self.sock.close()
+        self.server.close()
 
 
 def _can_fork_workers() -> bool:
@@ -158,7 +145,8 @@ class Worker:
         self.spare = spare
         self.started = 0  # worker processes started so far (spares once they serve)
         self._log: IO[bytes] | None = None
-        self._server: _ForkServer | None = None
+        self._server: _ForkedWorkers | None = None
+        self._replacements = 0  # fork servers started again after one died
         self._channel: _Channel | None = None
         self._spare: _Channel | None = None
         self._uses_cuda = False  # a check has used CUDA in its worker
@@ -169,7 +157,7 @@ class Worker:
         if self._log is None:
             self._log = open(self.log_path, "ab")
         if self.fork and self._server is None:
-            self._server = _ForkServer(self._log)
+            self._server = _ForkedWorkers(self._log)
         elif not self.fork and self._channel is None and self.started == 0:
             self._channel = self._spawn_plain(warm_up=True)
             self.started += 1
@@ -215,18 +203,30 @@ class Worker:
             if self._spare is not None:
                 self._channel, self._spare = self._spare, None
             elif self._server is not None:
-                try:
-                    self._channel = self._server.spawn()
-                except OSError:  # no fork server after all: fresh processes from now on
-                    self._server.close()
-                    self._server, self.fork = None, False
-                    self._channel = self._spawn_plain(warm_up=True)
+                self._channel = self._spawn_forked()
             else:
                 self._channel = self._spawn_plain(warm_up=True)
             self.started += 1
         if self._spare is None and self._wants_spare():
             self._spare = self._spawn_spare()
         return self._channel
+
+    def _spawn_forked(self) -> _Channel:
+        """A forked worker. A server that died after forking (a worker's fault took it down, or
+        it was killed) is replaced; one that cannot fork here means fresh processes from now on."""
+        assert self._server is not None and self._log is not None
+        while True:
+            try:
+                return self._server.spawn()
+            except OSError:
+                died = self._server.ready
+                self._server.close()
+                if died and self._replacements < _SERVER_REPLACEMENTS:
+                    self._replacements += 1
+                    self._server = _ForkedWorkers(self._log)
+                    continue
+                self._server, self.fork = None, False
+                return self._spawn_plain(warm_up=True)
 
     def _wants_spare(self) -> bool:
         if self._server is not None and not self._server.ready:

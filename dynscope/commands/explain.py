@@ -86,11 +86,12 @@ def _split(argv: list[str]):
 
 def explain(program, args: argparse.Namespace, *, command: list[str]) -> int:
     from dynscope.runner.launcher import capture_path_for, exit_like, launch, rank_from_env
+    from dynscope.runner.spec import ChildSpec
 
     rank, world = rank_from_env()
     path = capture_path_for(program, args.output, rank=rank, world_size=world)
     profile = args.profile or args.vs_eager
-    result = launch(program, path, keep_caches=args.keep_caches, command=command, extra_spec={"profile": profile})
+    result = launch(ChildSpec(program, path, tuple(command), keep_caches=args.keep_caches, profile=profile))
     if not result.capture_written:
         print("dynscope: no capture was written: the program ended before recording started", file=sys.stderr)
         return exit_like(result.returncode)

@@ -1,10 +1,10 @@
 """Inside a trial run: apply remedies before the user's code runs, record each compiled region's outputs.
 
-The parent (dynscope/fix/trials.py) starts ``dynscope explain`` with ``DYNSCOPE_FIX`` naming a
-JSON object: ``{"remedies": [action, ...], "workdir": ...}`` where each action is a typed action
-of the contract (dynscope.events: SetConfig, MarkDynamic, ...) as JSON, from the remedy table
-(analysis/remedies.py). The explain child calls :func:`install_from_env` once recording has
-started. Nothing here edits a file: configs are set, ``torch.compile`` is wrapped (to pass
+The parent (dynscope/fix/trials.py) names this module as a child extension in the run's
+ChildSpec, with the remedies (dynscope/fix/trial_payload.py) as its payload: each action comes
+from the remedy table (analysis/remedies.py). The recording child calls :func:`start_in_child`
+once recording has started. Each action is a typed action of the contract (dynscope.events:
+SetConfig, MarkDynamic, ...), dispatched on its type. Nothing here edits a file: configs are set, ``torch.compile`` is wrapped (to pass
 extra arguments, mark input dimensions dynamic, and record outputs), and a function to disable
 is replaced in its module or class by ``torch.compiler.disable(fn)``. Each action type is
 applied in one place: ``Trial._apply``.
@@ -36,10 +36,10 @@ from dynscope.events import (
     OutputLeaf,
     SetConfig,
     ShowOnly,
-    action_from_json,
 )
 from dynscope.exhaustive import assert_never
-from dynscope.model.fix import ENV
+from dynscope.fix.trial_payload import TrialRemedies
+from dynscope.runner.extensions import ChildHooks
 
 VALUES_CAP = 4096  # values recorded per output tensor; larger ones keep an even sample and a hash
 LEAVES_CAP = 64  # outputs recorded per call
@@ -59,17 +59,11 @@ class Call:
     kwargs: dict[str, Any] = field(default_factory=dict)
 
 
-def install_from_env(recorder: Any) -> str | None:
-    """Apply the run's remedies; returns the directory the program is to run in (a scratch copy
-    of its working directory, dynscope/fix/scratch.py), or None for here."""
-    raw = os.environ.pop(ENV, None)  # the user's program and its children never see it
-    if raw is None:
-        return None
-    spec = json.loads(raw)
-    actions = [action_from_json(a) for a in spec["remedies"]] if isinstance(spec, dict) else []
-    Trial(recorder, actions).install()
-    workdir = spec["workdir"] if isinstance(spec, dict) else None
-    return workdir if isinstance(workdir, str) else None
+def start_in_child(recorder, payload: str) -> ChildHooks:
+    """The trial child's extension (named in its ChildSpec by dynscope/fix/trials.py): apply the
+    run's remedies once recording has started."""
+    Trial(recorder, list(TrialRemedies.from_payload(payload).actions)).install()
+    return ChildHooks()
 
 
 class Trial:

@@ -1,29 +1,30 @@
 """Run ``dynscope explain`` on the program once per remedy set, several at a time, within a budget.
 
-Each run is a fresh process (caches off, as ``explain``) with ``DYNSCOPE_FIX`` naming the
-remedies its child applies (dynscope/fix/apply.py). This process never imports torch: it reads
-each run's capture through the model.
+Each run is a recording child (caches off, as ``explain``) forked from the runner's fork server,
+its ChildSpec naming the remedies it applies as the child extension dynscope.fix.apply. This
+process never imports torch: it reads each run's capture through the model.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, BinaryIO
 
 from dynscope.analysis.fix_verdict import RunFacts, metrics_of
 from dynscope.analysis.remedies import FixProblem, problem_counts, problems_of
 from dynscope.errors import DynscopeError
 from dynscope.events import Action
 from dynscope.fix import scratch
-from dynscope.model.fix import ENV, Features, applied_actions, program_seconds, trial_features, trial_outputs
+from dynscope.fix.trial_payload import EXTENSION as TRIAL_EXTENSION
+from dynscope.fix.trial_payload import TrialRemedies
+from dynscope.model.fix import Features, applied_actions, program_seconds, program_started_at, trial_features, trial_outputs
+from dynscope.runner.launcher import finish_capture
 from dynscope.runner.program import Program
+from dynscope.runner.runs import ProgramRuns, RunHandle
+from dynscope.runner.spec import ChildSpec
 
 
 @dataclass
@@ -42,14 +43,13 @@ class TrialRun:
     skipped: str | None = None  # why it was not run (the budget)
     workdir: str | None = None  # the scratch copy of the working directory it runs in (None: the directory itself)
     workdir_note: str | None = None  # why it ran in the directory itself
+    requested_at: float | None = None  # time.time() when it was asked for (the first run waits for the fork server)
+    pid: int | None = None  # its child's
+    startup_s: float | None = None  # from the request to the program's start (the recorder ready)
 
     @property
     def capture(self) -> str:
         return os.path.join(self.out_dir, f"{self.name}.dynscope")
-
-    def environment(self) -> dict[str, str]:
-        """What its child reads (dynscope/fix/apply.py): the remedies, and where to run."""
-        return {ENV: json.dumps({"remedies": [a.to_json() for a in self.actions], "workdir": self.workdir})}
 
 
 def program_argv(program: Program) -> list[str]:
@@ -57,11 +57,10 @@ def program_argv(program: Program) -> list[str]:
 
 
 def run_all(program: Program, runs: list[TrialRun], *, jobs: int, deadline: float, estimate_s: float,
-            on_done: Callable[[TrialRun], None] = lambda run: None, starter: Starter | None = None) -> None:
+            on_done: Callable[[TrialRun], None] = lambda run: None, starter: Starter) -> None:
     """Run them ``jobs`` at a time. One that cannot finish before ``deadline`` (judged by
     ``estimate_s``, a run's expected wall time) is not started; one still running at the deadline
     is stopped and counts as timed out."""
-    starter = starter or Subprocesses()
     waiting = list(runs)
     running: list[tuple[TrialRun, Any, float]] = []
     try:
@@ -118,7 +117,7 @@ def _clear(run: TrialRun) -> None:
     scratch.remove(_workdir_path(run))
 
 
-def new_file(path: str):
+def new_file(path: str) -> BinaryIO:
     """``path`` opened for writing as a new file: whatever had that name (a link to somewhere
     else, in a directory given with --out) is removed first, never written through."""
     try:
@@ -152,166 +151,59 @@ def _make_workdir(run: TrialRun) -> None:
 
 
 def _explain_argv(program: Program, run: TrialRun) -> list[str]:
+    """The command recorded in the run's capture: what would record the same run by hand."""
     return ["dynscope", "explain", "-q", *(["--profile"] if run.profile else []), "-o", run.capture,
             *program_argv(program)]
 
 
+def child_spec(program: Program, run: TrialRun) -> ChildSpec:
+    """The run's recording child: caches off (as ``explain``), the remedies as its extension."""
+    return ChildSpec(program, run.capture, tuple(_explain_argv(program, run)), keep_caches=False, profile=run.profile,
+                     workdir=run.workdir, extensions=(TrialRemedies(tuple(run.actions)).extension(),))
+
+
 class Starter:
-    """How a run is started: a ``dynscope explain`` process, or a fork of the zygote."""
+    """Starts each run's recording child: forked from the runner's fork server, which has
+    imported torch once (on CUDA builds too: it creates no CUDA context), or a fresh process
+    where it cannot fork; this side records how each run ended, as ``explain`` does."""
 
-    def start(self, program: Program, run: TrialRun, deadline: float) -> Any: ...  # None: not started by then
-    def poll(self, handle: Any) -> int | None: ...
-    def stop(self, handle: Any) -> int: ...
-    def finish(self, run: TrialRun, returncode: int, wall_s: float) -> None: ...
-    def close(self) -> None: ...
-
-
-class Subprocesses(Starter):
-    """``python -m dynscope explain`` per run: what a user would type."""
-
-    def start(self, program: Program, run: TrialRun, deadline: float) -> Any:
-        stdout = new_file(os.path.join(run.out_dir, f"{run.name}.stdout"))
-        stderr = new_file(os.path.join(run.out_dir, f"{run.name}.stderr"))
-        argv = [sys.executable, "-m", *_explain_argv(program, run)]
-        env = {**os.environ, **run.environment()}
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, env=env,
-                                start_new_session=True, cwd=run.cwd)
-        stdout.close()
-        stderr.close()
-        return proc
-
-    def poll(self, proc: subprocess.Popen) -> int | None:
-        return proc.poll()
-
-    def stop(self, proc: subprocess.Popen) -> int:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except OSError:
-            proc.kill()
-        return proc.wait()
-
-    def finish(self, run: TrialRun, returncode: int, wall_s: float) -> None:
-        pass  # explain recorded how the run ended
-
-    def close(self) -> None:
-        pass
-
-
-class Zygote(Starter):
-    """Runs forked from one process that imported torch already (dynscope/fix/zygote.py): the
-    child runs what the explain child runs; this side records how it ended, as explain does."""
-
-    def __init__(self, log_path: str) -> None:
-        import queue
-        import threading
-
+    def __init__(self, log_path: str, *, fork: bool = True) -> None:
         self._log = new_file(log_path)
-        self.proc = subprocess.Popen([sys.executable, "-m", "dynscope.fix.zygote"], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=self._log)
-        self._messages: queue.Queue = queue.Queue()
-        self.pids: dict[str, int] = {}
-        self.ended: dict[str, int] = {}
-        self.ready = False
-        self.fallback: Subprocesses | None = None
+        self.runs = ProgramRuns(self._log.fileno(), fork=fork, preload=(TRIAL_EXTENSION,))
 
-        def read() -> None:
-            for line in self.proc.stdout:
-                self._messages.put(json.loads(line))
-            self._messages.put(None)
+    def start(self, program: Program, run: TrialRun, deadline: float) -> RunHandle | None:
+        """None: not started by ``deadline`` (the fork server was still starting)."""
+        run.requested_at = time.time()
+        with new_file(os.path.join(run.out_dir, f"{run.name}.stdout")) as stdout, \
+                new_file(os.path.join(run.out_dir, f"{run.name}.stderr")) as stderr:
+            handle = self.runs.start(child_spec(program, run), stdout=stdout.fileno(), stderr=stderr.fileno(),
+                                     cwd=run.cwd, deadline=deadline)
+        if handle is not None:
+            run.pid = handle.pid
+        return handle
 
-        threading.Thread(target=read, daemon=True).start()
+    def poll(self, handle: RunHandle) -> int | None:
+        return self.runs.poll(handle)
 
-    def _drain(self, *, wait_for: str | None = None, timeout: float = 600.0) -> None:
-        import queue
-
-        end = time.time() + timeout
-        while True:
-            try:
-                message = self._messages.get(timeout=0.05 if wait_for else 0)
-            except queue.Empty:
-                if not wait_for or time.time() > end:
-                    return
-                continue
-            if message is None:
-                raise DynscopeError("the trial server stopped (see zygote.stderr in the output directory)")
-            if message.get("ready") is False:  # it will not fork here: one explain process per run
-                self.fallback = Subprocesses()
-                self.ready = True
-            elif message.get("ready"):
-                self.ready = True
-            elif "pid" in message:
-                self.pids[message["id"]] = message["pid"]
-            elif "returncode" in message:
-                self.ended[message["id"]] = message["returncode"]
-            if wait_for == "ready" and self.ready or wait_for and wait_for in self.pids:
-                return
-
-    def start(self, program: Program, run: TrialRun, deadline: float) -> Any:
-        if not self.ready:
-            self._drain(wait_for="ready", timeout=max(0.0, deadline - time.time()))
-            if not self.ready:
-                return None
-        if self.fallback is not None:
-            return self.fallback.start(program, run, deadline)
-        spec = {"program": {"kind": program.kind, "target": program.target, "args": list(program.args)},
-                "capture": run.capture, "keep_caches": False, "profile": run.profile, "command": _explain_argv(program, run)}
-        request = {"id": run.name, "spec": spec, "env": run.environment(),
-                   "stdout": os.path.join(run.out_dir, f"{run.name}.stdout"),
-                   "stderr": os.path.join(run.out_dir, f"{run.name}.stderr"), "cwd": run.cwd}
-        self.proc.stdin.write((json.dumps(request) + "\n").encode())
-        self.proc.stdin.flush()
-        self._drain(wait_for=run.name)
-        return run.name
-
-    def poll(self, name: Any) -> int | None:
-        if self.fallback is not None:
-            return self.fallback.poll(name)
-        self._drain()
-        return self.ended.get(name)
-
-    def stop(self, name: Any) -> int:
-        if self.fallback is not None:
-            return self.fallback.stop(name)
-        try:
-            os.killpg(self.pids[name], signal.SIGKILL)
-        except (OSError, KeyError):
-            pass
-        end = time.time() + 10
-        while name not in self.ended and time.time() < end:
-            self._drain()
-            time.sleep(0.02)
-        return self.ended.get(name, -signal.SIGKILL)
+    def stop(self, handle: RunHandle) -> int:
+        return self.runs.stop(handle)
 
     def finish(self, run: TrialRun, returncode: int, wall_s: float) -> None:
-        if self.fallback is not None:
-            return  # explain recorded how the run ended
-        from dynscope.runner.launcher import finish_capture
-
         finish_capture(run.capture, returncode, wall_s)
 
     def close(self) -> None:
-        try:
-            self.proc.stdin.close()
-        except OSError:
-            pass
-        # With its input closed it ends every child it still has and exits at once; one still
-        # importing torch (fix stopped early) reads nothing yet, so it is ended here.
-        for ending in (signal.SIGTERM, signal.SIGKILL):
-            try:
-                self.proc.wait(timeout=1.0)
-                break
-            except subprocess.TimeoutExpired:
-                self.proc.send_signal(ending)
-        else:
-            self.proc.wait()
+        self.runs.close()
         self._log.close()
 
 
+SERVER_LOG = "fork-server.log"
+
+
 def starter_for(out_dir: str) -> Starter:
-    """The zygote where fork exists (POSIX), else one explain process per run."""
-    if hasattr(os, "fork") and os.environ.get("DYNSCOPE_FIX_NO_FORK") != "1":
-        return Zygote(os.path.join(out_dir, "zygote.stderr"))
-    return Subprocesses()
+    """Forked runs where fork exists (POSIX), else one fresh process per run
+    (``DYNSCOPE_FIX_NO_FORK=1`` asks for fresh processes: a way to compare the two)."""
+    fork = hasattr(os, "fork") and os.environ.get("DYNSCOPE_FIX_NO_FORK") != "1"
+    return Starter(os.path.join(out_dir, SERVER_LOG), fork=fork)
 
 
 def _read(run: TrialRun, *, timed_out: bool) -> None:
@@ -334,9 +226,12 @@ def _read(run: TrialRun, *, timed_out: bool) -> None:
             run.features = trial_features(capture)
             applied = applied_actions(capture)
             run.compiled = bool(view.compiles)
+            started_at = program_started_at(capture)
     except (DynscopeError, OSError):
         run.facts = RunFacts(False, None, None, stdout, None, {}, (), timed_out=timed_out)
         return
+    if started_at is not None and run.requested_at is not None:
+        run.startup_s = started_at - run.requested_at
     notes = tuple(f"{a.OP} did not apply" for i, a in enumerate(run.actions) if i not in applied)
     run.problems = problems
     run.torch_version = ended.torch_version

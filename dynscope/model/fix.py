@@ -20,8 +20,6 @@ if TYPE_CHECKING:
 
 R = TypeVar("R", bound=contract.Record)
 
-ENV = "DYNSCOPE_FIX"  # the environment variable naming a trial's remedies (JSON)
-
 # Functions and sets the remedies call, recorded as present (True) or not by probes.compat.remedy_features;
 # every other name it records is a torch._dynamo.config setting and its current value.
 FEATURE_FUNCTIONS = frozenset({"reorderable_logging_functions", "mark_dynamic", "maybe_mark_dynamic",
@@ -85,13 +83,14 @@ def trial_features(capture: Capture) -> Features:
     return Features.from_json({**recorded, "compiled_callables": callables})
 
 
-def compiled_callables(capture: Capture) -> list[list[str]]:
-    """[function, file] of each callable the program gave torch.compile (a module: its forward)."""
-    return [[record.function, record.file or ""] for record, _ in _records(capture, contract.FixRegion)]
-
-
 def applied_actions(capture: Capture) -> set[int]:
     return {record.index for record, _ in _records(capture, contract.FixApplied) if record.ok}
+
+
+def program_started_at(capture: Capture) -> float | None:
+    """When the recorder was ready in the run (time.time()): the program starts right after."""
+    starts = capture.reader.events([contract.RunStart.KIND])
+    return starts[0].ts if starts else None
 
 
 def program_seconds(capture: Capture) -> float | None:

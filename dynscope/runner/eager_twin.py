@@ -14,12 +14,14 @@ import os
 import subprocess
 import tempfile
 import time
+from typing import Any
 
 from dynscope.errors import CaptureError
 from dynscope.events import EagerTwinRun, write
 from dynscope.model.runtime import PROFILE_EVENT, last_snapshot
 from dynscope.runner.launcher import launch
 from dynscope.runner.program import Program
+from dynscope.runner.spec import ChildSpec
 from dynscope.store.reader import CaptureReader
 from dynscope.store.schema import FILE_SUFFIX
 from dynscope.store.writer import CaptureWriter
@@ -34,9 +36,8 @@ def record_eager_twin(program: Program, capture_path: str, *, command: list[str]
         output_path = os.path.join(tmp, "output")
         started = time.time()
         with open(output_path, "wb") as output:
-            result = launch(program, twin_path, keep_caches=True, command=command,
-                            extra_spec={"profile": True, "force_eager": True},
-                            popen_kwargs={"stdin": subprocess.DEVNULL, "stdout": output, "stderr": output})
+            spec = ChildSpec(program, twin_path, tuple(command), keep_caches=True, profile=True, force_eager=True)
+            result = launch(spec, popen_kwargs={"stdin": subprocess.DEVNULL, "stdout": output, "stderr": output})
         elapsed = time.time() - started
         profile = _last_profile(twin_path) if result.capture_written else None
         with open(output_path, "rb") as output:
@@ -51,7 +52,7 @@ def record_eager_twin(program: Program, capture_path: str, *, command: list[str]
     return result.returncode
 
 
-def _last_profile(path: str) -> dict | None:
+def _last_profile(path: str) -> dict[str, Any] | None:
     try:
         with CaptureReader(path) as reader:
             return last_snapshot(reader, PROFILE_EVENT)

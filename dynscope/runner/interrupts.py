@@ -40,10 +40,10 @@ class SigintRelay:
         self._read_fd, self.child_fd = os.pipe()
         self._notes: collections.deque[float] = collections.deque()
         self._changed = threading.Condition()
-        self._proc: subprocess.Popen | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
         self._echoes = 0  # SIGINTs passed on whose notes are still to come back
 
-    def started(self, proc: subprocess.Popen) -> None:
+    def started(self, proc: subprocess.Popen[bytes]) -> None:
         """The child runs (and holds its end of the pipe): start listening."""
         self._proc = proc
         os.close(self.child_fd)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import io
-import json
 import os
 import signal
 import sqlite3
@@ -18,11 +17,13 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from dynscope.recorder import record_run_end
 from dynscope.runner.children import children_of_run
 from dynscope.runner.interrupts import SigintRelay
 from dynscope.runner.program import Program, check_runnable
+from dynscope.runner.spec import ChildSpec
 from dynscope.store.header import is_capture_file
 from dynscope.store.lock import exclusive_writer
 from dynscope.store.schema import FILE_SUFFIX
@@ -65,30 +66,21 @@ def rank_from_env() -> tuple[int | None, int | None]:
         return None, None
 
 
-def launch(program: Program, capture_path: str, *, keep_caches: bool, command: list[str],
-           child_module: str = "dynscope.runner.child", extra_spec: dict | None = None,
-           popen_kwargs: dict | None = None, wait: Callable[[subprocess.Popen], int] | None = None) -> RunResult:
-    """Run the program in ``python -m child_module SPEC`` and record how it ended.
+def launch(spec: ChildSpec, *, popen_kwargs: dict[str, Any] | None = None,
+           wait: Callable[[subprocess.Popen[bytes]], int] | None = None) -> RunResult:
+    """Run the program in ``python -m dynscope.runner.child SPEC`` and record how it ended.
 
-    ``extra_spec`` adds keys to the child's spec, ``popen_kwargs`` go to Popen (e.g. where
-    the program's output goes), and ``wait(proc)`` replaces ``proc.wait()`` for a caller
-    that watches the child while it runs (dynscope minify stops one that hangs).
+    ``popen_kwargs`` go to Popen (e.g. where the program's output goes), and ``wait(proc)``
+    replaces ``proc.wait()`` for a caller that watches the child while it runs (dynscope minify
+    stops one that hangs).
     """
-    check_runnable(program)
-    check_capture_target(capture_path)
-    spec = {
-        "program": {"kind": program.kind, "target": program.target, "args": program.args},
-        "capture": capture_path,
-        "keep_caches": keep_caches,
-        "command": command,
-        **(extra_spec or {}),
-    }
+    check_runnable(spec.program)
+    check_capture_target(spec.capture)
     relay = SigintRelay()
-    spec["sigint_notes_fd"] = relay.child_fd
-    argv = [sys.executable, *_interpreter_flags(), "-m", child_module, json.dumps(spec)]
+    argv = child_command(dataclasses.replace(spec, sigint_notes_fd=relay.child_fd))
     kwargs = dict(popen_kwargs or {})
     kwargs["pass_fds"] = (*kwargs.get("pass_fds", ()), relay.child_fd)
-    with exclusive_writer(capture_path):
+    with exclusive_writer(spec.capture):
         started = time.time()
         try:
             proc = subprocess.Popen(argv, **kwargs)
@@ -106,8 +98,13 @@ def launch(program: Program, capture_path: str, *, keep_caches: bool, command: l
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
-        written = _finish_capture(capture_path, returncode, time.time() - started, program_pid=proc.pid)
-    return RunResult(capture_path, returncode, written)
+        written = _finish_capture(spec.capture, returncode, time.time() - started, program_pid=proc.pid)
+    return RunResult(spec.capture, returncode, written)
+
+
+def child_command(spec: ChildSpec) -> list[str]:
+    """The command line of a fresh recording child: this python, with its flags."""
+    return [sys.executable, *_interpreter_flags(), "-m", "dynscope.runner.child", spec.to_json()]
 
 
 def _interpreter_flags() -> list[str]:

@@ -24,7 +24,7 @@ _WHEN_COMPILING = "torch._dynamo"
 
 
 @dataclasses.dataclass(frozen=True)
-class ChildSpec:
+class SpawnedSpec:
     """What the child's recorder needs: the program's recording and its options."""
 
     root_path: str
@@ -39,7 +39,7 @@ class ChildSpec:
 class _RecordInChild:
     """Unpickled in the child as a call to ``record_in_child(spec)``."""
 
-    def __init__(self, spec: ChildSpec) -> None:
+    def __init__(self, spec: SpawnedSpec) -> None:
         self.spec = spec
 
     def __reduce__(self) -> tuple[Callable[..., Any], tuple[Any, ...]]:
@@ -48,10 +48,10 @@ class _RecordInChild:
 
 def record_in_child(spec: dict[str, Any]) -> None:
     """In the spawned child, while multiprocessing reads its preparation data."""
-    when_imported(_WHEN_COMPILING, lambda _module: _start(ChildSpec(**spec)))
+    when_imported(_WHEN_COMPILING, lambda _module: _start(SpawnedSpec(**spec)))
 
 
-def _start(spec: ChildSpec) -> None:
+def _start(spec: SpawnedSpec) -> None:
     import os
 
     from dynscope.recorder import Family, Recorder
@@ -66,7 +66,7 @@ def _start(spec: ChildSpec) -> None:
         print(f"dynscope: not recording child process {os.getpid()}: {e}", file=sys.stderr)
 
 
-def send_to_spawned_children(spec: ChildSpec) -> Callable[[], None]:
+def send_to_spawned_children(spec: SpawnedSpec) -> Callable[[], None]:
     """While recording: every spawn/forkserver child multiprocessing starts gets a recorder.
     Returns the undo."""
     patched: list[Any] = []
@@ -75,7 +75,7 @@ def send_to_spawned_children(spec: ChildSpec) -> Callable[[], None]:
         original = spawn.get_preparation_data
 
         def get_preparation_data(name: str) -> dict[str, Any]:
-            data = original(name)
+            data: dict[str, Any] = original(name)
             data["dynscope_recording"] = _RecordInChild(spec)
             return data
 

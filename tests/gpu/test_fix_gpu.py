@@ -27,6 +27,9 @@ def test_every_problem_fixed_on_the_gpu(tmp_path):
     elapsed = time.perf_counter() - started
     assert result.returncode == 0, result.stderr[-4000:]
     doc = json.loads((tmp_path / "fix.json").read_text())
+    # The trials forked from the runner's fork server, on this CUDA build too.
+    server_log = (tmp_path / doc["out_dir"] / "fork-server.log").read_text()
+    assert "dynscope fork server: forking (each child creates its own CUDA context)" in server_log, server_log
     print(f"dynscope fix on the GPU: {elapsed:.1f} s, {len(doc['trials'])} trials, runs {doc['runs']}")
     print(json.dumps([{k: t[k] for k in ("remedy", "verdict", "max_abs_diff")} for t in doc["trials"]], indent=1))
     by_remedy = {t["remedy"]: t for t in doc["trials"]}

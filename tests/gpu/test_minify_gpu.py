@@ -61,6 +61,6 @@ def test_triton_relu_bug_is_inductor_relu_lowering(tmp_path, bug):
                          text=True, timeout=600)
     assert run.returncode != 0
     # Workers were forked, each with its own CUDA context (the server initialized none).
-    assert server == ["dynscope fork server: forking workers (each creates its own CUDA context)"], worker_log[-4000:]
+    assert server == ["dynscope fork server: forking (each child creates its own CUDA context)"], worker_log[-4000:]
     if bug == "runtime_error":
         assert elapsed < RUNTIME_ERROR_LIMIT_S, f"took {elapsed:.0f} s"

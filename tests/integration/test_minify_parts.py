@@ -226,7 +226,7 @@ def test_fork_server_forks_where_a_gpu_is_present_and_cuda_is_not_initialized():
     """The fork server's answer, decided without a GPU: fork unless the warm-up initialized
     CUDA; where a GPU is present, only once a forked test child has used CUDA."""
     from dynscope.minifier.worker import _can_fork_workers
-    from dynscope.minifier.worker_main import fork_readiness
+    from dynscope.runner.fork_server import fork_readiness
 
     asked = []
 
@@ -238,11 +238,11 @@ def test_fork_server_forks_where_a_gpu_is_present_and_cuda_is_not_initialized():
         raise AssertionError("no test child without a GPU")
 
     ready, why = fork_readiness(cuda_initialized=False, gpu=True, child_can_use_cuda=child_ok)
-    assert ready and asked and why == "forking workers (each creates its own CUDA context)"
+    assert ready and asked and why == "forking (each child creates its own CUDA context)"
     assert not fork_readiness(cuda_initialized=False, gpu=True, child_can_use_cuda=lambda: False)[0]
     assert not fork_readiness(cuda_initialized=True, gpu=True, child_can_use_cuda=child_ok)[0]
     assert not fork_readiness(cuda_initialized=True, gpu=False, child_can_use_cuda=never)[0]
-    assert fork_readiness(cuda_initialized=False, gpu=False, child_can_use_cuda=never) == (True, "forking workers")
+    assert fork_readiness(cuda_initialized=False, gpu=False, child_can_use_cuda=never) == (True, "forking")
     assert _can_fork_workers()  # Linux: a GPU no longer rules the fork server out
 
 
@@ -257,11 +257,11 @@ def refuse(*args, **kwargs):
 torch.cuda._lazy_init = torch.cuda.init = refuse
 torch.cuda.is_available = lambda: True
 torch.cuda.device_count = lambda: 1
-from dynscope.minifier import worker_main
+from dynscope.runner import fork_server
 from dynscope.probes import compat
 compat.inductor_compile = lambda *args: calls.append("compile")
-worker_main._cuda_works_in_a_child = lambda: calls.append("test child") or True
-state = worker_main.prepare_server()
+fork_server._cuda_works_in_a_child = lambda: calls.append("test child") or True
+state = fork_server.prepare_server(["dynscope.minifier.worker_main"])
 print(json.dumps({**state, "calls": calls, "initialized": torch.cuda.is_initialized(),
                   "imported": "torch._inductor.compile_fx" in sys.modules}))
 """
@@ -274,7 +274,7 @@ def test_fork_server_warm_up_creates_no_cuda_context_where_a_gpu_is_present():
     proc = subprocess.run([sys.executable, "-c", _PRETEND_GPU], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-4000:]
     found = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert found == {"ready": True, "why": "forking workers (each creates its own CUDA context)", "gpu": True,
+    assert found == {"ready": True, "why": "forking (each child creates its own CUDA context)", "gpu": True,
                      "calls": ["test child"], "initialized": False, "imported": True}
 
 

@@ -51,6 +51,10 @@ RULES = (
     *(_views_but(v) for v in VIEWS),
     Rule("nothing below dynscope.commands imports it", ("dynscope",), ("dynscope.commands",),
          exempt=("dynscope.commands", "dynscope.__main__")),
+    # The runner starts the tools' children but knows none of them: a child extension is named in
+    # the ChildSpec and imported by that name (dynscope/runner/extensions.py), never statically.
+    Rule("the runner imports no tool and no analysis", ("dynscope.runner",),
+         ("dynscope.fix", "dynscope.minifier", "dynscope.analysis", "dynscope.commands", *VIEWS)),
     Rule("reading a capture never imports torch", ("dynscope.store", "dynscope.model", "dynscope.analysis",
                                                     "dynscope.events", "dynscope.trace_events", "dynscope.tui",
                                                     "dynscope.reporters"),
@@ -169,11 +173,15 @@ def test_a_forbidden_import_is_caught(tmp_path):
     text.write_text(text.read_text() + "\nfrom dynscope.commands._common import add_capture_argument\n")
     records = tmp_path / "dynscope" / "model" / "records.py"
     records.write_text(records.read_text() + "\n\ndef _late():\n    from ..reporters import terminal\n")
+    child = tmp_path / "dynscope" / "runner" / "child.py"  # the upward arrow an environment flag once made
+    child.write_text(child.read_text() + "\n\ndef _trial():\n    from dynscope.fix.apply import start_in_child\n")
     found = violations(import_graph(tmp_path))
     assert any(v.startswith("nothing below dynscope.commands imports it: dynscope.tui.text imports "
                             "dynscope.commands._common") for v in found), found
     assert any(v.startswith("the model imports no analysis and no view: dynscope.model.records imports "
                             "dynscope.reporters") for v in found), found
+    assert any(v.startswith("the runner imports no tool and no analysis: dynscope.runner.child imports "
+                            "dynscope.fix.apply") for v in found), found
 
 
 def test_no_import_circles_in_the_core():

@@ -299,14 +299,14 @@ def test_an_out_directory_from_elsewhere_cannot_redirect_what_a_run_writes(tmp_p
         (precious / name).write_text("keep me")
     (precious / "inside").write_text("keep me")
     for link, target in (("baseline.dynscope", "capture"), ("baseline.stdout", "stdout"),
-                         ("baseline.stderr", "stderr"), ("zygote.stderr", "log")):
+                         ("baseline.stderr", "stderr"), ("fork-server.log", "log")):
         os.symlink(precious / target, out / link)
     os.symlink(precious, out / "baseline.cwd")
     run = TrialRun("baseline", [], str(out))
     _clear(run)
     with new_file(str(out / "baseline.stdout")) as f:
         f.write(b"the run's output")
-    with new_file(str(out / "zygote.stderr")) as f:
+    with new_file(str(out / "fork-server.log")) as f:
         f.write(b"the server's log")
     assert {p.name: p.read_text() for p in precious.iterdir()} == dict.fromkeys(
         ("capture", "stdout", "stderr", "log", "inside"), "keep me")

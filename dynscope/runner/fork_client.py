@@ -1,0 +1,187 @@
+"""The parent's side of the fork server (dynscope/runner/fork_server.py): start it, ask it for
+children, learn how they end. This side never imports torch.
+
+One reader thread takes the server's messages as they come (a child's pid, its end); the
+parent's calls wait on them. The server lives in a session of its own and ends when this side
+closes its socket, or dies: then it kills every child it still has.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from dynscope.runner.spec import check_extension_name
+
+
+class ServerGone(OSError):
+    """The fork server died or cannot fork: start another, or fresh processes."""
+
+
+def module_command(module: str) -> list[str]:
+    """``python -m MODULE`` without the current directory on sys.path: ``-m`` would put it
+    first, and a directory unpacked from a tarball (or an output directory it pre-filled)
+    could then hold a json.py or torch.py that the server imports instead of the real one."""
+    launch = ("import sys\nif sys.path and sys.path[0] == '': del sys.path[0]\n"  # -c's entry for the current directory
+              f"import runpy; runpy.run_module({module!r}, run_name='__main__', alter_sys=True)")
+    return [sys.executable, "-c", launch]
+
+
+@dataclass(frozen=True)
+class ServerState:
+    ready: bool  # it forks children (else: fresh processes)
+    why: str
+    gpu: bool  # a GPU is present: each forked child creates its own CUDA context
+
+
+@dataclass(frozen=True)
+class ForkedChild:
+    id: str
+    pid: int
+    requested_at: float  # time.time() when the parent asked for it
+
+
+class ForkServer:
+    """One fork server process. ``preload``: modules of dynscope it imports (and prepares, see
+    fork_server.PREPARE_HOOK) before its first fork."""
+
+    def __init__(self, log_fd: int, preload: Sequence[str] = (), *, command: Sequence[str] | None = None) -> None:
+        """``command``: the server's command line before its socket's number (tests start a
+        stand-in that imports no torch)."""
+        names = [check_extension_name(name) for name in preload]
+        ours, theirs = socket.socketpair()
+        start = list(command) if command is not None else module_command("dynscope.runner.fork_server")
+        try:
+            self.proc = subprocess.Popen([*start, str(theirs.fileno()), *names],
+                                         pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=log_fd,
+                                         stderr=log_fd, start_new_session=True)
+        except BaseException:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        self._sock = ours
+        self._changed = threading.Condition()
+        self.state: ServerState | None = None
+        self._pids: dict[str, int] = {}
+        self._errors: dict[str, str] = {}
+        self._ended: dict[str, int] = {}
+        self._gone = False
+        self._next_id = 0
+        threading.Thread(target=self._read, args=(ours.makefile("rb"),), name="dynscope-fork-server",
+                         daemon=True).start()
+
+    # -- asking ------------------------------------------------------------------------------
+
+    def wait_ready(self, timeout: float) -> ServerState | None:
+        """Its answer once it has imported torch; None if it has not answered within ``timeout``."""
+        with self._changed:
+            self._changed.wait_for(lambda: self.state is not None or self._gone, timeout=max(0.0, timeout))
+            if self.state is None and self._gone:
+                raise ServerGone("the fork server ended before it was ready")
+            return self.state
+
+    def spawn(self, module: str, argument: str, *, stdin: int, stdout: int, stderr: int, cwd: str | None = None,
+              sys_path0: str | None = None, timeout: float = 60.0) -> ForkedChild:
+        """A forked child running ``module.main()`` with ``sys.argv[1] == argument`` on these
+        descriptors (the server gets copies; the caller keeps and closes its own). ``sys_path0``:
+        what ``python -m`` would have put first on sys.path (the directory it started in)."""
+        state = self.wait_ready(timeout)
+        if state is None or not state.ready:
+            raise ServerGone(state.why if state is not None else "the fork server is not ready")
+        self._next_id += 1
+        request_id = str(self._next_id)
+        requested_at = time.time()
+        request = {"op": "spawn", "id": request_id, "module": check_extension_name(module), "argument": argument,
+                   "cwd": cwd, "sys_path0": sys_path0}
+        try:
+            socket.send_fds(self._sock, [json.dumps(request).encode()], [stdin, stdout, stderr])
+        except OSError as e:
+            raise ServerGone(f"the fork server is gone: {e}") from None
+        with self._changed:
+            self._changed.wait_for(lambda: request_id in self._pids or request_id in self._errors or self._gone,
+                                   timeout=timeout)
+            if request_id in self._pids:
+                return ForkedChild(request_id, self._pids[request_id], requested_at)
+            if request_id in self._errors:
+                raise ValueError(f"the fork server refused: {self._errors[request_id]}")
+        raise ServerGone("the fork server did not answer")
+
+    def returncode(self, child: ForkedChild) -> int | None:
+        """How it ended (negative: the signal that killed it), or None while it runs."""
+        with self._changed:
+            if child.id in self._ended:
+                return self._ended[child.id]
+            if not self._gone:
+                return None
+        # The server died (its end killed its children; a crash leaves them orphans): none runs on.
+        self.kill(child)
+        with self._changed:
+            return self._ended.setdefault(child.id, -signal.SIGKILL)
+
+    def wait(self, child: ForkedChild, timeout: float | None = None) -> int | None:
+        with self._changed:
+            self._changed.wait_for(lambda: child.id in self._ended or self._gone, timeout=timeout)
+        return self.returncode(child)
+
+    def kill(self, child: ForkedChild) -> None:
+        """SIGKILL to its process group (its session: the child and all it started)."""
+        for kill in (os.killpg, os.kill):
+            try:
+                kill(child.pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+    @property
+    def alive(self) -> bool:
+        return not self._gone and self.proc.poll() is None
+
+    def close(self) -> None:
+        """End it: with its socket closed it kills every child it still has and exits at once."""
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self._sock.close()
+        for ending in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                self.proc.wait(timeout=2.0)
+                return
+            except subprocess.TimeoutExpired:  # still importing torch: it reads nothing yet
+                self.proc.send_signal(ending)
+        self.proc.wait()
+
+    # -- the reader thread -------------------------------------------------------------------
+
+    def _read(self, lines: Any) -> None:
+        try:
+            for line in lines:
+                message = json.loads(line)
+                with self._changed:
+                    self._take(message)
+                    self._changed.notify_all()
+        except (OSError, ValueError):
+            pass
+        finally:
+            with self._changed:
+                self._gone = True
+                self._changed.notify_all()
+
+    def _take(self, message: dict[str, Any]) -> None:
+        if "ready" in message:
+            self.state = ServerState(bool(message["ready"]), str(message.get("why", "")), bool(message.get("gpu")))
+        elif "pid" in message:
+            self._pids[str(message["id"])] = int(message["pid"])
+        elif "returncode" in message:
+            self._ended[str(message["id"])] = int(message["returncode"])
+        elif "error" in message:
+            self._errors[str(message["id"])] = str(message["error"])
