@@ -543,7 +543,29 @@ class ShowOnly:
         return cls(_field(data, "code", str, cls.OP))
 
 
-Action: typing.TypeAlias = SetConfig | AddLoggingFunction | CompileWith | MarkDynamic | DisableFunction | ShowOnly
+@dataclasses.dataclass(frozen=True)
+class ChangeSource:
+    """Files run from changed text in the trial child (a patch given with ``fix --patch``): each
+    ``(absolute path, new text)`` is served through the child's shadow (dynscope/runner/shadow.py)
+    to the program's imports and script; nothing on disk changes."""
+
+    OP: ClassVar[str] = "source"
+    files: tuple[tuple[str, str], ...]
+
+    def to_json(self) -> dict[str, JsonValue]:
+        return {"op": self.OP, "files": [[path, text] for path, text in self.files]}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, object]) -> ChangeSource:
+        files = data.get("files")
+        if not isinstance(files, list) or not all(
+                isinstance(f, list) and len(f) == 2 and all(isinstance(x, str) for x in f) for f in files):
+            raise ValueError(f"{cls.OP}: files must be a list of [path, text] pairs")
+        return cls(tuple((f[0], f[1]) for f in files))
+
+
+Action: typing.TypeAlias = (SetConfig | AddLoggingFunction | CompileWith | MarkDynamic | DisableFunction | ShowOnly
+                            | ChangeSource)
 _ACTIONS: dict[str, Callable[[Mapping[str, object]], Action]] = {cls.OP: cls.from_json for cls in typing.get_args(Action)}
 
 

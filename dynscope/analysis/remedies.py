@@ -16,6 +16,7 @@ from a version number.
 from __future__ import annotations
 
 import ast
+import hashlib
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from dynscope.events import (
     FIX_FAMILY,
     Action,
     AddLoggingFunction,
+    ChangeSource,
     CompileWith,
     DisableFunction,
     FixFamily,
@@ -40,7 +42,7 @@ from dynscope.model import CompileError, Recompile, RecompileLimitHit
 from dynscope.model.break_text import first_line
 from dynscope.model.fix import Features
 
-AppliesAs = Literal["config", "wrap", "code"]
+AppliesAs = Literal["config", "wrap", "code", "source"]
 
 # -- the typed facts remedies and hints are chosen from -------------------------------------------
 
@@ -606,3 +608,11 @@ def parse_try(text: str) -> Remedy:
     line = f"{name} = {literal!r}"
     return Remedy(f"config:{name}={literal!r}", line, "config", SetConfig(module, attr, value),
                   f"import {module.split('.')[0]}\n{line}\n")
+
+
+def patch_remedy(name: str, text: str, files: Sequence[tuple[str, str]]) -> Remedy:
+    """``--patch FILE``: someone's change to the program's source (a colleague's, an agent's),
+    run from memory in a trial (``files``: absolute path and changed text) and judged like every
+    remedy, on every problem together."""
+    digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+    return Remedy(f"patch:{digest}", f"the patch {name}", "source", ChangeSource(tuple(files)), text)

@@ -23,9 +23,13 @@ import os
 import shlex
 import stat
 import sys
+from typing import TYPE_CHECKING
 
 from dynscope.commands._common import add_program_arguments, program_from_args
 from dynscope.errors import DynscopeError
+
+if TYPE_CHECKING:
+    from dynscope.analysis.remedies import Remedy
 
 USAGE = """dynscope fix [OPTIONS] SCRIPT [ARGS...]
        dynscope fix [OPTIONS] -m MODULE [ARGS...]
@@ -70,6 +74,10 @@ class Command:
                                  "timings or dates); outputs and exit status are still compared")
         parser.add_argument("--try", dest="tries", action="append", default=[], metavar="NAME=VALUE",
                             help="also try this setting (e.g. torch._dynamo.config.specialize_int=True); repeatable")
+        parser.add_argument("--patch", dest="patches", action="append", default=[], metavar="FILE",
+                            help="judge this unified diff (git diff, an agent's change) instead of trying the remedies: "
+                                 "it runs from memory, never applied to a file; exit 0 when it fixed or improved "
+                                 "the run with the same outputs, 1 otherwise; repeatable (each judged alone)")
         parser.add_argument("--out", metavar="DIR", help="where the runs' captures and output go (default: a new "
                                                          "<program>-fix-<date>-<time> directory per run)")
         add_program_arguments(parser)
@@ -108,6 +116,9 @@ class Command:
 
             _write(args.md, render_fix_markdown(doc))
             console.print(f"dynscope: wrote {args.md}", markup=False)
+        if options.patches:  # the judge of a patch: did every one fix or improve the run?
+            judged = [row for row in doc.trials if row.applies_as == "source"]
+            return 0 if judged and all(row.verdict in ("fixed", "improved") for row in judged) else 1
         return 0
 
 
@@ -163,10 +174,22 @@ def _options(args: argparse.Namespace):
                             "directory of its own (each run works in a copy of the working directory)")
     for option, path in (("-o", args.output), ("--md", args.md)):
         _check_output(option, path, args.capture)
+    patches = [_patch(path, cwd or os.getcwd()) for path in args.patches]
     return Options(program=program, out_dir="", budget_s=args.budget,
                    jobs=args.jobs or os.cpu_count() or 1, rtol=args.rtol, atol=args.atol, only=args.only,
-                   from_capture=args.capture and os.path.abspath(args.capture), tries=tries, cwd=cwd,
+                   from_capture=args.capture and os.path.abspath(args.capture), tries=tries, patches=patches, cwd=cwd,
                    check_stdout=not args.ignore_stdout, profile=args.profile)
+
+
+def _patch(path: str, root: str) -> Remedy:
+    """A --patch file read and applied in memory to the files under the program's working
+    directory (paths as `git apply` run there takes them); refused in one line when it does not apply."""
+    from dynscope.analysis.remedies import patch_remedy
+    from dynscope.fix import unified_diff
+
+    text, name = unified_diff.read_patch(path)
+    changed = unified_diff.apply(unified_diff.parse(text, name), root, name)
+    return patch_remedy(name, text, [(c.path, c.new) for c in changed])
 
 
 def _stem(path: str) -> str:

@@ -29,6 +29,7 @@ from dynscope import events as contract
 from dynscope.events import (
     Action,
     AddLoggingFunction,
+    ChangeSource,
     CompileWith,
     DisableFunction,
     JsonValue,
@@ -39,6 +40,7 @@ from dynscope.events import (
 )
 from dynscope.exhaustive import assert_never
 from dynscope.fix.trial_payload import TrialRemedies
+from dynscope.runner import shadow
 from dynscope.runner.extensions import ChildHooks
 
 VALUES_CAP = 4096  # values recorded per output tensor; larger ones keep an even sample and a hash
@@ -126,6 +128,11 @@ class Trial:
                 return _mark_dynamic(action, call) if moment == "call" and call is not None else None
             case ShowOnly():
                 return None  # the user's to make: never applied
+            case ChangeSource():
+                if moment != "install":
+                    return None
+                shadow.install(dict(action.files))  # before the program imports anything of its own
+                return f"changed source of {len(action.files)} file(s), from memory"
             case _:
                 assert_never(action)
 

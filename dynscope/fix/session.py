@@ -36,6 +36,7 @@ class Options:
     only: FixFamily | None = None
     from_capture: str | None = None
     tries: list[Remedy] = field(default_factory=list)  # --try: settings the user wants tried too
+    patches: list[Remedy] = field(default_factory=list)  # --patch: changes to judge (then nothing else is tried)
     cwd: str | None = None  # where the program runs (--from: the recorded run's directory)
     check_stdout: bool = True  # --ignore-stdout: False
     profile: bool = False  # --profile: every run measured by explain --profile
@@ -54,8 +55,8 @@ class Targets:
         return cls(ProblemRow.of(p), (p.key,), p.count)
 
     @classmethod
-    def every(cls, problems: list[FixProblem]) -> Targets:
-        return cls(ProblemRow("any", None, None, None, "every problem (--try)", sum(p.count for p in problems)),
+    def every(cls, problems: list[FixProblem], option: str) -> Targets:
+        return cls(ProblemRow("any", None, None, None, f"every problem ({option})", sum(p.count for p in problems)),
                    tuple(p.key for p in problems), sum(p.count for p in problems))
 
 
@@ -98,9 +99,10 @@ def _run(options: Options, say: Callable[[str], None], starter: Starter) -> FixD
     # The trials are judged against the baseline run; with --from, a problem recorded in the
     # capture but absent from this run's baseline cannot be judged, so the baseline's keys rule.
     features = replace(baseline.features, program_root=_root(program))
-    selection = select(problems, features, options.only)
+    # Patches to judge are all that runs beside the --try settings: the table's remedies are not tried.
+    selection = [] if options.patches else select(problems, features, options.only)
     wanted = [p for p in problems if not options.only or p.family == options.only]
-    for remedy in options.tries:
+    for remedy in options.patches + options.tries:
         selection.append((remedy, wanted))
     say(f"baseline: {_plural(len(problems), 'problem')}, {_plural(len(selection), 'remedy', 'remedies')} to try "
         f"({baseline.wall_s or 0.0:.1f} s per run)")
@@ -112,7 +114,7 @@ def _run(options: Options, say: Callable[[str], None], starter: Starter) -> FixD
         runs.append((remedy, targets, trial))
     first = [t for r, _, t in runs if t is not None and not r.fallback]
     titles = {trial.name: remedy.title for remedy, _, trial in runs if trial is not None}
-    tried_by_user = {r.key for r in options.tries}
+    tried_by_user = {r.key: "--patch" if r.applies_as == "source" else "--try" for r in options.patches + options.tries}
     # The combined run is started with the trials, on the guess that every remedy works; it is
     # used only if the proven set turns out to be that guess (else it runs again at the end).
     guess = pick_combined([(r.key, "fixed", [p.key for p in ts], None) for r, ts, t in runs
@@ -148,8 +150,9 @@ def _run(options: Options, say: Callable[[str], None], starter: Starter) -> FixD
     proven: list[tuple[str, Verdict_, list[str], Metrics | None]] = []
     for remedy, targets, trial in runs:
         verdicts: dict[str, Verdict_] = {}
-        # A --try setting is judged once, on every problem together.
-        for t in ([Targets.every(targets)] if remedy.key in tried_by_user else [Targets.one(p) for p in targets]):
+        # A --try setting or a --patch is judged once, on every problem together.
+        for t in ([Targets.every(targets, tried_by_user[remedy.key])] if remedy.key in tried_by_user
+                  else [Targets.one(p) for p in targets]):
             row = _row(t, remedy, trial, base, options)
             rows.append(row)
             verdicts["|".join(t.keys)] = row.verdict

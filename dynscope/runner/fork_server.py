@@ -70,7 +70,6 @@ def prepare_server(preload: list[str]) -> dict[str, Any]:
     """Import torch and what every child imports, creating no CUDA context; whether forked
     children will work ("ready", "why") and whether a GPU is present ("gpu")."""
     import torch  # noqa: F401  the point of this process
-    import torch._dynamo  # noqa: F401
 
     from dynscope.probes import compat
 

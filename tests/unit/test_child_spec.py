@@ -114,7 +114,12 @@ def test_a_module_without_the_entry_point_is_no_extension():
 def test_the_fix_payload_round_trips():
     from dynscope.fix.trial_payload import EXTENSION, TrialRemedies
 
-    remedies = TrialRemedies(({"op": "config", "target": "torch._dynamo.config.capture_scalar_outputs", "value": True},))
+    from dynscope.events import ChangeSource, SetConfig
+
+    remedies = TrialRemedies((SetConfig("torch._dynamo.config", "capture_scalar_outputs", True),
+                              ChangeSource((("/p/model.py", "x = 1\n"),))))
     extension = remedies.extension()
     assert extension.module == EXTENSION == "dynscope.fix.apply"
     assert TrialRemedies.from_payload(extension.payload) == remedies
+    with pytest.raises(ValueError, match="unknown action 'run'"):
+        TrialRemedies.from_payload('{"remedies": [{"op": "run", "code": "import os"}]}')

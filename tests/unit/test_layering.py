@@ -55,6 +55,17 @@ RULES = (
     # the ChildSpec and imported by that name (dynscope/runner/extensions.py), never statically.
     Rule("the runner imports no tool and no analysis", ("dynscope.runner",),
          ("dynscope.fix", "dynscope.minifier", "dynscope.analysis", "dynscope.commands", *VIEWS)),
+    # The tools side by side: each reads the view and runs children through the runner.
+    Rule("fix imports no other tool and no view", ("dynscope.fix",),
+         ("dynscope.minifier", "dynscope.commands", "dynscope.tui", "dynscope.reporters")),
+    Rule("the minifier imports no other tool", ("dynscope.minifier",), ("dynscope.fix",)),
+    # Importing torch's logs is a writer of its own: the contract and the store, nothing that reads.
+    Rule("import writes the contract into the store and reads nothing", ("dynscope.trace_import",),
+         ("dynscope.model", "dynscope.analysis", "dynscope.probes", "dynscope.recorder", "dynscope.runner",
+          "dynscope.fix", "dynscope.commands", *VIEWS, "torch")),
+    # The pytest plugin is a part of its own (a pytest11 entry point): nothing of dynscope imports it.
+    Rule("nothing imports the pytest plugin", ("dynscope",), ("dynscope.pytest_plugin",),
+         exempt=("dynscope.pytest_plugin",)),
     Rule("reading a capture never imports torch", ("dynscope.store", "dynscope.model", "dynscope.analysis",
                                                     "dynscope.events", "dynscope.trace_events", "dynscope.tui",
                                                     "dynscope.reporters"),
@@ -161,6 +172,24 @@ def test_the_layers_hold():
     assert len(graph) > 100  # the walk found the whole namespace, views included
     assert "dynscope.tui.text" in graph and "dynscope.reporters.html" in graph
     assert violations(graph) == []
+
+
+def torch_internals(graph: dict[str, list[tuple[str, int]]]) -> list[str]:
+    """Imports of torch's private modules (``torch._*``) outside dynscope/probes/compat.py, the one
+    module that feature-detects them for every supported torch."""
+    return [f"{module} imports {target} (line {line})" for module, imports in graph.items()
+            if module != "dynscope.probes.compat" for target, line in imports
+            if target.startswith("torch._")]
+
+
+def test_only_compat_imports_torch_internals(tmp_path):
+    assert torch_internals(repository_graph()) == []
+    for folder in FOLDERS.values():
+        shutil.copytree(ROOT / folder, tmp_path / folder, ignore=shutil.ignore_patterns("__pycache__"))
+    plugin = tmp_path / "dynscope" / "pytest_plugin.py"
+    plugin.write_text(plugin.read_text() + "\n\ndef _reset():\n    import torch._dynamo\n")
+    assert torch_internals(import_graph(tmp_path)) == ["dynscope.pytest_plugin imports torch._dynamo (line "
+                                                       f"{len(plugin.read_text().splitlines())})"]
 
 
 def test_a_forbidden_import_is_caught(tmp_path):
