@@ -112,9 +112,8 @@ def test_a_module_without_the_entry_point_is_no_extension():
 
 
 def test_the_fix_payload_round_trips():
-    from dynscope.fix.trial_payload import EXTENSION, TrialRemedies
-
     from dynscope.events import ChangeSource, SetConfig
+    from dynscope.fix.trial_payload import EXTENSION, TrialRemedies
 
     remedies = TrialRemedies((SetConfig("torch._dynamo.config", "capture_scalar_outputs", True),
                               ChangeSource((("/p/model.py", "x = 1\n"),))))
