@@ -41,6 +41,10 @@ def needs_program(*names: str) -> pytest.MarkDecorator:
 
 
 class CaptureFactory:
+    """Captures of the examples, each recorded once per test session, also under pytest-xdist:
+    the workers share ``directory`` and the first to need a capture records it while the others
+    wait on its lock file, then read the same file."""
+
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self._made: dict[tuple[str, ...], Path] = {}
@@ -51,15 +55,38 @@ class CaptureFactory:
         if key not in self._made:
             name = "-".join(a.strip("-").replace("/", "_") for a in key) + ".dynscope"
             path = self.directory / name
-            result = run_dynscope("explain", "-q", "-o", str(path), str(EXAMPLES / example), *args)
-            assert result.returncode == 0, result.stderr[-4000:]
+            with _held(self.directory / f"{name}.factory-lock"):  # not NAME.lock: the writer's own lock
+                done = path.with_name(f"{name}.done")  # written only after a whole, successful run
+                if not done.exists():
+                    path.unlink(missing_ok=True)  # what a failed run in another worker left
+                    result = run_dynscope("explain", "-q", "-o", str(path), str(EXAMPLES / example), *args)
+                    assert result.returncode == 0, result.stderr[-4000:]
+                    done.touch()
             self._made[key] = path
         return self._made[key]
 
 
+@contextlib.contextmanager
+def _held(lock: Path):
+    """An exclusive lock between the processes of one test session (xdist workers)."""
+    import fcntl
+
+    with open(lock, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 @pytest.fixture(scope="session")
 def make_capture(tmp_path_factory) -> CaptureFactory:
-    return CaptureFactory(tmp_path_factory.mktemp("captures"))
+    if not os.environ.get("PYTEST_XDIST_WORKER"):  # no xdist: this process alone
+        return CaptureFactory(tmp_path_factory.mktemp("captures"))
+    # Under xdist each worker has its own base temp directory; their parent is the session's.
+    shared = tmp_path_factory.getbasetemp().parent / "captures"
+    shared.mkdir(exist_ok=True)
+    return CaptureFactory(shared)
 
 
 @pytest.fixture

@@ -6,15 +6,9 @@ import argparse
 import sys
 
 from dynscope.errors import DynscopeError
-from dynscope.model.records import EXPLAIN_VALUE_OPTIONS
 
 USAGE = """dynscope explain [OPTIONS] SCRIPT [ARGS...]
        dynscope explain [OPTIONS] -m MODULE [ARGS...]"""
-
-# Options that take a value, so the parser knows where the program's own arguments begin
-# (the model reads the recorded command with the same set).
-_VALUE_OPTIONS = EXPLAIN_VALUE_OPTIONS
-
 
 class Command:
     name = "explain"
@@ -58,6 +52,10 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
 
 def _split(argv: list[str]):
     """Separate dynscope's options from the program and its arguments (which are never parsed)."""
+    # Options that take a value, so the parser knows where the program's own arguments begin (the
+    # model reads the recorded command with the same set). Imported here, not at the top: every
+    # command builds this parser, and the model's import is most of a `dynscope --version`.
+    from dynscope.model.records import EXPLAIN_VALUE_OPTIONS
     from dynscope.runner.program import Program
 
     options: list[str] = []
@@ -75,7 +73,7 @@ def _split(argv: list[str]):
             return options, Program("module", module, rest)
         if token.startswith("-"):
             options.append(token)
-            if token in _VALUE_OPTIONS and i + 1 < len(argv):
+            if token in EXPLAIN_VALUE_OPTIONS and i + 1 < len(argv):
                 options.append(argv[i + 1])
                 i += 1
             i += 1

@@ -7,7 +7,6 @@ import sys
 
 from dynscope.commands._common import add_capture_argument, add_compile_argument, resolve_stage
 from dynscope.errors import DynscopeError
-from dynscope.model.stages import lexer_for
 
 
 class Command:
@@ -38,6 +37,7 @@ class Command:
             return 0
         from rich.syntax import Syntax
 
+        from dynscope.model.stages import lexer_for
         from dynscope.safe_text import safe_console
 
         safe_console().print(Syntax(text, lexer_for(stage.language), line_numbers=True, word_wrap=False))
