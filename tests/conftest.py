@@ -33,6 +33,20 @@ def run_dynscope(*args: str, cwd: str | os.PathLike | None = None, timeout: floa
     )
 
 
+def copy_fix_program(directory: Path) -> Path:
+    """tests/programs/fix_model.py and the module it imports, copied into ``directory`` (dynscope fix tests)."""
+    for name in ("fix_model.py", "fix_helpers.py"):
+        shutil.copy(REPO / "tests" / "programs" / name, directory / name)
+    return directory
+
+
+def python_file_hashes(directory: Path) -> dict[str, str]:
+    """sha256 of every .py file in ``directory``: the user's files, byte for byte, before and after a run."""
+    import hashlib
+
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(directory.glob("*.py"))}
+
+
 def needs_program(*names: str) -> pytest.MarkDecorator:
     """Skip a test when none of these programs is installed, except in CI (CI=true), where
     .ci/run installs them and a missing one must fail the test rather than hide it."""

@@ -64,21 +64,21 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
 
 
 # pyproject's dependencies by import name (torch aside: only `explain` needs it, and says so).
+# Each subcommand imports only what it uses (textual: the TUI; jinja2: the HTML report), so a
+# missing one is reported by the command that needs it; rich prints every command's output and
+# error, so it is checked first.
 _DEPENDENCIES = ("rich", "networkx", "textual", "jinja2")
 
 
-def _missing_dependency() -> str | None:
-    """The first dependency that is not installed: dynscope runs from a checkout never installed."""
-    import importlib.util
-
-    return next((name for name in _DEPENDENCIES if importlib.util.find_spec(name) is None), None)
+def _not_installed(name: str) -> str:
+    return f"the package {name!r} is not installed: install dynscope first (`pip install -e .` in its checkout)"
 
 
 def main(argv: list[str] | None = None) -> int:
-    missing = _missing_dependency()
-    if missing is not None:
-        print(f"dynscope: the package {missing!r} is not installed: install dynscope first "
-              "(`pip install -e .` in its checkout)", file=sys.stderr)
+    import importlib.util
+
+    if importlib.util.find_spec("rich") is None:
+        print(f"dynscope: {_not_installed('rich')}", file=sys.stderr)
         return 1
     argv = list(sys.argv[1:] if argv is None else argv)
     parser, commands = build_parser()
@@ -114,12 +114,21 @@ def _run(action: Callable[[], int | None]) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 0
+    except ModuleNotFoundError as e:
+        if (e.name or "").partition(".")[0] not in _DEPENDENCIES:
+            return _internal_error(e)
+        _error(_not_installed((e.name or "").partition(".")[0]))
+        return 1
     except Exception as e:  # a dynscope bug: say so in one line, keep the traceback opt-in
-        if os.environ.get("DYNSCOPE_DEBUG"):
-            traceback.print_exc()
-        _error(f"internal error: {type(e).__name__}: {e} (this is a dynscope bug; "
-               "rerun with DYNSCOPE_DEBUG=1 for the traceback)")
-        return INTERNAL_ERROR_EXIT
+        return _internal_error(e)
+
+
+def _internal_error(e: Exception) -> int:
+    if os.environ.get("DYNSCOPE_DEBUG"):
+        traceback.print_exc()
+    _error(f"internal error: {type(e).__name__}: {e} (this is a dynscope bug; "
+           "rerun with DYNSCOPE_DEBUG=1 for the traceback)")
+    return INTERNAL_ERROR_EXIT
 
 
 def _error(message: str) -> None:

@@ -9,14 +9,13 @@ failed (crashes the program) while the others still run.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
 from pathlib import Path
 
 import pytest
-from conftest import REPO, run_dynscope
+from conftest import REPO, copy_fix_program, python_file_hashes, run_dynscope
 
 PROGRAMS = REPO / "tests" / "programs"
 WRONG = "fix_helpers.SCALE=3.0"  # the model multiplies by this: a remedy that changes the numbers
@@ -24,16 +23,10 @@ WORSE = "torch._dynamo.config.automatic_dynamic_shapes=False"  # every new batch
 CRASH = "torch._dynamo.config.error_on_recompile=True"  # the first recompile raises into the program
 
 
-def _hashes(directory: Path) -> dict[str, str]:
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(directory.glob("*.py"))}
-
-
 @pytest.fixture(scope="module")
 def fixed(tmp_path_factory):
-    work = tmp_path_factory.mktemp("fix")
-    for name in ("fix_model.py", "fix_helpers.py"):
-        shutil.copy(PROGRAMS / name, work / name)
-    before = _hashes(work)
+    work = copy_fix_program(tmp_path_factory.mktemp("fix"))
+    before = python_file_hashes(work)
     result = run_dynscope("fix", "--out", "out", "-o", "fix.json", "--md", "fix.md", "--jobs", "2",
                           "--try", WRONG, "--try", WORSE, "--try", CRASH, "fix_model.py", cwd=work, timeout=300)
     assert result.returncode == 0, result.stderr[-4000:]
@@ -65,7 +58,7 @@ def test_every_problem_gets_a_verified_fix(fixed):
     assert combined["after"]["graph_breaks"] == 0 and combined["after"]["recompiles"] == 0
     assert "torch._dynamo.config.capture_scalar_outputs = True" in combined["patch"]
     # the user's files are byte-for-byte what they were
-    assert _hashes(work) == before and doc["files_unchanged"] is True
+    assert python_file_hashes(work) == before and doc["files_unchanged"] is True
 
 
 def test_bad_remedies_are_caught_and_do_not_stop_the_others(fixed):
@@ -145,7 +138,7 @@ def test_tui_overview_shows_the_verified_fixes(fixed):
 
 def test_disable_wraps_a_helper_without_editing_it(tmp_path):
     shutil.copy(PROGRAMS / "fix_helper_break.py", tmp_path / "prog.py")
-    before = _hashes(tmp_path)
+    before = python_file_hashes(tmp_path)
     result = run_dynscope("fix", "-o", "fix.json", "prog.py", cwd=tmp_path, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     doc = json.loads((tmp_path / "fix.json").read_text())
@@ -155,7 +148,7 @@ def test_disable_wraps_a_helper_without_editing_it(tmp_path):
     assert row["after"]["count"] == 0 and row["after"]["graph_breaks"] < row["before"]["graph_breaks"]
     assert row["verdict"] == "improved" and row["correct"] is True
     assert row["patch"].startswith("--- a/prog.py\n+++ b/prog.py\n") and "+@torch.compiler.disable\n def helper" in row["patch"]
-    assert _hashes(tmp_path) == before
+    assert python_file_hashes(tmp_path) == before
 
 
 # Measured, so different on every run: compared by presence, not value.

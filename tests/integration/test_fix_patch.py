@@ -7,16 +7,13 @@ patched text exists only in the trial child's memory (dynscope/runner/shadow.py)
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import REPO, run_dynscope
-
-PROGRAMS = REPO / "tests" / "programs"
+from conftest import copy_fix_program, python_file_hashes, run_dynscope
 
 pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="git makes the patches")
 
@@ -36,15 +33,9 @@ def _patch(work: Path, name: str, old: str, new: str, out: str) -> Path:
     return work / out
 
 
-def _hashes(work: Path) -> dict[str, str]:
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(work.glob("*.py"))}
-
-
 @pytest.fixture(scope="module")
 def work(tmp_path_factory):
-    work = tmp_path_factory.mktemp("patch")
-    for name in ("fix_model.py", "fix_helpers.py"):
-        shutil.copy(PROGRAMS / name, work / name)
+    work = copy_fix_program(tmp_path_factory.mktemp("patch"))
     _git(work, "init", "-q")
     _git(work, "add", ".")
     _git(work, "commit", "-q", "-m", "program")
@@ -56,7 +47,7 @@ def work(tmp_path_factory):
 
 
 def test_a_patch_is_judged_on_every_problem_and_files_never_change(work):
-    before = _hashes(work)
+    before = python_file_hashes(work)
     result = run_dynscope("fix", "--out", "out", "-o", "fix.json", "--jobs", "2", "--patch", "good.diff",
                           "--patch", "wrong.diff", "fix_model.py", cwd=work, timeout=300)
     assert result.returncode == 1, result.stderr[-3000:]  # one of the two did not fix or improve
@@ -69,7 +60,7 @@ def test_a_patch_is_judged_on_every_problem_and_files_never_change(work):
     assert wrong["verdict"] == "failed" and wrong["correct"] is False and "outputs differ" in wrong["why"]
     # only the patches ran: no remedy of the table was tried
     assert {t["applies_as"] for t in doc["trials"]} == {"source"} and doc["combined"] is None
-    assert _hashes(work) == before and doc["files_unchanged"] is True
+    assert python_file_hashes(work) == before and doc["files_unchanged"] is True
     assert not list(work.glob("__pycache__/fix_model*"))  # the shadow compiled the changed script in memory
 
 

@@ -6,6 +6,7 @@ resolve) and stand-ins for what the README assumes the reader has:
 
 - `train.py`: the reader's training script (tests/programs/readme/train.py: a tiny model trained
   with Inductor: a GELU kernel, a graph break, a recompile); `mypkg/train.py` the same as a module;
+- `change.diff`: a change to train.py for `fix --patch` to judge (compile it with dynamic=True);
 - `run.dynscope`: the capture `dynscope explain` wrote of train.py (made first, as the README's
   "Explain a run" does);
 - `main.dynscope`, `branch.dynscope` (two runs to compare: the same program, so the baseline check
@@ -58,6 +59,7 @@ def scratch(tmp_path_factory) -> Path:
     for name in ("examples", "tests", "docs"):
         (work / name).symlink_to(REPO / name)
     shutil.copy(STAND_INS / "train.py", work / "train.py")
+    shutil.copy(STAND_INS / "change.diff", work / "change.diff")
     (work / "mypkg").mkdir()
     (work / "mypkg" / "__init__.py").write_text("")
     shutil.copy(STAND_INS / "mypkg_train.py", work / "mypkg" / "train.py")

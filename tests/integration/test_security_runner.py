@@ -92,9 +92,15 @@ def _interrupt(argv: list[str], target: str) -> tuple[subprocess.CompletedProces
     import fcntl
     import termios
 
+    def foreground_job() -> None:
+        # As a shell starts a foreground job: SIGINT at its default, whatever the test runner's is
+        # (a process that ignores SIGINT hands that on, and python then never raises KeyboardInterrupt).
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
     terminal, tty = os.openpty()
     proc = subprocess.Popen(argv, stdin=tty, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0))
+                            start_new_session=True, preexec_fn=foreground_job)
     os.close(tty)
     try:
         assert proc.stdout.readline() == "ready\n"

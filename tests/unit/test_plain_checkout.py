@@ -10,6 +10,7 @@ dynscope was never installed.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -64,3 +65,26 @@ def test_a_missing_dependency_is_one_line_saying_to_install(tmp_path):
     assert result.returncode == 1
     assert result.stderr.strip().splitlines() == [
         "dynscope: the package 'rich' is not installed: install dynscope first (`pip install -e .` in its checkout)"]
+
+
+def test_a_dependency_only_one_command_needs_is_asked_for_by_that_command(tmp_path):
+    """Without textual (a machine with the readers' dependencies only), the summary works and the
+    TUI says in one line what is missing."""
+    blocker = tmp_path / "blocker"
+    blocker.mkdir()
+    (blocker / "sitecustomize.py").write_text(
+        "import sys\n"
+        "class NoTextual:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'textual' or name.startswith('textual.'):\n"
+        "            raise ModuleNotFoundError(f'No module named {name!r}', name=name)\n"
+        "sys.meta_path.insert(0, NoTextual())\n")
+    env = {**os.environ, "PYTHONPATH": str(blocker)}
+    summary = subprocess.run([sys.executable, "-m", "dynscope", "summary", str(CAPTURE)], capture_output=True,
+                             text=True, timeout=60, env=env)
+    assert summary.returncode == 0 and "graph breaks" in summary.stdout, summary.stderr
+    tui = subprocess.run([sys.executable, "-m", "dynscope", "tui", str(CAPTURE)], capture_output=True, text=True,
+                         timeout=60, env=env)
+    assert tui.returncode == 1
+    assert tui.stderr.strip().splitlines() == [
+        "dynscope: the package 'textual' is not installed: install dynscope first (`pip install -e .` in its checkout)"]
