@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from dynscope.runner.fork_server import REQUEST_HEADER_BYTES
 from dynscope.runner.spec import check_extension_name
 
 
@@ -103,8 +104,12 @@ class ForkServer:
         requested_at = time.time()
         request = {"op": "spawn", "id": request_id, "module": check_extension_name(module), "argument": argument,
                    "cwd": cwd, "sys_path0": sys_path0}
+        body = json.dumps(request).encode()
         try:
-            socket.send_fds(self._sock, [json.dumps(request).encode()], [stdin, stdout, stderr])
+            # A length first, with the descriptors; then the request, however large (a ChildSpec can
+            # carry the changed source of a --patch): the socket is a stream, not one message per send.
+            socket.send_fds(self._sock, [len(body).to_bytes(REQUEST_HEADER_BYTES, "big")], [stdin, stdout, stderr])
+            self._sock.sendall(body)
         except OSError as e:
             raise ServerGone(f"the fork server is gone: {e}") from None
         with self._changed:

@@ -22,8 +22,10 @@ signal handlers reset to python's. The server never outlives its parent: the end
 at once; SIGINT is ignored (the parent decides what an interrupt stops).
 
 Protocol, one JSON object per message on a Unix socket (the parent's end of a socketpair):
-server -> parent ``{"ready", "why", "gpu"}`` once; parent -> server ``{"op": "spawn", "id",
-"module", "argument", "cwd", "sys_path0"}`` with three descriptors (stdin, stdout, stderr); server -> parent
+server -> parent ``{"ready", "why", "gpu"}`` once; parent -> server the request's length (8 bytes,
+big-endian) with three descriptors (stdin, stdout, stderr), then the request ``{"op": "spawn", "id",
+"module", "argument", "cwd", "sys_path0"}`` (of any size: a ChildSpec can carry a patch's changed
+source); server -> parent
 ``{"id", "pid"}`` when the child runs (or ``{"id", "error"}``), ``{"id", "returncode"}`` when it
 ends (negative: the signal that killed it).
 
@@ -53,6 +55,8 @@ NVML_CUDA_CHECK = "PYTORCH_NVML_BASED_CUDA_CHECK"
 PREPARE_HOOK = "prepare_fork_server"
 _ENDING = (signal.SIGTERM, signal.SIGHUP)
 _CUDA_TEST_TIMEOUT_S = 120.0
+REQUEST_HEADER_BYTES = 8  # a spawn request's length, sent with its descriptors; the request follows
+_MAX_REQUEST_BYTES = 1 << 30
 
 
 def fork_readiness(*, cuda_initialized: bool, gpu: bool, child_can_use_cuda: Callable[[], bool]) -> tuple[bool, str]:
@@ -115,6 +119,17 @@ def _cuda_works_in_a_child() -> bool:
         time.sleep(0.05)
 
 
+def _read_exactly(sock: socket.socket, size: int) -> bytes:
+    chunks: list[bytes] = []
+    while size > 0:
+        chunk = sock.recv(min(size, 1 << 20))
+        if not chunk:
+            raise EOFError("the parent went away mid-request")
+        chunks.append(chunk)
+        size -= len(chunk)
+    return b"".join(chunks)
+
+
 class _Server:
     def __init__(self, sock: socket.socket, nvml_check: str | None) -> None:
         self.sock = sock
@@ -137,10 +152,14 @@ class _Server:
             while True:
                 ready, _, _ = select.select([self.sock], [], [], 0.05)
                 if ready:
-                    message, fds, _flags, _addr = socket.recv_fds(self.sock, 1 << 20, 3)
-                    if not message:  # the parent is done or gone: no child may outlive it
+                    header, fds, _flags, _addr = socket.recv_fds(self.sock, REQUEST_HEADER_BYTES, 3)
+                    if not header:  # the parent is done or gone: no child may outlive it
                         self.end()
-                    self.handle(json.loads(message), fds)
+                    header += _read_exactly(self.sock, REQUEST_HEADER_BYTES - len(header))
+                    size = int.from_bytes(header, "big")
+                    if size > _MAX_REQUEST_BYTES:
+                        raise ValueError(f"a request of {size} bytes")
+                    self.handle(json.loads(_read_exactly(self.sock, size)), fds)
                 for pid in list(self.children):
                     done, status = os.waitpid(pid, os.WNOHANG)
                     if done:

@@ -85,6 +85,17 @@ def test_a_child_per_request_forked_from_the_server_in_a_session_of_its_own(serv
     assert server.wait(second, timeout=60) == 0 and second.pid != child.pid
 
 
+def test_a_request_larger_than_a_socket_buffer_arrives_whole(server, tmp_path):
+    """A ChildSpec carrying the changed source of a --patch: megabytes in one request, then a small one."""
+    argument = "x = 1  # a line of changed source\n" * 200_000  # 7 MB
+    big = _spawn(server, tmp_path, "dynscope._t.echo", argument, name="big")
+    assert server.wait(big, timeout=60) == 0
+    assert json.loads((tmp_path / "big.out").read_text())["argument"] == argument
+    small = _spawn(server, tmp_path, "dynscope._t.echo", "after it", name="small")
+    assert server.wait(small, timeout=60) == 0
+    assert json.loads((tmp_path / "small.out").read_text())["argument"] == "after it"
+
+
 def test_a_crashed_child_is_its_return_code_and_the_next_one_runs(server, tmp_path):
     crashed = _spawn(server, tmp_path, "dynscope._t.crash")
     assert server.wait(crashed, timeout=60) == -signal.SIGABRT
@@ -101,8 +112,12 @@ def test_a_request_for_a_module_outside_dynscope_is_refused_and_the_server_goes_
     raw = {"op": "spawn", "id": "x", "module": "os", "argument": ""}  # past the client's own check
     import socket
 
+    from dynscope.runner.fork_server import REQUEST_HEADER_BYTES
+
+    body = json.dumps(raw).encode()
     with open(os.devnull, "rb") as devnull:
-        socket.send_fds(server._sock, [json.dumps(raw).encode()], [devnull.fileno()] * 3)
+        socket.send_fds(server._sock, [len(body).to_bytes(REQUEST_HEADER_BYTES, "big")], [devnull.fileno()] * 3)
+        server._sock.sendall(body)
     deadline = time.time() + 30
     while "x" not in server._errors and time.time() < deadline:
         time.sleep(0.02)
