@@ -93,6 +93,8 @@ class Command:
         options = _options(args)
         if args.capture is not None:
             confirm_recorded(args.capture, options.program, options.cwd, yes=args.yes)
+        # Read only now: with --from, the files a patch changes are in the directory the capture names.
+        options = replace(options, patches=[_patch(path, options.cwd or os.getcwd()) for path in args.patches])
         out = outdir.claim(args.out, _stem(args.capture or options.program.target))
         options = replace(options, out_dir=out.path)
         console = safe_console(stderr=True, highlight=False)
@@ -174,10 +176,9 @@ def _options(args: argparse.Namespace):
                             "directory of its own (each run works in a copy of the working directory)")
     for option, path in (("-o", args.output), ("--md", args.md)):
         _check_output(option, path, args.capture)
-    patches = [_patch(path, cwd or os.getcwd()) for path in args.patches]
     return Options(program=program, out_dir="", budget_s=args.budget,
                    jobs=args.jobs or os.cpu_count() or 1, rtol=args.rtol, atol=args.atol, only=args.only,
-                   from_capture=args.capture and os.path.abspath(args.capture), tries=tries, patches=patches, cwd=cwd,
+                   from_capture=args.capture and os.path.abspath(args.capture), tries=tries, cwd=cwd,
                    check_stdout=not args.ignore_stdout, profile=args.profile)
 
 

@@ -108,15 +108,21 @@ def _capture_naming(tmp_path: Path, secret: Path) -> Path:
     return capture
 
 
-def test_reports_never_embed_a_file_from_the_directory_a_capture_claims(tmp_path):
-    """A capture claiming cwd=/some/dir, where a settings .py with secrets lives: neither the
-    HTML nor the Markdown report gets it; they say how to allow it; --source-root allows it."""
+def _secret_elsewhere(tmp_path):
+    """(home, reader, capture): a settings .py with a secret in ``home``, a capture claiming it,
+    and the directory the reader runs in."""
     home, reader = tmp_path / "home", tmp_path / "reader"
     home.mkdir()
     reader.mkdir()
     secret = home / "settings.py"
     secret.write_text("SECRET_TOKEN = 'abc'\n")
-    capture = _capture_naming(tmp_path, secret)
+    return home, reader, _capture_naming(tmp_path, secret)
+
+
+def test_reports_never_embed_a_file_from_the_directory_a_capture_claims(tmp_path):
+    """A capture claiming cwd=/some/dir, where a settings .py with secrets lives: neither the
+    HTML nor the Markdown report gets it; they say how to allow it; --source-root allows it."""
+    home, reader, capture = _secret_elsewhere(tmp_path)
 
     def report(fmt: str, *extra: str) -> str:
         out = reader / f"r.{fmt}"
@@ -143,12 +149,7 @@ def test_the_tui_never_shows_a_file_from_the_directory_a_capture_claims(tmp_path
     from dynscope.tui.app import DynscopeApp
     from dynscope.tui.code_view import CodeView
 
-    home, reader = tmp_path / "home", tmp_path / "reader"
-    home.mkdir()
-    reader.mkdir()
-    secret = home / "settings.py"
-    secret.write_text("SECRET_TOKEN = 'abc'\n")
-    capture = _capture_naming(tmp_path, secret)
+    home, reader, capture = _secret_elsewhere(tmp_path)
     monkeypatch.chdir(reader)
     shown: dict[str, str] = {}
 
