@@ -1,0 +1,30 @@
+"""The catalogue: every rewrite rule, in the order fix tries them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import libcst as cst
+
+from dynscope.rewrites import BreakSite, Rewrite, logging_calls
+
+Rule = Callable[[cst.Module, str, BreakSite], "Rewrite | None"]
+
+RULES: tuple[tuple[str, Rule], ...] = (
+    ("guard-logging", logging_calls.guard_logging),
+)
+
+
+def rewrites_for(source: str, site: BreakSite) -> list[Rewrite]:
+    """Every rule's candidate for the break at ``site`` in ``source`` (a file's text), in
+    catalogue order; [] when the file does not parse or no rule matches."""
+    try:
+        module = cst.parse_module(source)
+    except cst.ParserSyntaxError:
+        return []
+    found: list[Rewrite] = []
+    for _name, rule in RULES:
+        rewrite = rule(module, source, site)
+        if rewrite is not None and rewrite.source != source:
+            found.append(rewrite)
+    return found
