@@ -20,12 +20,13 @@ import atexit
 import os
 import shlex
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, line_cell_magic, magics_class
-from IPython.display import display
+from IPython.display import display as _display
 
 from dynscope.errors import DynscopeError
 from dynscope.notebook.display import CaptureView, cell_label
@@ -35,6 +36,8 @@ if TYPE_CHECKING:
     from dynscope.recorder import Recorder
 
 DEFAULT_DIRECTORY = "dynscope-notebook"
+
+display: Callable[..., None] = _display  # IPython's display, typed for the checker
 
 USAGE = """\
 %%dynscope [-o PATH] [--profile] [--keep-caches]   run this cell under a new capture and show its summary
@@ -117,6 +120,12 @@ class DynscopeMagics(Magics):
         self.session: Recorder | None = None  # between %dynscope start and %dynscope stop
         atexit.register(self._end_session)  # the kernel shuts down mid-session: the capture is closed whole
 
+    @property
+    def _shell(self) -> Any:
+        """IPython's shell (Magics types it optional; a registered magic always has one)."""
+        assert self.shell is not None, "a registered magic runs in a shell"
+        return self.shell
+
     @line_cell_magic
     def dynscope(self, line: str, cell: str | None = None) -> CaptureView | None:
         if cell is not None:
@@ -132,7 +141,8 @@ class DynscopeMagics(Magics):
             except DynscopeError as e:
                 raise UsageError(f"dynscope: {e}") from None
         if action == "start":
-            return self._start_session(RecordingOptions.parse("%dynscope start", rest))
+            self._start_session(RecordingOptions.parse("%dynscope start", rest))
+            return None
         if action == "stop":
             if rest:
                 raise UsageError(f"dynscope: %dynscope stop takes no arguments\n{USAGE}")
@@ -146,7 +156,7 @@ class DynscopeMagics(Magics):
 
     def _cell_number(self) -> int:
         """This cell's In[N]: IPython counts the running cell before running it."""
-        return max(1, int(self.shell.execution_count) - 1)
+        return max(1, int(self._shell.execution_count) - 1)
 
     def _cell(self, line: str, cell: str) -> None:
         number = self._cell_number()
@@ -161,11 +171,11 @@ class DynscopeMagics(Magics):
             # notebook shows, and IPython does not drop the body's leading blank lines.
             # Its code is named after this cell's number (In[N] in tracebacks and in the summary),
             # as IPython names a cell it runs by the count it is at.
-            counted, self.shell.execution_count = self.shell.execution_count, number
+            counted, self._shell.execution_count = self._shell.execution_count, number
             try:
-                result = self.shell.run_cell(f"# %%dynscope {line}\n{cell}", store_history=False)
+                result = self._shell.run_cell(f"# %%dynscope {line}\n{cell}", store_history=False)
             finally:
-                self.shell.execution_count = counted
+                self._shell.execution_count = counted
         finally:
             error = None if result is None else (result.error_before_exec or result.error_in_exec)
             if error is not None:
