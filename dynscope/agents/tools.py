@@ -170,6 +170,10 @@ class Tools:
     def _output_path(self, kind: str, suffix: str) -> str:
         directory = os.path.join(self.served.root, OUTPUT_DIRECTORY)
         os.makedirs(directory, exist_ok=True)
+        if os.path.islink(directory) or os.path.realpath(directory) != directory:
+            # A tree from elsewhere can hold a link by that name: the runs' output would land where it points.
+            raise DynscopeError(f"{directory} is a link; dynscope mcp writes its runs' output only into a directory "
+                                "of the served tree (remove the link)")
         stem = os.path.join(directory, f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}")
         path, n = stem + suffix, 1
         while os.path.exists(path):

@@ -74,6 +74,10 @@ def test_a_cell_under_capture_shows_its_break_at_the_cells_line(tmp_path):
         "g = torch.compile(lambda x: x.sin() + 1, backend='eager')\ng(torch.ones(3))",
         "g(torch.ones(3, 4))",  # a later cell, new shape: a recompile in the same capture
         "%dynscope stop",
+        # Capture objects render themselves: the one dynscope.capture() returns, and an opened capture.
+        "import dynscope\nwith dynscope.capture('block.dynscope') as cap:\n"
+        "    torch.compile(lambda x: x.cos(), backend='eager')(torch.ones(2))\ncap",
+        "dynscope.open_capture('cell.dynscope')",
     ])
     for cell in outputs:
         assert _errors(cell) == []
@@ -107,6 +111,10 @@ def test_a_cell_under_capture_shows_its_break_at_the_cells_line(tmp_path):
         assert len(capture.recompiles()) == 1
         assert len(capture.compiles()) == 2
 
+    block = _html(outputs[7])
+    assert "block.dynscope" in block and "1</strong> compiles" in block and "No graph breaks" in block
+    assert "In[2], line 4 in step" in _html(outputs[8])
+
 
 def test_mistakes_are_one_line_usage_errors(tmp_path):
     (tmp_path / "notes.txt").write_text("mine")
@@ -117,6 +125,7 @@ def test_mistakes_are_one_line_usage_errors(tmp_path):
         "%%dynscope -o notes.txt\n1 + 1",
         "%dynscope stop",
         "%dynscope frobnicate",
+        "%%dynscope -o raised.dynscope\nraise ValueError('boom')",
     ])
     assert _errors(outputs[1]) == ["UsageError: dynscope: no such capture: missing.dynscope"]
     assert _errors(outputs[2]) == ["UsageError: dynscope: notes.txt is not a dynscope capture"]
@@ -124,3 +133,9 @@ def test_mistakes_are_one_line_usage_errors(tmp_path):
     assert (tmp_path / "notes.txt").read_text() == "mine"
     assert _errors(outputs[4]) == ["UsageError: dynscope: nothing is recording (%dynscope start begins a recording)"]
     assert _errors(outputs[5])[0].startswith("UsageError: dynscope: unknown action 'frobnicate'")
+    # A cell that raises: its traceback as in any cell, then the summary saying so, from a whole capture.
+    assert _errors(outputs[6]) == ["ValueError: boom"]
+    assert "the code raised ValueError: boom" in _html(outputs[6])
+    with Capture.open(str(tmp_path / "raised.dynscope")) as capture:
+        assert capture.exception is not None and capture.exception.message == "boom"
+        assert capture.run.incomplete is None

@@ -136,3 +136,14 @@ def test_running_tools_are_refused_without_allow_run(served):
         with pytest.raises(RunNotAllowed, match=r"started without --allow-run.*dynscope mcp --allow-run"):
             attempt()
     assert not Path(served.root, ".dynscope-mcp").exists()
+
+
+def test_runs_never_write_through_a_link_in_the_served_tree(served, tmp_path):
+    """A tree from a stranger can hold .dynscope-mcp as a link to elsewhere: refused before anything runs."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    os.symlink(elsewhere, Path(served.root, ".dynscope-mcp"))
+    Path(served.root, "prog.py").write_text("print(1)\n")
+    with pytest.raises(DynscopeError, match="is a link"):
+        Tools(served, allow_run=True).explain("prog.py")
+    assert list(elsewhere.iterdir()) == []
