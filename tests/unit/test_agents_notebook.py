@@ -147,3 +147,16 @@ def test_runs_never_write_through_a_link_in_the_served_tree(served, tmp_path):
     with pytest.raises(DynscopeError, match="is a link"):
         Tools(served, allow_run=True).explain("prog.py")
     assert list(elsewhere.iterdir()) == []
+
+
+def test_a_kernel_is_shown_by_its_key_and_two_runs_compared(tmp_path):
+    root = tmp_path / "served"
+    root.mkdir()
+    shutil.copy(RECORDED / "conv_net_inductor.dynscope", root / "conv.dynscope")
+    shutil.copy(RECORDED / "graph_breaks_eager.dynscope", root / "breaks.dynscope")
+    tools = Tools(ServedDirectory.at(str(root)))
+    shown = tools.show_stage("conv.dynscope", "0/0", "kernel:cpp_fused_add_copy__2")
+    assert shown["stage"]["key"] == "kernel:cpp_fused_add_copy__2" and shown["stage"]["language"] == "cpp"
+    assert shown["text"].startswith("#include") and "void  kernel(" in shown["text"] and shown["chars"] == len(shown["text"])
+    compared = tools.compare("breaks.dynscope", "conv.dynscope")
+    assert compared["schema"] == "dynscope.compare/1"
