@@ -108,6 +108,10 @@ def _start(options: RecordingOptions, stem: str, command: list[str]) -> Recorder
                         profile=options.profile, command=command)
     try:
         return recorder.start()
+    except ModuleNotFoundError as e:
+        if e.name != "torch":
+            raise
+        raise UsageError("dynscope: recording needs torch, which this kernel cannot import") from None
     except (CaptureError, OSError) as e:
         recorder.stop()
         raise UsageError(f"dynscope: cannot record: {e}") from None
