@@ -138,9 +138,11 @@ def test_an_agent_has_its_patch_judged_by_a_real_run(tmp_path):
     (root / "program.py").write_text(PROGRAM)
     before = (root / "program.py").read_bytes()
 
-    _, _, (judged, outside) = _call(root, [
+    _, _, (judged, outside, explained, listed) = _call(root, [
         ("judge_patch", {"script": "program.py", "patch": PATCH, "budget_s": 300}),
         ("fix", {"script": str(tmp_path / "program.py")}),
+        ("explain", {"script": "program.py"}),
+        ("list_captures", {}),
     ], allow_run=True)
 
     assert not _error(judged), _text(judged)
@@ -156,3 +158,10 @@ def test_an_agent_has_its_patch_judged_by_a_real_run(tmp_path):
     assert Path(trial["capture"]).resolve().is_relative_to(root.resolve())
 
     assert _error(outside) and "outside the directory this server serves" in _text(outside)
+
+    # explain records a new capture in the served directory, and answers with its summary document.
+    run = json.loads(_text(explained))
+    assert run["schema"] == "dynscope.mcp-explain/1" and run["exit_code"] == 0
+    assert run["capture"].startswith(".dynscope-mcp/explain-")
+    assert run["summary"]["totals"]["graph_breaks"] == document["baseline"]["graph_breaks"] >= 1
+    assert run["capture"] in json.loads(_text(listed))["captures"]
