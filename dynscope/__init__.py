@@ -9,12 +9,16 @@
     for b in cap.load().graph_breaks():
         print(b.location, b.headline)
 
-Importing dynscope is cheap: torch is imported only when a capture starts.
+In Jupyter, ``%load_ext dynscope`` adds ``%%dynscope`` (a cell under capture, shown as its
+summary) and ``%dynscope`` (docs/notebook.md).
+
+Importing dynscope is cheap: torch is imported only when a capture starts, IPython only when
+the notebook extension is loaded.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dynscope._version import __version__
 
@@ -22,7 +26,7 @@ if TYPE_CHECKING:
     from dynscope.model import Capture
     from dynscope.recorder import Recorder
 
-__all__ = ["__version__", "capture", "open_capture"]
+__all__ = ["__version__", "capture", "load_ipython_extension", "open_capture"]
 
 
 def capture(path: str, *, keep_caches: bool = False, profile: bool = False) -> Recorder:
@@ -40,3 +44,16 @@ def open_capture(path: str) -> Capture:
     from dynscope.model import Capture
 
     return Capture.open(path)
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext dynscope``: the ``%%dynscope`` and ``%dynscope`` magics (dynscope.notebook)."""
+    from dynscope.notebook import load_ipython_extension as load
+
+    load(ipython)
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    from dynscope.notebook import unload_ipython_extension as unload
+
+    unload(ipython)

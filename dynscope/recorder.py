@@ -177,6 +177,15 @@ class Recorder:
 
         return Capture.open(self.path)
 
+    def _repr_html_(self) -> str | None:
+        """In a notebook, ``cap`` after ``with dynscope.capture(path) as cap:`` shows the capture's
+        summary (dynscope.notebook); while it records, or once its file is gone, the plain repr."""
+        if self._writer is not None or not os.path.isfile(self.path):
+            return None
+        from dynscope.notebook.display import CaptureView
+
+        return CaptureView(self.path)._repr_html_()
+
     # -- Sink ---------------------------------------------------------------------------------
 
     def append(

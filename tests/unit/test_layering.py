@@ -26,6 +26,9 @@ FOLDERS = {"dynscope": "dynscope", "dynscope.tui": "tui", "dynscope.reporters": 
            "dynscope.minifier": "minifier"}
 VIEWS = ("dynscope.tui", "dynscope.reporters", "dynscope.minifier")
 HEAVY = ("torch", "textual", "jinja2")
+# Front ends: they start recordings or tools and show their results with the views (the command
+# line; the notebook magics; the MCP server for agents).
+FRONT_ENDS = ("dynscope.commands", "dynscope.notebook", "dynscope.agents")
 
 
 @dataclass(frozen=True)
@@ -47,10 +50,10 @@ RULES = (
     Rule("the model imports no analysis and no view", ("dynscope.model",),
          ("dynscope.analysis", "dynscope.probes", "dynscope.recorder", "dynscope.runner", "dynscope.commands",
           *VIEWS)),
-    Rule("the core imports no view", ("dynscope",), VIEWS, exempt=("dynscope.commands", *VIEWS)),
+    Rule("the core imports no view", ("dynscope",), VIEWS, exempt=(*FRONT_ENDS, *VIEWS)),
     *(_views_but(v) for v in VIEWS),
     Rule("nothing below dynscope.commands imports it", ("dynscope",), ("dynscope.commands",),
-         exempt=("dynscope.commands", "dynscope.__main__")),
+         exempt=(*FRONT_ENDS, "dynscope.__main__")),
     # The runner starts the tools' children but knows none of them: a child extension is named in
     # the ChildSpec and imported by that name (dynscope/runner/extensions.py), never statically.
     Rule("the runner imports no tool and no analysis", ("dynscope.runner",),

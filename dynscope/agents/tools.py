@@ -1,0 +1,202 @@
+"""What ``dynscope mcp`` answers: each tool returns a documented JSON document (a dict).
+
+Reading tools open captures inside the served directory with the model (nothing in a capture
+is executed; a capture from a stranger is as harmless here as in every view). Tools that run a
+program (explain, fix, judging a patch, minify) need the server started with ``--allow-run``;
+they run the command line in a child process (``python -m dynscope ...``), whose documented
+output file is the answer, and write their captures under ``.dynscope-mcp/`` in the served
+directory so the reading tools can open them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from dynscope.agents.served import ServedDirectory
+from dynscope.errors import DynscopeError
+
+if TYPE_CHECKING:
+    from dynscope.model import Capture
+
+CAPTURES_SCHEMA = "dynscope.captures/1"
+EXPLAIN_SCHEMA = "dynscope.mcp-explain/1"
+OUTPUT_DIRECTORY = ".dynscope-mcp"  # hidden: fix's scratch copies link hidden directories instead of copying them
+MAX_PATCH_BYTES = 4 << 20
+STDERR_TAIL = 4000  # characters of a failed run's stderr in the refusal
+
+
+class RunNotAllowed(DynscopeError):
+    pass
+
+
+def refusal(tool: str, command: str) -> str:
+    return (f"refused: {tool} runs a program ({command}), and this server was started without --allow-run. "
+            "Restart it as `dynscope mcp --allow-run` to let clients run programs in the directory it serves.")
+
+
+@dataclass(frozen=True)
+class Tools:
+    served: ServedDirectory
+    allow_run: bool = False
+    run_timeout_s: float = 3600.0
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def list_captures(self) -> dict[str, Any]:
+        found, cut = self.served.captures()
+        return {"schema": CAPTURES_SCHEMA, "root": self.served.root, "captures": found, "truncated": cut}
+
+    def summary(self, capture: str) -> dict[str, Any]:
+        from dynscope.analysis.run_view import run_view
+        from dynscope.analysis.summary import summary_document
+
+        with self._open(capture) as opened:
+            return summary_document(run_view(opened))
+
+    def problems(self, capture: str) -> dict[str, Any]:
+        from dynscope.analysis.documents import problems_document
+        from dynscope.analysis.run_view import run_view
+
+        with self._open(capture) as opened:
+            return problems_document(run_view(opened))
+
+    def stages(self, capture: str, compile_id: str | None = None) -> dict[str, Any]:
+        from dynscope.analysis.documents import stages_document
+
+        with self._open(capture) as opened:
+            ids = [compile_id] if compile_id else [c.compile_id for c in opened.compiles()]
+            for cid in ids:
+                opened.compile(cid)  # an unknown id: one line naming it
+            return stages_document(opened, ids)
+
+    def show_stage(self, capture: str, compile_id: str, stage: str, view: str | None = None) -> dict[str, Any]:
+        from dynscope.analysis.documents import stage_document
+        from dynscope.commands._common import resolve_stage
+
+        with self._open(capture) as opened:
+            found = resolve_stage(opened, compile_id, stage)
+            if not found.recorded:
+                raise DynscopeError(f"stage {found.key} of compile {compile_id} is missing: {found.missing_reason}")
+            if view is not None and view not in found.variants:
+                raise DynscopeError(f"stage {found.key} has no view {view!r}; its views: {', '.join(sorted(found.variants))}")
+            return stage_document(opened, found, view)
+
+    def diff_compiles(self, capture: str, compile_a: str, compile_b: str) -> dict[str, Any]:
+        from dynscope.analysis.diff import diff_compiles
+        from dynscope.analysis.documents import compile_diff_document
+
+        with self._open(capture) as opened:
+            opened.compile(compile_a)
+            opened.compile(compile_b)
+            return compile_diff_document(opened, diff_compiles(opened, compile_a, compile_b))
+
+    def compare(self, before: str, after: str) -> dict[str, Any]:
+        from dynscope.analysis.compare import compare, comparison_document
+
+        with self._open(before) as a, self._open(after) as b:
+            return comparison_document(compare(a, b))
+
+    @contextmanager
+    def _open(self, capture: str) -> Iterator[Capture]:
+        from dynscope.model import Capture
+
+        with Capture.open(self.served.capture(capture)) as opened:
+            yield opened
+
+    # -- running (--allow-run) --------------------------------------------------------------
+
+    def explain(self, script: str, args: list[str] | None = None, profile: bool = False) -> dict[str, Any]:
+        """Run a script under dynscope; the summary of its new capture (inside the served directory)."""
+        self._may_run("explain", "dynscope explain SCRIPT")
+        program = self.served.existing_file(script, what="script")
+        out = self._output_path("explain", ".dynscope")
+        options = ["--profile"] if profile else []
+        done = self._dynscope(["explain", "-q", "-o", out, *options, program, *(args or [])], cwd=os.path.dirname(program))
+        if not os.path.isfile(out):
+            raise DynscopeError(f"explain wrote no capture (exit {done.returncode}): {_tail(done.stderr)}")
+        return {"schema": EXPLAIN_SCHEMA, "exit_code": done.returncode, "capture": self.served.relative(out),
+                "summary": self.summary(out)}
+
+    def fix(self, script: str, args: list[str] | None = None, only: str | None = None,
+            budget_s: float = 900.0) -> dict[str, Any]:
+        """dynscope fix SCRIPT: the remedies proven by re-runs (dynscope.fix/1)."""
+        self._may_run("fix", "dynscope fix SCRIPT")
+        options = ["--only", only] if only else []
+        return self._fix(script, args, [*options, "--budget", str(budget_s)])
+
+    def judge_patch(self, script: str, patch: str, args: list[str] | None = None,
+                    budget_s: float = 900.0) -> dict[str, Any]:
+        """dynscope fix --patch: does this unified diff fix the run with the same outputs (dynscope.fix/1)."""
+        self._may_run("judge_patch", "dynscope fix --patch PATCH SCRIPT")
+        if len(patch.encode("utf-8", "surrogatepass")) > MAX_PATCH_BYTES:
+            raise DynscopeError(f"the patch is larger than {MAX_PATCH_BYTES:,} bytes")
+        with tempfile.TemporaryDirectory(prefix="dynscope-mcp-patch-") as scratch:
+            patch_file = os.path.join(scratch, "change.patch")  # outside the served tree: not part of the runs' copies
+            with open(patch_file, "w", encoding="utf-8") as f:
+                f.write(patch)
+            return self._fix(script, args, ["--patch", patch_file, "--budget", str(budget_s)])
+
+    def minify(self, capture: str, compile_id: str, backend: str = "inductor", accuracy: bool = False) -> dict[str, Any]:
+        """dynscope minify --from CAPTURE --compile ID: the failing layer and op, and a repro (its result.json)."""
+        self._may_run("minify", "dynscope minify, which compiles and runs the recorded graph")
+        source = self.served.capture(capture)
+        out = self._output_path("minify", "")
+        options = ["--accuracy"] if accuracy else []
+        done = self._dynscope(["minify", "--from", source, "--compile", compile_id, "--backend", backend, "--out", out,
+                               *options], cwd=self.served.root)
+        return self._document(os.path.join(out, "result.json"), "minify", done)
+
+    def _fix(self, script: str, args: list[str] | None, options: list[str]) -> dict[str, Any]:
+        program = self.served.existing_file(script, what="script")
+        runs = self._output_path("fix", "")
+        result = self._output_path("fix", ".json")
+        done = self._dynscope(["fix", "-o", result, "--out", runs, *options, program, *(args or [])],
+                              cwd=os.path.dirname(program))
+        return self._document(result, "fix", done)
+
+    def _may_run(self, tool: str, command: str) -> None:
+        if not self.allow_run:
+            raise RunNotAllowed(refusal(tool, command))
+
+    def _output_path(self, kind: str, suffix: str) -> str:
+        directory = os.path.join(self.served.root, OUTPUT_DIRECTORY)
+        os.makedirs(directory, exist_ok=True)
+        if os.path.islink(directory) or os.path.realpath(directory) != directory:
+            # A tree from elsewhere can hold a link by that name: the runs' output would land where it points.
+            raise DynscopeError(f"{directory} is a link; dynscope mcp writes its runs' output only into a directory "
+                                "of the served tree (remove the link)")
+        stem = os.path.join(directory, f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}")
+        path, n = stem + suffix, 1
+        while os.path.exists(path):
+            n += 1
+            path = f"{stem}-{n}{suffix}"
+        return path
+
+    def _dynscope(self, argv: list[str], *, cwd: str) -> subprocess.CompletedProcess[str]:
+        """The command line in a child process: its stdout is not the MCP channel, and it reads nothing from it."""
+        try:
+            return subprocess.run([sys.executable, "-m", "dynscope", *argv], cwd=cwd, stdin=subprocess.DEVNULL,
+                                  capture_output=True, text=True, errors="replace", timeout=self.run_timeout_s)
+        except subprocess.TimeoutExpired:
+            raise DynscopeError(f"dynscope {argv[0]} ran past {self.run_timeout_s:.0f} s and was stopped") from None
+
+    def _document(self, path: str, command: str, done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+        if not os.path.isfile(path):
+            raise DynscopeError(f"dynscope {command} wrote no result (exit {done.returncode}): {_tail(done.stderr)}")
+        with open(path, encoding="utf-8") as f:
+            document: dict[str, Any] = json.load(f)
+        return document
+
+
+def _tail(text: str) -> str:
+    text = text.strip()
+    return text if len(text) <= STDERR_TAIL else "…" + text[-STDERR_TAIL:]
