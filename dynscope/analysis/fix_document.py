@@ -191,7 +191,7 @@ class FixDocument:
 
 # -- the table every view of a fix document shows ------------------------------------------------
 
-FIX_COLUMNS = ("problem", "remedy", "breaks", "recompiles", "compile", "run", "outputs", "verdict")
+FIX_COLUMNS = ("problem", "remedy", "breaks", "recompiles", "graphs", "compile", "run", "outputs", "verdict")
 
 
 def fix_cells(row: TrialRow) -> dict[str, str]:
@@ -206,14 +206,25 @@ def fix_cells(row: TrialRow) -> dict[str, str]:
         "remedy": row.remedy,
         "breaks": _arrow(_of(before, "graph_breaks"), _of(after, "graph_breaks")),
         "recompiles": _arrow(_of(before, "recompiles"), _of(after, "recompiles")),
+        "graphs": _arrow(_of(before, "graphs"), _of(after, "graphs")),
         "compile": _arrow(_of(before, "compile_s"), _of(after, "compile_s"), " s"),
-        "run": _arrow(_of(before, "run_s"), _of(after, "run_s"), " s"),
+        "run": _run_cell(before, after),
         "outputs": _outputs(row),
         "verdict": row.verdict,
     }
 
 
-def _of(metrics: Metrics | None, column: Literal["graph_breaks", "recompiles", "compile_s", "run_s"]) -> int | float | None:
+def _run_cell(before: Metrics | None, after: Metrics | None) -> str:
+    """The steady time per compiled call where ``--profile`` measured it (milliseconds), else the run's time."""
+    if before is not None and before.steady_s_per_call is not None:
+        b = f"{before.steady_s_per_call * 1000:.3g}"
+        a = None if after is None or after.steady_s_per_call is None else f"{after.steady_s_per_call * 1000:.3g}"
+        return f"{b} → {a} ms/call" if a is not None else f"{b} ms/call"
+    return _arrow(_of(before, "run_s"), _of(after, "run_s"), " s")
+
+
+def _of(metrics: Metrics | None, column: Literal["graph_breaks", "recompiles", "graphs", "compile_s", "run_s"]
+        ) -> int | float | None:
     """A metric as the document shows it (seconds rounded to the millisecond); None without metrics."""
     if metrics is None:
         return None
@@ -222,6 +233,8 @@ def _of(metrics: Metrics | None, column: Literal["graph_breaks", "recompiles", "
             return metrics.graph_breaks
         case "recompiles":
             return metrics.recompiles
+        case "graphs":
+            return metrics.graphs
         case "compile_s":
             return round(metrics.compile_s, 3)
         case "run_s":

@@ -257,12 +257,14 @@ def judge(baseline: RunFacts, trial: RunFacts, targets: list[str], *, rtol: floa
     if gone or reduced:
         what = "the problem is gone" if len(gone) == len(targets) else \
             f"{len(gone)} of {len(targets)} gone, {len(reduced)} fewer"
-        if new or grew or growth:
-            but = [f"new: {', '.join(_short(k) for k in new[:2])}"] if new else []
-            but += [f"more: {', '.join(_short(k) for k in grew[:2])}"] if grew else []
+        but = [f"new: {', '.join(_short(k) for k in new[:2])}"] if new else []
+        but += [f"more: {', '.join(_short(k) for k in grew[:2])}"] if grew else []
+        # Something else grew over the whole run, or problems elsewhere took the place of those gone
+        # and the run has no fewer breaks, recompiles and errors than before: a trade-off.
+        if growth or (but and not _fewer(baseline.metrics, trial.metrics)):
             numbers = growth or _whole_run(baseline.metrics, trial.metrics)
             return Verdict("trade-off", True, comparison.max_abs_diff, f"{what}, but {'; '.join(but + numbers)}")
-        return Verdict("improved", True, comparison.max_abs_diff, what)
+        return Verdict("improved", True, comparison.max_abs_diff, f"{what}{'; but ' + '; '.join(but) if but else ''}")
     if moved:
         return Verdict("no change", True, comparison.max_abs_diff,
                        f"the line still breaks, for another reason: {_short(_same_site(trial.problems, moved[0]))}{note}")
@@ -296,6 +298,12 @@ def _growth(before: Metrics | None, after: Metrics, compare_time: bool) -> list[
             if b_s is not None and a_s is not None and a_s > b_s * (1 + SLOWER_SHARE) and a_s - b_s > least:
                 grew.append(f"{name} {_seconds(b_s)} → {_seconds(a_s)}")
     return grew
+
+
+def _fewer(before: Metrics | None, after: Metrics) -> bool:
+    """The whole run has fewer breaks, recompiles and errors together than before."""
+    return before is not None and (after.graph_breaks + after.recompiles + after.errors
+                                   < before.graph_breaks + before.recompiles + before.errors)
 
 
 def _whole_run(before: Metrics | None, after: Metrics) -> list[str]:

@@ -54,6 +54,11 @@ def test_a_remedy_that_removes_its_problem_while_the_run_grows_is_a_trade_off():
     same_total = _run({B: 14, R: 3, moved: 8}, 22, 3)
     v = judge(BASE, same_total, [A], rtol=0, atol=0)
     assert v.verdict == "trade-off" and "new: break Data-dependent branching" in v.why
+    # a new problem elsewhere while the whole run has fewer breaks (torch.compiler.disable: the call is a break
+    # of its own): improved, and said
+    fewer = _run({B: 14, R: 3, moved: 2}, 16, 3)
+    v = judge(BASE, fewer, [A], rtol=0, atol=0)
+    assert v.verdict == "improved" and v.why == "the problem is gone; but new: break Data-dependent branching"
     # the same gain without growth elsewhere is fixed
     assert judge(BASE, _run({B: 14, R: 3}, 14, 3), [A], rtol=0, atol=0).verdict == "fixed"
 
@@ -203,3 +208,14 @@ def test_mark_dynamic_finds_a_keyword_input():
     arguments = {"self": None, "kwargs": {"input_values": "tensor"}, "x": 1}
     assert _argument(arguments, "kwargs['input_values']") == "tensor" and _argument(arguments, "x") == 1
     assert _argument(arguments, "kwargs['missing']") is None and _argument(arguments, "x.y") is None
+
+
+def test_speed_shown_before_and_after_where_measured():
+    before, after = Metrics(5, 2, 0, 21.0, 3.0, 4, 0.0123), Metrics(4, 2, 0, 19.0, 2.5, 3, 0.00051)
+    row = TrialRow(ProblemRow("break", "/p/m.py", 21, "f", ".item()", 1), "r", "k", "config", "", Measured(before, 1),
+                   "fixed", "", Measured(after, 0))
+    cells = fix_cells(row)
+    assert (cells["graphs"], cells["compile"], cells["run"]) == ("4 → 3", "21.0 → 19.0 s", "12.3 → 0.51 ms/call")
+    assert after.as_json()["graphs"] == 3 and after.as_json()["steady_s_per_call"] == 0.00051
+    unmeasured = replace(row, before=Measured(replace(before, steady_s_per_call=None), 1))
+    assert fix_cells(unmeasured)["run"] == "3.0 → 2.5 s"
