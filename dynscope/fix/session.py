@@ -142,7 +142,8 @@ def _run(options: Options, say: Callable[[str], None], starter: Starter) -> FixD
     run_all(program, ([speculative] if speculative else []) + first, jobs=options.jobs, deadline=deadline,
             estimate_s=estimate, on_done=finished, starter=starter)
     judge, second = _second_baseline_if_needed(
-        Judge(base, options.rtol, options.atol, options.check_stdout, compare_time=options.profile),
+        # Times decide only where measured (--profile) and not shared: runs side by side share the cores.
+        Judge(base, options.rtol, options.atol, options.check_stdout, compare_time=options.profile and options.jobs == 1),
         first, program, options, deadline, estimate, say, starter)
     # Fallbacks (maybe_mark_dynamic after mark_dynamic) run only for problems still not fixed.
     fixed = {p.key for r, ts, t in runs if t in first and t is not None and t.facts is not None for p in ts
