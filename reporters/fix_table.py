@@ -7,10 +7,10 @@ from rich.markup import escape
 from rich.syntax import Syntax
 from rich.table import Table
 
-from dynscope.analysis.fix_document import FIX_COLUMNS, FixDocument, fix_cells, run_conditions
+from dynscope.analysis.fix_document import FIX_COLUMNS, FixDocument, combined_numbers, fix_cells, run_conditions
 
-_STYLE = {"fixed": "bold green", "improved": "green", "no change": "dim", "worse": "yellow", "failed": "bold red",
-          "not run": "dim"}
+_STYLE = {"fixed": "bold green", "improved": "green", "trade-off": "yellow", "no change": "dim", "worse": "yellow",
+          "failed": "bold red", "not run": "dim"}
 
 
 def render_fix(doc: FixDocument, console: Console) -> None:
@@ -40,16 +40,14 @@ def render_fix(doc: FixDocument, console: Console) -> None:
         finally:
             console.width = width
         for row in doc.trials:
-            if row.verdict in ("failed", "worse") and row.why:
+            if row.verdict in ("failed", "worse", "trade-off") and row.why:
                 console.print(f"  [{_STYLE[row.verdict]}]{escape(row.verdict)}[/] {escape(row.remedy)}: "
                               f"{escape(row.why)}", soft_wrap=True)
     combined = doc.combined
     if combined:
-        after = combined.after
         style = _STYLE.get(combined.verdict, "")
         console.print(f"\n[bold]combined[/] ({escape(', '.join(combined.remedies))}): "
-                      f"[{style}]{escape(combined.verdict)}[/] — breaks {base and base.graph_breaks} → "
-                      f"{after and after.graph_breaks}, recompiles {base and base.recompiles} → {after and after.recompiles}"
+                      f"[{style}]{escape(combined.verdict)}[/] — {escape(combined_numbers(doc, combined))}"
                       f"{', outputs equal' if combined.correct else ''}", soft_wrap=True)
         if combined.verdict in ("fixed", "improved"):
             console.print("[bold]The change to make[/] (verified together in one run):")

@@ -251,7 +251,7 @@ def comparison_markdown(result) -> str:
 
 def render_fix_markdown(doc: FixDocument) -> str:
     """A ``dynscope.fix/1`` document as an issue or pull-request comment."""
-    from dynscope.analysis.fix_document import FIX_COLUMNS, fix_cells, run_conditions
+    from dynscope.analysis.fix_document import FIX_COLUMNS, combined_numbers, fix_cells, run_conditions
 
     base = doc.baseline.metrics
     lines = ["## dynscope fix\n",
@@ -268,10 +268,8 @@ def render_fix_markdown(doc: FixDocument) -> str:
                                            text(cells[c]).replace("|", "\\|") for c in FIX_COLUMNS) + " |")
     combined = doc.combined
     if combined:
-        after = combined.after
         lines.append(f"\n**Combined** ({text(', '.join(combined.remedies))}): "
-                     f"**{text(combined.verdict)}**, breaks {base and base.graph_breaks} → "
-                     f"{after and after.graph_breaks}, recompiles {base and base.recompiles} → {after and after.recompiles}.\n")
+                     f"**{text(combined.verdict)}**, {text(combined_numbers(doc, combined))}.\n")
         if combined.verdict in ("fixed", "improved"):
             patch = combined.patch
             fence = markdown_fence(patch)

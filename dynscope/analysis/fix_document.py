@@ -55,20 +55,39 @@ class Measured:
 
 
 @dataclass(frozen=True)
+class SecondBaseline:
+    """The program run plainly a second time (made only when a trial's outputs or stdout differed
+    from the first run): what differs between the two is left out of every comparison."""
+
+    capture: str
+    differs: tuple[str, ...]  # what differed between the two plain runs, in words (empty: nothing)
+    stdout_differs: bool
+    message: str  # the line the user is told
+
+    def to_json(self) -> Json:
+        return {"capture": self.capture, "differs": list(self.differs), "stdout_differs": self.stdout_differs,
+                "message": self.message}
+
+
+@dataclass(frozen=True)
 class Baseline:
     metrics: Metrics | None
     exit_code: int | None
     capture: str
     wall_s: float | None
+    second: SecondBaseline | None = None
 
     def to_json(self) -> Json:
-        return {**(self.metrics.as_json() if self.metrics else {}), "exit_code": self.exit_code,
-                "capture": self.capture, "wall_s": self.wall_s}
+        out: Json = {**(self.metrics.as_json() if self.metrics else {}), "exit_code": self.exit_code,
+                     "capture": self.capture, "wall_s": self.wall_s}
+        if self.second is not None:
+            out["second_run"] = self.second.to_json()
+        return out
 
 
 @dataclass(frozen=True)
 class TrialRow:
-    """One problem and one remedy tried for it."""
+    """One remedy, judged on every problem it was tried for (``problem`` the first of ``problems``)."""
 
     problem: ProblemRow
     remedy: str  # the change in one line
@@ -83,9 +102,15 @@ class TrialRow:
     max_abs_diff: float | None = None
     capture: str | None = None  # the trial's capture, when it ran
     wall_s: float | None = None
+    problems: tuple[ProblemRow, ...] = ()  # every problem it serves (empty: just ``problem``)
+
+    @property
+    def served(self) -> tuple[ProblemRow, ...]:
+        return self.problems or (self.problem,)
 
     def to_json(self) -> Json:
-        out: Json = {"problem": self.problem.to_json(), "remedy": self.remedy, "remedy_key": self.remedy_key,
+        out: Json = {"problem": self.problem.to_json(), "problems": [p.to_json() for p in self.served],
+                     "remedy": self.remedy, "remedy_key": self.remedy_key,
                      "applies_as": self.applies_as, "patch": self.patch, "before": self.before.to_json(),
                      "after": None if self.after is None else self.after.to_json(), "correct": self.correct,
                      "max_abs_diff": self.max_abs_diff, "verdict": self.verdict, "why": self.why}
@@ -107,7 +132,7 @@ class Combined:
     correct: bool | None = None
     max_abs_diff: float | None = None
     capture: str | None = None  # set when it was judged
-    problems_left: tuple[str, ...] = ()  # keys of the targeted problems still present
+    problems_left: tuple[str, ...] = ()  # keys of every problem its run still had, targeted or not
 
     def to_json(self) -> Json:
         out: Json = {"remedies": list(self.remedies), "patch": self.patch, "ran": self.ran, "verdict": self.verdict,
@@ -166,7 +191,7 @@ class FixDocument:
 
 # -- the table every view of a fix document shows ------------------------------------------------
 
-FIX_COLUMNS = ("problem", "remedy", "breaks", "recompiles", "compile", "run", "outputs", "verdict")
+FIX_COLUMNS = ("problem", "remedy", "breaks", "recompiles", "graphs", "compile", "run", "outputs", "verdict")
 
 
 def fix_cells(row: TrialRow) -> dict[str, str]:
@@ -175,19 +200,31 @@ def fix_cells(row: TrialRow) -> dict[str, str]:
     where = f" at {_base(p.file)}:{p.line}" if p.file else ""
     before = row.before.metrics
     after = row.after.metrics if row.after else None
+    more = f" (+{len(row.served) - 1} more)" if len(row.served) > 1 and p.kind != "any" else ""
     return {
-        "problem": f"{p.detail}{where}",
+        "problem": f"{p.detail}{where}{more}",
         "remedy": row.remedy,
         "breaks": _arrow(_of(before, "graph_breaks"), _of(after, "graph_breaks")),
         "recompiles": _arrow(_of(before, "recompiles"), _of(after, "recompiles")),
+        "graphs": _arrow(_of(before, "graphs"), _of(after, "graphs")),
         "compile": _arrow(_of(before, "compile_s"), _of(after, "compile_s"), " s"),
-        "run": _arrow(_of(before, "run_s"), _of(after, "run_s"), " s"),
+        "run": _run_cell(before, after),
         "outputs": _outputs(row),
         "verdict": row.verdict,
     }
 
 
-def _of(metrics: Metrics | None, column: Literal["graph_breaks", "recompiles", "compile_s", "run_s"]) -> int | float | None:
+def _run_cell(before: Metrics | None, after: Metrics | None) -> str:
+    """The steady time per compiled call where ``--profile`` measured it (milliseconds), else the run's time."""
+    if before is not None and before.steady_s_per_call is not None:
+        b = f"{before.steady_s_per_call * 1000:.3g}"
+        a = None if after is None or after.steady_s_per_call is None else f"{after.steady_s_per_call * 1000:.3g}"
+        return f"{b} → {a} ms/call" if a is not None else f"{b} ms/call"
+    return _arrow(_of(before, "run_s"), _of(after, "run_s"), " s")
+
+
+def _of(metrics: Metrics | None, column: Literal["graph_breaks", "recompiles", "graphs", "compile_s", "run_s"]
+        ) -> int | float | None:
     """A metric as the document shows it (seconds rounded to the millisecond); None without metrics."""
     if metrics is None:
         return None
@@ -196,6 +233,8 @@ def _of(metrics: Metrics | None, column: Literal["graph_breaks", "recompiles", "
             return metrics.graph_breaks
         case "recompiles":
             return metrics.recompiles
+        case "graphs":
+            return metrics.graphs
         case "compile_s":
             return round(metrics.compile_s, 3)
         case "run_s":
@@ -224,6 +263,15 @@ def _arrow(before: int | float | None, after: int | float | None, unit: str = ""
 
 def _base(path: str | None) -> str:
     return (path or "?").replace("\\", "/").rsplit("/", 1)[-1]
+
+
+def combined_numbers(doc: FixDocument, combined: Combined) -> str:
+    """The combined run's breaks and recompiles before → after; a run that did not happen says so
+    (and why), never "breaks 56 → None"."""
+    base, after = doc.baseline.metrics, combined.after
+    if after is None or base is None:
+        return f"not run: {combined.why}" if after is None else "no baseline to compare with"
+    return f"breaks {base.graph_breaks} → {after.graph_breaks}, recompiles {base.recompiles} → {after.recompiles}"
 
 
 def run_conditions(doc: FixDocument) -> str:

@@ -3,21 +3,33 @@
 Pure functions of what the runs recorded (summary documents and the compiled regions' outputs,
 events ``dynscope:fix_output``), so they are tested without torch. A remedy is never called
 working unless its own run proved it: a run that crashed, printed something else, exited
-differently or computed different numbers is ``failed`` whatever it did to the problem.
+differently or computed different numbers is ``failed`` whatever it did to the problem, and a
+remedy is judged on the whole run: one that removes its problem while breaks, recompiles or (where
+measured) time grow elsewhere is a ``trade-off``, never ``improved``, never in the combined change.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from dynscope.analysis.remedies import site_of
 from dynscope.analysis.run_view import RunView
 from dynscope.events import CallOutputs, OutputLeaf
 
-Verdict_ = Literal["fixed", "improved", "no change", "worse", "failed", "not run"]
-VERDICTS: tuple[Verdict_, ...] = ("fixed", "improved", "no change", "worse", "failed", "not run")
+Verdict_ = Literal["fixed", "improved", "trade-off", "no change", "worse", "failed", "not run"]
+VERDICTS: tuple[Verdict_, ...] = ("fixed", "improved", "trade-off", "no change", "worse", "failed", "not run")
+WINS: tuple[Verdict_, ...] = ("fixed", "improved")  # the verdicts a remedy enters the combined change with
+STOPPED = "stopped by the budget before the run ended"
+
+# A run is slower when a time grew by more than this share and these seconds (per compiled call,
+# and over the whole run): timings on a shared machine move by a few percent, and only a clear
+# slowdown makes a trade-off.
+SLOWER_SHARE = 0.25
+SLOWER_CALL_S = 1e-4
+SLOWER_RUN_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -27,10 +39,14 @@ class Metrics:
     errors: int
     compile_s: float
     run_s: float | None
+    graphs: int | None = None  # graphs compiled (None: not counted)
+    steady_s_per_call: float | None = None  # `--profile`: a compiled call's time once nothing compiles any more
 
     def as_json(self) -> dict[str, int | float | None]:
         return {"graph_breaks": self.graph_breaks, "recompiles": self.recompiles, "errors": self.errors,
-                "compile_s": round(self.compile_s, 3), "run_s": None if self.run_s is None else round(self.run_s, 3)}
+                "compile_s": round(self.compile_s, 3), "run_s": None if self.run_s is None else round(self.run_s, 3),
+                "graphs": self.graphs,
+                "steady_s_per_call": None if self.steady_s_per_call is None else round(self.steady_s_per_call, 6)}
 
 
 def metrics_of(view: RunView, program_s: float | None = None) -> Metrics:
@@ -47,7 +63,12 @@ def metrics_of(view: RunView, program_s: float | None = None) -> Metrics:
     else:
         duration = program_s if program_s is not None else run.duration_s
         run_s = None if duration is None else max(0.0, float(duration) - compile_s)
-    return Metrics(totals.graph_breaks, totals.recompiles, totals.errors, compile_s, run_s)
+    steady: float | None = None
+    if profile is not None:
+        calls = sum(e.steady_calls for e in profile.entries if e.steady_calls > 0)
+        seconds = sum(e.seconds for e in profile.entries if e.steady_calls > 0)
+        steady = seconds / calls if calls else None
+    return Metrics(totals.graph_breaks, totals.recompiles, totals.errors, compile_s, run_s, totals.graphs, steady)
 
 
 @dataclass(frozen=True)
@@ -57,13 +78,60 @@ class Comparison:
     notes: tuple[str, ...] = field(default_factory=tuple)
 
 
-def compare_outputs(baseline: Sequence[CallOutputs], trial: Sequence[CallOutputs], *, rtol: float, atol: float,
-                    allow_extra: bool = False) -> Comparison:
-    """Each compiled region's outputs, call by call: same calls, same shapes and dtypes, values
-    within ``atol + rtol * |baseline|`` (NaN equals NaN)."""
+@dataclass(frozen=True)
+class Unstable:
+    """What differs between two plain runs of the program (it seeds from the clock, calls
+    ``torch.seed()``...): left out of every comparison, so remedies are judged on what is stable."""
+
+    leaves: frozenset[tuple[str, int, int]] = frozenset()  # (region, call, output index)
+    calls: frozenset[tuple[str, int]] = frozenset()  # calls one plain run made and the other did not, or of other arity
+    stdout: bool = False  # the two plain runs printed different things
+    notes: tuple[str, ...] = ()  # what differed, in words
+
+    @property
+    def any(self) -> bool:
+        return bool(self.leaves or self.calls or self.stdout)
+
+    def say(self) -> str:
+        what = "; ".join(self.notes[:3]) or "nothing"
+        return f"outputs differ between two plain runs: {what}; compared on what is stable"
+
+
+def unstable_between(first: RunFacts, second: RunFacts, *, rtol: float, atol: float) -> Unstable:
+    """What two plain runs of the same program did differently (each output leaf, call and stdout)."""
+    a = {(o.region, o.call): o for o in first.outputs}
+    b = {(o.region, o.call): o for o in second.outputs}
+    calls = {k for k in a.keys() ^ b.keys()}
+    leaves: set[tuple[str, int, int]] = set()
     notes: list[str] = []
-    base = {(o.region, o.call): o for o in baseline}
-    other = {(o.region, o.call): o for o in trial}
+    if calls:
+        notes.append(f"{len(calls)} compiled call(s) made by one run only (first: {_call(sorted(calls)[0])})")
+    for key in sorted(a.keys() & b.keys()):
+        x, y = a[key].leaves, b[key].leaves
+        if len(x) != len(y):
+            calls.add(key)
+            notes.append(f"{_call(key)}: {len(x)} outputs → {len(y)}")
+            continue
+        for i, (u, v) in enumerate(zip(x, y, strict=True)):
+            _, why = _leaf_diff(u, v, rtol=rtol, atol=atol)
+            if why:
+                leaves.add((key[0], key[1], i))
+                if len(notes) < 5:
+                    notes.append(f"{_call(key)} output {i}: {why}")
+    stdout = first.stdout != second.stdout
+    if stdout:
+        notes.append("stdout")
+    return Unstable(frozenset(leaves), frozenset(calls), stdout, tuple(notes))
+
+
+def compare_outputs(baseline: Sequence[CallOutputs], trial: Sequence[CallOutputs], *, rtol: float, atol: float,
+                    allow_extra: bool = False, unstable: Unstable | None = None) -> Comparison:
+    """Each compiled region's outputs, call by call: same calls, same shapes and dtypes, values
+    within ``atol + rtol * |baseline|`` (NaN equals NaN); what ``unstable`` names is left out."""
+    skip = unstable or Unstable()
+    notes: list[str] = []
+    base = {(o.region, o.call): o for o in baseline if (o.region, o.call) not in skip.calls}
+    other = {(o.region, o.call): o for o in trial if (o.region, o.call) not in skip.calls}
     missing = [k for k in base if k not in other]
     extra = [k for k in other if k not in base]
     if missing:
@@ -77,6 +145,8 @@ def compare_outputs(baseline: Sequence[CallOutputs], trial: Sequence[CallOutputs
             notes.append(f"{_call(key)}: {len(a)} outputs → {len(b)}")
             continue
         for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            if (key[0], key[1], i) in skip.leaves:
+                continue
             diff, why = _leaf_diff(x, y, rtol=rtol, atol=atol)
             if diff is not None:
                 worst = diff if worst is None or diff > worst or math.isnan(diff) else worst
@@ -144,11 +214,13 @@ class Verdict:
 
 
 def judge(baseline: RunFacts, trial: RunFacts, targets: list[str], *, rtol: float, atol: float,
-          check_stdout: bool = True) -> Verdict:
-    """The verdict of one trial on the problems (keys) it targeted. ``check_stdout`` False: a
-    program that prints timings or dates is judged on its outputs and exit status alone."""
+          check_stdout: bool = True, unstable: Unstable | None = None, compare_time: bool = False) -> Verdict:
+    """The verdict of one trial on the problems (keys) it targeted, and on the whole run.
+    ``check_stdout`` False: a program that prints timings or dates is judged on its outputs and exit
+    status alone. ``unstable``: what two plain runs did differently, left out of the comparison.
+    ``compare_time``: the runs' times were measured (``--profile``), and a slower run is a trade-off."""
     if trial.timed_out:
-        return Verdict("failed", None, None, "stopped: the budget ran out before the run ended")
+        return Verdict("not run", None, None, STOPPED)
     if not trial.ran or trial.metrics is None:
         return Verdict("failed", None, None, f"the run ended before recording ({_ending(trial)})")
     # A baseline that died (of a compile error, say) and a trial that ran to the end: the trial is
@@ -156,35 +228,103 @@ def judge(baseline: RunFacts, trial: RunFacts, targets: list[str], *, rtol: floa
     rescued = _failed(baseline) and trial.exit_code == 0 and not trial.signal
     if (trial.exit_code, trial.signal) != (baseline.exit_code, baseline.signal) and not rescued:
         return Verdict("failed", None, None, f"the program ended differently: {_ending(baseline)} → {_ending(trial)}")
-    comparison = compare_outputs(baseline.outputs, trial.outputs, rtol=rtol, atol=atol, allow_extra=rescued)
+    comparison = compare_outputs(baseline.outputs, trial.outputs, rtol=rtol, atol=atol, allow_extra=rescued,
+                                 unstable=unstable)
     if not comparison.equal:
         return Verdict("failed", False, comparison.max_abs_diff, "outputs differ: " + "; ".join(comparison.notes))
+    check_stdout = check_stdout and not (unstable is not None and unstable.stdout)
     if check_stdout and trial.stdout != baseline.stdout and not (rescued and trial.stdout.startswith(baseline.stdout)):
         return Verdict("failed", False, comparison.max_abs_diff, "the program printed something else")
-    gone = [k for k in targets if k not in trial.problems]
-    reduced = [k for k in targets if k in trial.problems and trial.problems[k] < baseline.problems.get(k, 0)]
-    new = [k for k in trial.problems if k not in baseline.problems]
+    # A break's problem is gone only when its line breaks no more, for any reason.
+    gone = [k for k in targets if left_at(trial.problems, k) == 0]
+    reduced = [k for k in targets if 0 < left_at(trial.problems, k) < left_at(baseline.problems, k)]
+    moved = [k for k in targets if k not in trial.problems and left_at(trial.problems, k) > 0]
+    # A target's line breaking under another name is that problem still there, not a new one.
+    target_sites = {site_of(k) for k in targets} - {None}
+    new = [k for k in trial.problems if k not in baseline.problems and site_of(k) not in target_sites]
     grew = [k for k in trial.problems if k in baseline.problems and trial.problems[k] > baseline.problems[k]]
-    b, t = baseline.metrics, trial.metrics
-    more = (t.graph_breaks > b.graph_breaks or t.recompiles > b.recompiles or t.errors > b.errors) if b else False
+    grew += [k for k in targets if k not in grew and left_at(trial.problems, k) > left_at(baseline.problems, k)]
+    growth = _growth(baseline.metrics, trial.metrics, compare_time)
     note = f" ({'; '.join(trial.applied_notes)})" if trial.applied_notes else ""
-    if len(gone) == len(targets) and targets and not new and not grew and not more:
+    if len(gone) == len(targets) and targets and not new and not grew and not growth:
         return Verdict("fixed", True, comparison.max_abs_diff, "the problem is gone, nothing new, outputs equal")
-    if (new or grew or more) and not gone:
-        what = ", ".join(_short(k) for k in (new or grew)[:2]) or "more breaks/recompiles/errors"
-        return Verdict("worse", True, comparison.max_abs_diff, f"new or more problems: {what}{note}")
     if rescued and not gone:
         return Verdict("improved", True, comparison.max_abs_diff,
                        "the program now runs to the end; the problem is still recorded (that code runs in eager)")
+    if (new or grew or growth) and not gone and not reduced:
+        what = ", ".join(_short(k) for k in (new or grew)[:2]) or "; ".join(growth)
+        return Verdict("worse", True, comparison.max_abs_diff, f"new or more problems: {what}{note}")
     if gone or reduced:
-        extra = f"; but new: {', '.join(_short(k) for k in new[:2])}" if new else ""
-        if more and b is not None:
-            extra += (f"; but breaks {b.graph_breaks} → {t.graph_breaks}, recompiles {b.recompiles} → "
-                      f"{t.recompiles}, errors {b.errors} → {t.errors}")
         what = "the problem is gone" if len(gone) == len(targets) else \
             f"{len(gone)} of {len(targets)} gone, {len(reduced)} fewer"
-        return Verdict("improved", True, comparison.max_abs_diff, f"{what}{extra}")
+        but = [f"new: {', '.join(_short(k) for k in new[:2])}"] if new else []
+        but += [f"more: {', '.join(_short(k) for k in grew[:2])}"] if grew else []
+        # Something else grew over the whole run, or problems elsewhere took the place of those gone
+        # and the run has no fewer breaks, recompiles and errors than before: a trade-off.
+        if growth or (but and not _fewer(baseline.metrics, trial.metrics)):
+            numbers = growth or _whole_run(baseline.metrics, trial.metrics)
+            return Verdict("trade-off", True, comparison.max_abs_diff, f"{what}, but {'; '.join(but + numbers)}")
+        return Verdict("improved", True, comparison.max_abs_diff, f"{what}{'; but ' + '; '.join(but) if but else ''}")
+    if moved:
+        return Verdict("no change", True, comparison.max_abs_diff,
+                       f"the line still breaks, for another reason: {_short(_same_site(trial.problems, moved[0]))}{note}")
     return Verdict("no change", True, comparison.max_abs_diff, f"the problem is still there{note}")
+
+
+def left_at(problems: Mapping[str, int], key: str) -> int:
+    """Occurrences of a problem still in a run: for a graph break, every break at its line, whatever
+    torch now calls it (a line that breaks for another reason is not fixed); else the key's own."""
+    site = site_of(key)
+    if site is None:
+        return problems.get(key, 0)
+    return sum(n for k, n in problems.items() if site_of(k) == site)
+
+
+def _same_site(problems: Mapping[str, int], key: str) -> str:
+    site = site_of(key)
+    return next((k for k in problems if site is not None and site_of(k) == site), key)
+
+
+def _growth(before: Metrics | None, after: Metrics, compare_time: bool) -> list[str]:
+    """What grew over the whole run: breaks, recompiles, errors, and with ``compare_time`` the time."""
+    if before is None:
+        return []
+    grew = [f"{name} {b} → {a}" for name, b, a in (("breaks", before.graph_breaks, after.graph_breaks),
+                                                    ("recompiles", before.recompiles, after.recompiles),
+                                                    ("errors", before.errors, after.errors)) if a > b]
+    if compare_time:
+        for name, b_s, a_s, least in (("time per call", before.steady_s_per_call, after.steady_s_per_call, SLOWER_CALL_S),
+                                      ("run time outside compiling", before.run_s, after.run_s, SLOWER_RUN_S)):
+            if b_s is not None and a_s is not None and a_s > b_s * (1 + SLOWER_SHARE) and a_s - b_s > least:
+                grew.append(f"{name} {_seconds(b_s)} → {_seconds(a_s)}")
+    return grew
+
+
+def _fewer(before: Metrics | None, after: Metrics) -> bool:
+    """The whole run has fewer breaks, recompiles and errors together than before."""
+    return before is not None and (after.graph_breaks + after.recompiles + after.errors
+                                   < before.graph_breaks + before.recompiles + before.errors)
+
+
+def _whole_run(before: Metrics | None, after: Metrics) -> list[str]:
+    """The whole run's numbers, before → after, as a trade-off row shows them."""
+    if before is None:
+        return []
+    out = [f"breaks {before.graph_breaks} → {after.graph_breaks}", f"recompiles {before.recompiles} → {after.recompiles}"]
+    if after.errors != before.errors:
+        out.append(f"errors {before.errors} → {after.errors}")
+    b_s, a_s = _total(before), _total(after)
+    if b_s is not None and a_s is not None:
+        out.append(f"time {_seconds(b_s)} → {_seconds(a_s)}")
+    return out
+
+
+def _total(m: Metrics) -> float | None:
+    return None if m.run_s is None else m.compile_s + m.run_s
+
+
+def _seconds(s: float) -> str:
+    return f"{s:.3g} s"
 
 
 def _failed(run: RunFacts) -> bool:
@@ -202,11 +342,14 @@ def _short(key: str) -> str:
     return f"{parts[0]} {parts[1]}" if len(parts) > 1 else key
 
 
-def pick_combined(results: Sequence[tuple[str, Verdict_, Sequence[str], Metrics | None]]) -> list[str]:
-    """Remedies to combine, from (remedy key, verdict, target keys, metrics) per trial and problem:
-    greedily the proven remedy that covers the most problems not yet covered (fixed before
-    improved, then the fewest breaks and recompiles left in its run, then table order), until
-    every problem some remedy proved on is covered."""
+def pick_combined(results: Sequence[tuple[str, Verdict_, Sequence[str], Metrics | None]],
+                  conflict: Callable[[str, str], bool] = lambda _a, _b: False) -> list[str]:
+    """Remedies to combine, from (remedy key, verdict, the target keys it won on, metrics of its
+    run): only the remedies that won (``fixed``, ``improved``; a trade-off never enters). Best first:
+    a fixed remedy before an improved one (never left out for one whose run ended worse), then the
+    fewest breaks and recompiles its whole run had, then the most problems covered, then table
+    order; each taken while it covers a problem not yet covered and does not ``conflict`` with
+    one already taken (``mark_dynamic(x, 1)`` and ``dynamic=True``: the better whole run is kept)."""
     rank: dict[Verdict_, int] = {"fixed": 0, "improved": 1}
     covers: dict[str, dict[str, int]] = {}  # remedy -> problem -> rank
     order: list[str] = []
@@ -218,15 +361,12 @@ def pick_combined(results: Sequence[tuple[str, Verdict_, Sequence[str], Metrics 
         if verdict in rank:
             for t in targets:
                 covers.setdefault(key, {})[t] = min(rank[verdict], covers.get(key, {}).get(t, 9))
+    candidates = sorted(covers, key=lambda k: (min(covers[k].values()), left[k], -len(covers[k]), order.index(k)))
     uncovered = {t for c in covers.values() for t in c}
     chosen: list[str] = []
-    while uncovered:
-        best = min(covers, key=lambda k: (-len(uncovered & covers[k].keys()),
-                                          min((covers[k][t] for t in uncovered & covers[k].keys()), default=9),
-                                          left[k], order.index(k)))
-        gained = uncovered & covers[best].keys()
-        if not gained:
-            break
-        chosen.append(best)
-        uncovered -= gained
+    for key in candidates:
+        if not uncovered & covers[key].keys() or any(conflict(key, other) for other in chosen):
+            continue
+        chosen.append(key)
+        uncovered -= covers[key].keys()
     return [k for k in order if k in chosen]

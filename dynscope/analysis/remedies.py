@@ -19,7 +19,7 @@ import ast
 import hashlib
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal, Protocol
 
 from dynscope.analysis.breaks import BreakGroup
@@ -178,7 +178,7 @@ def problems_of(run: ProblemSource) -> list[FixProblem]:
     for g in run.break_groups:
         where = g.location
         problems.append(FixProblem(
-            "graph_break", f"break|{g.gb_type or g.headline}|{where.file}|{where.line}", where.file, where.line,
+            "graph_break", f"break|{fresh_symbols(g.gb_type or g.headline)}|{where.file}|{where.line}", where.file, where.line,
             where.function, g.headline or g.gb_type or "graph break", g.count or 1,
             BreakFacts(g.gb_type or "", g.reason or "", tuple(g.hints), where.code or "")))
     # One problem per recompiled frame and cause: a batch size that changes and an int that
@@ -187,7 +187,7 @@ def problems_of(run: ProblemSource) -> list[FixProblem]:
     for r in run.recompiles:
         first_guard = r.failures[0].guard if r.failures else None
         cause, _ = recompile_cause(first_guard or r.reason or "")
-        causes.setdefault((r.function, r.file, r.line, cause), []).append(r)
+        causes.setdefault((r.function, r.file, r.line, fresh_symbols(cause)), []).append(r)
     for (function, file, line, cause), rs in causes.items():
         failures = [r.failures[0] for r in rs if r.failures]
         first = failures[0] if failures else None
@@ -199,7 +199,33 @@ def problems_of(run: ProblemSource) -> list[FixProblem]:
             f"{_friendly(function)} recompiled {_times(len(rs))}: {words}{change}", len(rs),
             RecompileFacts(first.guard if first else None, first.reason if first else None, expected, actual,
                            tuple(f.guard or f.reason or "" for f in failures))))
-    return problems
+    return _merged(problems)
+
+
+_FRESH_SYMBOL = re.compile(r"\b[us]\d+\b")
+
+
+def fresh_symbols(text: str) -> str:
+    """A problem's cause with torch's fresh symbol names (u0, u1, s0...) made one: the same guard
+    on the same line, met again, gets a new symbol and is still one problem."""
+    return _FRESH_SYMBOL.sub("u?", text)
+
+
+def _merged(problems: list[FixProblem]) -> list[FixProblem]:
+    """Problems of one key made one (their occurrences summed), in first-seen order."""
+    by_key: dict[str, FixProblem] = {}
+    for p in problems:
+        seen = by_key.get(p.key)
+        by_key[p.key] = p if seen is None else replace(seen, count=seen.count + p.count)
+    return list(by_key.values())
+
+
+def site_of(key: str) -> tuple[str, str] | None:
+    """(file, line) of a graph-break problem's key (``break|cause|file|line``); None for other kinds."""
+    if not key.startswith("break|"):
+        return None
+    _, file, line = key.rsplit("|", 2)
+    return file, line
 
 
 def recompile_cause(guard: str) -> tuple[str, str]:
@@ -235,7 +261,10 @@ def _first_line(text: str) -> str:
 # -- what the entries read ------------------------------------------------------------------------
 
 _DYNAMO = "torch._dynamo.config"
-_SIZE = re.compile(r"tensor '(?P<name>[^']+)' (?:size|stride) mismatch at index (?P<dim>\d+)")
+# The input's name may itself hold quotes: a keyword input is "kwargs['input_values']" (or "L['kwargs']['x']").
+# The summary's hint names only a plain input (its text is part of the recorded views).
+_SIZE_HINT = re.compile(r"tensor '(?P<name>[^']+)' (?:size|stride) mismatch at index (?P<dim>\d+)")
+_SIZE = re.compile(r"tensor '(?P<name>[A-Za-z_][\w.]*(?:\['[^']*'\])*)' (?:size|stride) mismatch at index (?P<dim>\d+)")
 _SHAPE = re.compile(r"size mismatch|stride mismatch|sizes? of|\.size\(\)")
 # "n == 2", "L['n'] == 2", "self.n == 2" (an int Dynamo specialized on) and "t == 2.0" (a float)
 _INT_GUARD = re.compile(r"(?P<name>(?:L\['[^']+'\]|[A-Za-z_]\w*)(?:\.\w+)*) == (?P<value>-?\d+)(?![\d.])")
@@ -379,8 +408,30 @@ def _size_change(p: FixProblem) -> re.Match[str] | None:
     return _SIZE.search(_guards(p))
 
 
+def _entry_point(p: FixProblem, features: Features) -> bool:
+    """The recompiled frame is a callable the program gave torch.compile: the only calls whose inputs
+    a trial can mark (an inner function Dynamo compiled as a frame of its own is never called from
+    outside). Unknown (no compiled callable recorded): worth a trial."""
+    if not features.compiled_callables:
+        return True
+    return (p.function, _norm(p.file)) in {(fn, _norm(file)) for fn, file in features.compiled_callables}
+
+
 def _mark_dynamic_applies(function: str) -> Predicate:
-    return lambda p, features: _size_change(p) is not None and features.has(function)
+    return lambda p, features: _size_change(p) is not None and features.has(function) and _entry_point(p, features)
+
+
+def input_path(name: str) -> str:
+    """A guard's input name as the compiled function's argument: ``L['kwargs']['x']`` →
+    ``kwargs['x']``, ``L['x']`` → ``x``."""
+    found = re.match(r"L\['(?P<arg>[^']+)'\](?P<rest>.*)$", name)
+    return f"{found['arg']}{found['rest']}" if found else name
+
+
+def _shown_input(path: str) -> str:
+    """The input as the user names it: a keyword input ``kwargs['input_values']`` is ``input_values``."""
+    keys = re.findall(r"\['([^']*)'\]", path)
+    return keys[-1] if keys else path
 
 
 def _mark_dynamic_remedy(maybe: bool) -> Make:
@@ -389,10 +440,11 @@ def _mark_dynamic_remedy(maybe: bool) -> Make:
     def make(p: FixProblem, features: Features) -> Remedy:
         size = _size_change(p)
         assert size is not None  # _mark_dynamic_applies said so
-        name, dim = size["name"], int(size["dim"])
+        path, dim = input_path(size["name"]), int(size["dim"])
+        name = _shown_input(path)
         return Remedy(
-            f"{fn}:{p.file}:{p.function}:{name}:{dim}", f"torch._dynamo.{fn}({name}, {dim}) before calling {p.function}",
-            "wrap", MarkDynamic(p.function or "?", p.file, name, dim, maybe),
+            f"{fn}:{p.file}:{p.function}:{path}:{dim}", f"torch._dynamo.{fn}({name}, {dim}) before calling {p.function}",
+            "wrap", MarkDynamic(p.function or "?", p.file, path, dim, maybe),
             f"torch._dynamo.{fn}({name}, {dim})  # on the input `{name}` of {p.function} ({_base(p.file)}:{p.line}), "
             "before the compiled call",
             fallback=maybe and features.has("mark_dynamic"))
@@ -455,7 +507,7 @@ def _shape_hint(facts: Facts) -> str | None:
     text = f"{facts.guard or ''} {facts.reason or ''}"
     if not _SHAPE.search(text):
         return None
-    named = _SIZE.search(text)
+    named = _SIZE_HINT.search(text)
     call = f"torch._dynamo.mark_dynamic({named['name']}, {named['dim']})" if named else "torch._dynamo.mark_dynamic(x, dim)"
     if facts.made_dynamic:
         return (f"Dynamo made this dimension dynamic when it recompiled, so further sizes reuse that graph; "
@@ -616,3 +668,15 @@ def patch_remedy(name: str, text: str, files: Sequence[tuple[str, str]]) -> Reme
     remedy, on every problem together."""
     digest = hashlib.sha256(text.encode()).hexdigest()[:12]
     return Remedy(f"patch:{digest}", f"the patch {name}", "source", ChangeSource(tuple(files)), text)
+
+
+def remedies_conflict(a: Remedy, b: Remedy) -> bool:
+    """Two remedies that answer one question two ways, so the combined change keeps one:
+    ``dynamic=True`` and any ``mark_dynamic``, or ``mark_dynamic`` and ``maybe_mark_dynamic`` of one input."""
+    def dynamic_all(r: Remedy) -> bool:
+        return isinstance(r.action, CompileWith) and any(k == "dynamic" for k, _ in r.action.kwargs)
+
+    x, y = a.action, b.action
+    if isinstance(x, MarkDynamic) and isinstance(y, MarkDynamic):
+        return (x.function, x.file, x.arg, x.dim) == (y.function, y.file, y.arg, y.dim) and a.key != b.key
+    return (dynamic_all(a) and isinstance(y, MarkDynamic)) or (dynamic_all(b) and isinstance(x, MarkDynamic))

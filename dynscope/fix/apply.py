@@ -20,6 +20,7 @@ import inspect
 import json
 import math
 import os
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -240,12 +241,24 @@ def _mark_dynamic(action: MarkDynamic, call: Call) -> str | None:
         bound = inspect.signature(call.target).bind_partial(*call.args, **call.kwargs)
     except (TypeError, ValueError):
         return None
-    value: Any = bound.arguments.get(action.arg)
+    value = _argument(bound.arguments, action.arg)
     mark = compat.mark_dynamic_function(action.maybe)
     if mark is None or not hasattr(value, "dim") or value.dim() <= action.dim:
         return None
     mark(value, action.dim)
     return f"mark_dynamic({action.arg}, {action.dim})"
+
+
+def _argument(arguments: Any, path: str) -> Any:
+    """The call's input a guard named: an argument (``x``), or one inside a keyword argument or a
+    dict (``kwargs['input_values']``); None when the call has no such input."""
+    found = re.match(r"(?P<arg>\w+)(?P<keys>(?:\['[^']*'\])*)$", path)
+    if found is None:
+        return None
+    value: Any = arguments.get(found["arg"])
+    for key in re.findall(r"\['([^']*)'\]", found["keys"]):
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
 
 
 def _disable_function(action: DisableFunction) -> bool:

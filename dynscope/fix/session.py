@@ -15,11 +15,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from dynscope import events as contract
-from dynscope.analysis.fix_document import Baseline, Combined, FixDocument, Measured, ProblemRow, TrialRow
-from dynscope.analysis.fix_verdict import Metrics, RunFacts, Verdict_, judge, pick_combined
-from dynscope.analysis.remedies import FixProblem, Remedy, problems_of, select
+from dynscope.analysis.fix_document import Baseline, Combined, FixDocument, Measured, ProblemRow, SecondBaseline, TrialRow
+from dynscope.analysis.fix_verdict import STOPPED, Metrics, RunFacts, Verdict_, left_at, pick_combined
+from dynscope.analysis.remedies import FixProblem, Remedy, problems_of, remedies_conflict, select
 from dynscope.errors import DynscopeError
 from dynscope.events import DisableFunction, FixFamily
+from dynscope.fix.judging import Judge, won_on
 from dynscope.fix.outdir import LOCK_NAME
 from dynscope.fix.trials import Starter, TrialRun, run_all, starter_for
 from dynscope.runner.program import Program
@@ -44,20 +45,24 @@ class Options:
 
 @dataclass(frozen=True)
 class Targets:
-    """What one trial row is judged on: one problem, or (a --try setting) every problem together."""
+    """What one trial row is judged on: the problems its remedy serves (one row per remedy), or (a
+    --try setting) every problem together."""
 
     row: ProblemRow
     keys: tuple[str, ...]
     count: int
+    served: tuple[ProblemRow, ...] = ()
 
     @classmethod
-    def one(cls, p: FixProblem) -> Targets:
-        return cls(ProblemRow.of(p), (p.key,), p.count)
+    def of(cls, problems: list[FixProblem]) -> Targets:
+        return cls(ProblemRow.of(problems[0]), tuple(p.key for p in problems), sum(p.count for p in problems),
+                   tuple(ProblemRow.of(p) for p in problems))
 
     @classmethod
     def every(cls, problems: list[FixProblem], option: str) -> Targets:
         return cls(ProblemRow("any", None, None, None, f"every problem ({option})", sum(p.count for p in problems)),
-                   tuple(p.key for p in problems), sum(p.count for p in problems))
+                   tuple(p.key for p in problems), sum(p.count for p in problems),
+                   tuple(ProblemRow.of(p) for p in problems))
 
 
 Planned = tuple[Remedy, list[FixProblem], TrialRun | None]
@@ -114,11 +119,13 @@ def _run(options: Options, say: Callable[[str], None], starter: Starter) -> FixD
         runs.append((remedy, targets, trial))
     first = [t for r, _, t in runs if t is not None and not r.fallback]
     titles = {trial.name: remedy.title for remedy, _, trial in runs if trial is not None}
+    remedy_of = {r.key: r for r, _, _ in runs}
     tried_by_user = {r.key: "--patch" if r.applies_as == "source" else "--try" for r in options.patches + options.tries}
     # The combined run is started with the trials, on the guess that every remedy works; it is
     # used only if the proven set turns out to be that guess (else it runs again at the end).
     guess = pick_combined([(r.key, "fixed", [p.key for p in ts], None) for r, ts, t in runs
-                           if t is not None and not r.fallback and r.key not in tried_by_user])
+                           if t is not None and not r.fallback and r.key not in tried_by_user],
+                          lambda a, b: remedies_conflict(remedy_of[a], remedy_of[b]))
     speculative = None
     if len(guess) > 1:
         speculative = TrialRun("combined", [r.action for r, _, t in runs if r.key in guess and t is not None],
@@ -134,10 +141,13 @@ def _run(options: Options, say: Callable[[str], None], starter: Starter) -> FixD
 
     run_all(program, ([speculative] if speculative else []) + first, jobs=options.jobs, deadline=deadline,
             estimate_s=estimate, on_done=finished, starter=starter)
+    judge, second = _second_baseline_if_needed(
+        # Times decide only where measured (--profile) and not shared: runs side by side share the cores.
+        Judge(base, options.rtol, options.atol, options.check_stdout, compare_time=options.profile and options.jobs == 1),
+        first, program, options, deadline, estimate, say, starter)
     # Fallbacks (maybe_mark_dynamic after mark_dynamic) run only for problems still not fixed.
     fixed = {p.key for r, ts, t in runs if t in first and t is not None and t.facts is not None for p in ts
-             if judge(base, t.facts, [p.key], rtol=options.rtol, atol=options.atol,
-                      check_stdout=options.check_stdout).verdict == "fixed"}
+             if judge(t.facts, [p.key]).verdict == "fixed"}
     runs = [(r, ts, t) for r, ts, t in runs if not r.fallback or any(p.key not in fixed for p in ts)]
     later = [t for r, _, t in runs if t is not None and r.fallback]
     if later:
@@ -149,18 +159,16 @@ def _run(options: Options, say: Callable[[str], None], starter: Starter) -> FixD
     rows: list[TrialRow] = []
     proven: list[tuple[str, Verdict_, list[str], Metrics | None]] = []
     for remedy, targets, trial in runs:
-        verdicts: dict[str, Verdict_] = {}
-        # A --try setting or a --patch is judged once, on every problem together.
-        for t in ([Targets.every(targets, tried_by_user[remedy.key])] if remedy.key in tried_by_user
-                  else [Targets.one(p) for p in targets]):
-            row = _row(t, remedy, trial, base, options)
-            rows.append(row)
-            verdicts["|".join(t.keys)] = row.verdict
+        # One row per remedy, judged on every problem it serves together (a --try setting or a
+        # --patch: on every problem).
+        t = Targets.every(targets, tried_by_user[remedy.key]) if remedy.key in tried_by_user else Targets.of(targets)
+        row = _row(t, remedy, trial, base, judge)
+        rows.append(row)
         if trial is not None and trial.facts is not None and remedy.key not in tried_by_user:
-            for key, verdict in verdicts.items():
-                proven.append((remedy.key, verdict, [key], trial.facts.metrics))
+            verdict = judge(trial.facts, t.keys)
+            proven.append((remedy.key, verdict.verdict, won_on(verdict, base, trial.facts, t.keys), trial.facts.metrics))
 
-    combined = _combined(program, runs, proven, base, options, deadline, estimate, say, starter,
+    combined = _combined(program, runs, proven, base, judge, options, deadline, estimate, say, starter,
                          speculative if speculative is not None and guess else None, guess)
     after = _fingerprint(options.program)
     doc = FixDocument(
@@ -168,11 +176,11 @@ def _run(options: Options, say: Callable[[str], None], starter: Starter) -> FixD
         cwd=options.cwd or os.getcwd(),
         torch_version=baseline.torch_version,
         out_dir=options.out_dir,
-        baseline=Baseline(base.metrics, base.exit_code, baseline.capture, _round(baseline.wall_s)),
+        baseline=Baseline(base.metrics, base.exit_code, baseline.capture, _round(baseline.wall_s), second),
         problems=tuple(ProblemRow.of(p) for p in problems),
         trials=tuple(rows),
         combined=combined,
-        runs=1 + sum(1 for t in to_run if t.skipped is None) + _combined_runs(speculative, combined),
+        runs=1 + (second is not None) + sum(1 for t in to_run if t.skipped is None) + _combined_runs(speculative, combined),
         jobs=options.jobs,
         budget_s=options.budget_s,
         wall_s=round(time.time() - started, 2),
@@ -206,25 +214,48 @@ def _root(program: Program) -> str:
     return os.getcwd() if program.kind == "module" else os.path.dirname(os.path.abspath(program.target))
 
 
-def _row(t: Targets, remedy: Remedy, trial: TrialRun | None, base: RunFacts, options: Options) -> TrialRow:
+def _second_baseline_if_needed(judge: Judge, trials: list[TrialRun], program: Program, options: Options,
+                               deadline: float, estimate: float, say: Callable[[str], None],
+                               starter: Starter) -> tuple[Judge, SecondBaseline | None]:
+    """A second plain run, made only when a trial computed or printed something other than the
+    baseline (a program that calls torch.seed() differs from itself): remedies are then judged on
+    what the two plain runs agree on. Made on demand, not beside the first trials, so a program
+    whose trials keep its outputs pays nothing for it."""
+    if not any(judge.differs(t.facts) for t in trials):
+        return judge, None
+    say("a trial's outputs differ: running the program plainly once more, to see what is stable")
+    again = TrialRun("baseline-2", [], options.out_dir, options.cwd, options.profile)
+    run_all(program, [again], jobs=1, deadline=deadline, estimate_s=estimate, starter=starter)
+    if again.skipped or again.facts is None or not again.facts.ran or again.facts.timed_out:
+        return judge, None
+    judge, second = judge.with_second(again.facts, again.capture)
+    if judge.unstable is not None:
+        say(second.message)
+    return judge, second
+
+
+def _row(t: Targets, remedy: Remedy, trial: TrialRun | None, base: RunFacts, judge: Judge) -> TrialRow:
     row = TrialRow(t.row, remedy.title, remedy.key, remedy.applies_as, remedy.patch, Measured(base.metrics, t.count),
-                   "not run", "")
+                   "not run", "", problems=t.served)
     if trial is None:
         return replace(row, why="a code change: paste the patch (dynscope never edits your files)")
     if trial.skipped or trial.facts is None:
         return replace(row, why=trial.skipped or "not run")
     facts = trial.facts
-    v = judge(base, facts, list(t.keys), rtol=options.rtol, atol=options.atol, check_stdout=options.check_stdout)
-    count = sum(facts.problems.get(k, 0) for k in t.keys)
+    if facts.timed_out:  # what a cut-short run recorded is no count to compare
+        return replace(row, why=STOPPED, capture=trial.capture, wall_s=_round(trial.wall_s))
+    v = judge(facts, t.keys)
+    count = sum(left_at(facts.problems, k) for k in t.keys)
     return replace(row, after=Measured(facts.metrics, count) if facts.metrics else None, correct=v.correct,
                    max_abs_diff=v.max_abs_diff, verdict=v.verdict, why=v.why, capture=trial.capture,
                    wall_s=_round(trial.wall_s))
 
 
 def _combined(program: Program, runs: list[Planned], proven: list[tuple[str, Verdict_, list[str], Metrics | None]],
-              base: RunFacts, options: Options, deadline: float, estimate: float, say: Callable[[str], None],
+              base: RunFacts, judge: Judge, options: Options, deadline: float, estimate: float, say: Callable[[str], None],
               starter: Starter, speculative: TrialRun | None, guess: list[str]) -> Combined | None:
-    keys = pick_combined(proven)
+    remedy_of = {r.key: r for r, _, _ in runs}
+    keys = pick_combined(proven, lambda a, b: remedies_conflict(remedy_of[a], remedy_of[b]))
     if not keys:
         return None
     chosen = [(r, t, trial) for r, t, trial in runs if r.key in keys]
@@ -243,9 +274,11 @@ def _combined(program: Program, runs: list[Planned], proven: list[tuple[str, Ver
     ran = len(chosen) > 1 and trial.skipped is None
     if trial.skipped or trial.facts is None:
         return Combined(titles, patch, ran, "not run", trial.skipped or "not run")
+    if trial.facts.timed_out:
+        return Combined(titles, patch, ran, "not run", STOPPED, capture=trial.capture)
     targeted = list(dict.fromkeys(p.key for _, ts, _ in chosen for p in ts))
-    v = judge(base, trial.facts, targeted, rtol=options.rtol, atol=options.atol, check_stdout=options.check_stdout)
-    left = tuple(k for k in targeted if k in trial.facts.problems)
+    v = judge(trial.facts, targeted)
+    left = tuple(trial.facts.problems)  # everything the combined run still had, targeted or not
     return Combined(titles, patch, ran, v.verdict, v.why, trial.facts.metrics, v.correct, v.max_abs_diff,
                     trial.capture, left)
 
@@ -294,14 +327,13 @@ def record_into_capture(path: str, doc: FixDocument) -> None:
 
     with Capture.open(path) as capture:  # fix run twice on one capture: each fix recorded once
         known = {(f.kind, f.file, f.line, f.function, f.remedy) for f in capture.fix_results()}
-    proven = [row for row in doc.trials if row.verdict in ("fixed", "improved") and row.problem.kind != "any"
-              and (row.problem.kind, row.problem.file, row.problem.line, row.problem.function, row.remedy) not in known]
+    proven = [(row, p) for row in doc.trials if row.verdict in ("fixed", "improved") and row.problem.kind != "any"
+              for p in row.served if (p.kind, p.file, p.line, p.function, row.remedy) not in known]
     if not proven:
         return
     writer = CaptureWriter.reopen(path)
     try:
-        for row in proven:
-            p = row.problem
+        for row, p in proven:
             contract.write(writer, contract.FixResult(
                 problem=contract.FixProblemRef(kind=p.kind, file=p.file, line=p.line, function=p.function,
                                                detail=p.detail, count=p.count),

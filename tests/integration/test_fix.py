@@ -71,7 +71,9 @@ def test_bad_remedies_are_caught_and_do_not_stop_the_others(fixed):
     crash, = _rows(doc, "error_on_recompile")
     assert crash["verdict"] == "failed" and "exit 0 → exit 1" in crash["why"]
     assert all(t["verdict"] != "not run" for t in doc["trials"])
-    assert doc["runs"] == 1 + len({t["remedy_key"] for t in doc["trials"]}) + 1
+    # SCALE's outputs differ: a second plain run is made, agrees with the first, so the difference is the remedy's
+    assert doc["baseline"]["second_run"]["differs"] == [] and not doc["baseline"]["second_run"]["stdout_differs"]
+    assert doc["runs"] == 2 + len({t["remedy_key"] for t in doc["trials"]}) + 1
     # the terminal table and the Markdown comment say the same
     assert "fixed" in result.stderr and "worse" in result.stderr and "combined" in result.stderr
     md = (fixed[0] / "fix.md").read_text()
@@ -187,3 +189,15 @@ def test_fix_json_equals_its_golden_file(fixed):
     assert got.keys() == want.keys()
     for key in want:
         assert got[key] == want[key], f"fix JSON field {key!r} changed"
+
+
+def test_a_program_that_differs_from_itself_is_judged_on_what_is_stable(tmp_path):
+    shutil.copy(PROGRAMS / "fix_unseeded.py", tmp_path / "prog.py")
+    result = run_dynscope("fix", "-o", "fix.json", "--jobs", "1", "prog.py", cwd=tmp_path, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    doc = json.loads((tmp_path / "fix.json").read_text())
+    second = doc["baseline"]["second_run"]
+    assert second["differs"] and all("output 1" in d for d in second["differs"]), second
+    assert "outputs differ between two plain runs" in result.stderr and "compared on what is stable" in result.stderr
+    row, = _rows(doc, "capture_scalar_outputs")
+    assert row["verdict"] == "fixed" and row["correct"] is True, row

@@ -1,0 +1,58 @@
+"""How one ``dynscope fix`` judges its runs: against the baseline, on what is stable between two
+plain runs, on the whole run (and its time, when ``--profile`` measured it).
+
+The rules are dynscope/analysis/fix_verdict.py's (pure, tested without torch); this holds what
+they are applied with, so every trial, the fallbacks' choice and the combined run are judged alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from dynscope.analysis.fix_document import SecondBaseline
+from dynscope.analysis.fix_verdict import RunFacts, Unstable, Verdict, compare_outputs, judge, left_at, unstable_between
+
+
+@dataclass(frozen=True)
+class Judge:
+    base: RunFacts
+    rtol: float
+    atol: float
+    check_stdout: bool
+    compare_time: bool  # the runs' times were measured (fix --profile): a slower run is a trade-off
+    unstable: Unstable | None = None  # what two plain runs did differently (None: not looked at)
+
+    def __call__(self, facts: RunFacts, targets: Sequence[str]) -> Verdict:
+        return judge(self.base, facts, list(targets), rtol=self.rtol, atol=self.atol, check_stdout=self.check_stdout,
+                     unstable=self.unstable, compare_time=self.compare_time)
+
+    def differs(self, facts: RunFacts | None) -> bool:
+        """A finished run that computed or printed something other than the baseline: the reason to
+        run the program plainly once more (it may differ from itself)."""
+        if facts is None or not facts.ran or facts.timed_out:
+            return False
+        if (facts.exit_code, facts.signal) != (self.base.exit_code, self.base.signal):
+            return False  # ended differently: no second plain run explains that
+        outputs = compare_outputs(self.base.outputs, facts.outputs, rtol=self.rtol, atol=self.atol)
+        return not outputs.equal or (self.check_stdout and facts.stdout != self.base.stdout)
+
+    def with_second(self, second: RunFacts, capture: str) -> tuple[Judge, SecondBaseline]:
+        """Judged from now on what the two plain runs agree on; and what to tell about it."""
+        unstable = unstable_between(self.base, second, rtol=self.rtol, atol=self.atol)
+        if not unstable.any:
+            return self, SecondBaseline(capture, (), False, "a second plain run computed and printed the same: "
+                                        "the differences are the remedies'")
+        return Judge(self.base, self.rtol, self.atol, self.check_stdout, self.compare_time, unstable), \
+            SecondBaseline(capture, unstable.notes, unstable.stdout, unstable.say())
+
+
+def won_on(verdict: Verdict, base: RunFacts, facts: RunFacts | None, targets: Sequence[str]) -> list[str]:
+    """The targets a remedy enters the combined change for: all of them when it fixed them, those
+    gone or fewer when it improved, none otherwise (a trade-off, however good its own row looks)."""
+    if verdict.verdict == "fixed":
+        return list(targets)
+    if verdict.verdict != "improved" or facts is None:
+        return []
+    won = [k for k in targets if left_at(facts.problems, k) < left_at(base.problems, k)]
+    return won or list(targets)  # improved without a target fewer: a program rescued from its crash
