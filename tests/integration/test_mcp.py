@@ -16,9 +16,9 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-import pytest
+from conftest import import_or_skip
 
-pytest.importorskip("mcp")
+import_or_skip("mcp")
 import anyio  # noqa: E402
 from mcp import ClientSession, StdioServerParameters  # noqa: E402
 from mcp.client.stdio import stdio_client  # noqa: E402

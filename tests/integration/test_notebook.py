@@ -13,11 +13,11 @@ import re
 import sys
 from pathlib import Path
 
-import pytest
+from conftest import import_or_skip
 
-nbformat = pytest.importorskip("nbformat")
-nbclient = pytest.importorskip("nbclient")
-pytest.importorskip("ipykernel")
+nbformat = import_or_skip("nbformat")
+nbclient = import_or_skip("nbclient")
+import_or_skip("ipykernel")
 
 from dynscope.model import Capture  # noqa: E402
 
