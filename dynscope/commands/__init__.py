@@ -22,6 +22,7 @@ from dynscope.errors import DynscopeError
 
 SUBCOMMANDS = (
     "explain", "summary", "stages", "show", "diff", "graph", "tui", "report", "check", "compare", "minify", "fix", "import", "timeline",
+    "share",
 )
 
 INTERNAL_ERROR_EXIT = 70
