@@ -17,7 +17,8 @@ class Command:
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("capture", help="the .dynscope capture to share")
         parser.add_argument("-o", "--output", required=True, metavar="PATH",
-                            help="the bundle to write (e.g. bug.dynscope); any view opens it")
+                            help="the bundle to write (e.g. bug.dynscope); any view opens it. Like explain -o, "
+                                 "it replaces a capture there, never another file and never the capture shared")
         parser.add_argument("--drop-stages", action="store_true",
                             help="also drop the stage payloads (FX graphs, generated kernels, bytecode, IR): "
                                  "they hold names and constants of the model")
@@ -29,7 +30,6 @@ class Command:
                                  "(by default: the current directory)")
 
     def run(self, args: argparse.Namespace) -> int:
-        from dynscope.commands._common import refuse_overwriting_a_capture
         from dynscope.share.bundle import ShareOptions, share_capture
 
         if args.tree is not None and not os.path.isabs(args.tree):
@@ -37,8 +37,6 @@ class Command:
         for root in args.source_roots:
             if not os.path.isdir(root):
                 raise DynscopeError(f"--source-root {root}: not a directory")
-        if os.path.exists(args.output):
-            refuse_overwriting_a_capture(args.output, [args.capture])
         report = share_capture(args.capture, args.output,
                                ShareOptions(args.tree, args.drop_stages, tuple(args.source_roots)))
         _print_report(args.output, report, drop_stages=args.drop_stages)
