@@ -1,0 +1,89 @@
+"""Small things users meet (issue 25 item 6), on recorded captures (no torch)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from dynscope.commands import main
+
+ROOT = Path(__file__).resolve().parents[2]
+CAPTURES = ROOT / "tests" / "data" / "captures"
+VERSIONS = sorted(p.name for p in CAPTURES.iterdir() if p.is_dir() and any(p.glob("*.dynscope")))
+
+
+# -- stages: rows no wider than they need -------------------------------------------------------
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_stages_rows_are_not_padded_to_the_longest_kernel_name(version, capsys):
+    from dynscope.commands.stages import KEY_COLUMN_MAX
+
+    assert main(["stages", str(CAPTURES / version / "conv_net_inductor.dynscope")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    dynamo = next(line for line in lines if line.strip().startswith("dynamo "))
+    assert len(dynamo) <= 2 + KEY_COLUMN_MAX + 2 + 30  # "  dynamo<pad>  fx  3,401 bytes"
+    long_names = [i for i, line in enumerate(lines) if line.startswith("  kernel:") and len(line.strip()) > KEY_COLUMN_MAX
+                  and "bytes" not in line]
+    for i in long_names:  # a long name whole on its line (copyable), its row under the column
+        assert lines[i + 1].startswith(" " * (2 + KEY_COLUMN_MAX + 2)) and "bytes" in lines[i + 1]
+    rows = [line for line in lines if "bytes" in line]
+    assert rows and max(len(line.split("  views:")[0]) for line in rows) <= 2 + KEY_COLUMN_MAX + 2 + 30
+
+
+def test_stage_lines_keep_short_names_in_one_column():
+    from types import SimpleNamespace
+
+    from dynscope.commands.stages import stage_lines
+
+    stages = [SimpleNamespace(key="dynamo", recorded=True, variants=("graph",), language="fx", size=10, missing_reason=None),
+              SimpleNamespace(key="kernel:" + "x" * 150, recorded=True, variants=("code",), language="triton", size=5,
+                              missing_reason=None),
+              SimpleNamespace(key="post_grad", recorded=False, variants=(), language="", size=0,
+                              missing_reason="not run: the backend does not use Inductor")]
+    lines = [text for text, _dim in stage_lines(stages)]  # type: ignore[arg-type]
+    assert lines[0] == "  dynamo" + " " * 36 + "fx              10 bytes"
+    assert lines[1] == "  kernel:" + "x" * 150 and lines[2].startswith(" " * 44 + "triton")
+    assert lines[3] == "  post_grad" + " " * 33 + "missing: not run: the backend does not use Inductor"
+
+
+# -- compare: a renamed entry script is the same program ---------------------------------------
+
+def _renamed(tmp_path: Path, version: str, *, command_too: bool) -> Path:
+    """The graph-breaks capture as if its script had been renamed graph_breaks_v2.py."""
+    copy = tmp_path / f"renamed-{command_too}.dynscope"
+    shutil.copy(CAPTURES / version / "graph_breaks_eager.dynscope", copy)
+    with sqlite3.connect(copy) as db:
+        db.execute("UPDATE events SET metadata = replace(metadata, 'examples/graph_breaks.py', 'examples/graph_breaks_v2.py')")
+        if command_too:
+            db.execute("UPDATE meta SET value = replace(value, 'examples/graph_breaks.py', 'examples/graph_breaks_v2.py')"
+                       " WHERE key = 'command'")
+    return copy
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_compare_matches_a_renamed_entry_script_and_says_so(version, tmp_path, capsys):
+    original = str(CAPTURES / version / "graph_breaks_eager.dynscope")
+    # The control first: the files renamed, but the same script started: the breaks do not match.
+    moved = str(_renamed(tmp_path, version, command_too=False))
+    assert main(["compare", original, moved, "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["entry_scripts"]["renamed"] is False
+    if not document["graph_breaks"]["added"]:
+        pytest.skip("this torch's break places are read from payloads, which the rename leaves as they are")
+    assert len(document["graph_breaks"]["added"]) == 4
+    renamed = str(_renamed(tmp_path, version, command_too=True))
+    assert main(["compare", original, renamed, "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["entry_scripts"] == {"before": "examples/graph_breaks.py", "after": "examples/graph_breaks_v2.py",
+                                         "renamed": True}
+    assert document["graph_breaks"]["added"] == [] and document["graph_breaks"]["removed"] == []
+    assert document["regressed"] is False
+    assert main(["compare", original, renamed]) == 0
+    text = capsys.readouterr().out
+    assert "the entry scripts differ: examples/graph_breaks.py (before) → examples/graph_breaks_v2.py (after)" in text
+    assert main(["compare", original, renamed, "--md"]) == 0
+    assert "entry scripts differ" in capsys.readouterr().out
