@@ -47,7 +47,8 @@ def render_fix(doc: FixDocument, console: Console) -> None:
     if combined:
         after = combined.after
         style = _STYLE.get(combined.verdict, "")
-        console.print(f"\n[bold]combined[/] ({escape(', '.join(combined.remedies))}): "
+        # One remedy serving two problems was proven for each: it is named once.
+        console.print(f"\n[bold]combined[/] ({escape(', '.join(dict.fromkeys(combined.remedies)))}): "
                       f"[{style}]{escape(combined.verdict)}[/] — breaks {base and base.graph_breaks} → "
                       f"{after and after.graph_breaks}, recompiles {base and base.recompiles} → {after and after.recompiles}"
                       f"{', outputs equal' if combined.correct else ''}", soft_wrap=True)

@@ -269,7 +269,8 @@ def render_fix_markdown(doc: FixDocument) -> str:
     combined = doc.combined
     if combined:
         after = combined.after
-        lines.append(f"\n**Combined** ({text(', '.join(combined.remedies))}): "
+        # One remedy serving two problems was proven for each: it is named once.
+        lines.append(f"\n**Combined** ({text(', '.join(dict.fromkeys(combined.remedies)))}): "
                      f"**{text(combined.verdict)}**, breaks {base and base.graph_breaks} → "
                      f"{after and after.graph_breaks}, recompiles {base and base.recompiles} → {after and after.recompiles}.\n")
         if combined.verdict in ("fixed", "improved"):

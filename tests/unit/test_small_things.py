@@ -87,3 +87,30 @@ def test_compare_matches_a_renamed_entry_script_and_says_so(version, tmp_path, c
     assert "the entry scripts differ: examples/graph_breaks.py (before) → examples/graph_breaks_v2.py (after)" in text
     assert main(["compare", original, renamed, "--md"]) == 0
     assert "entry scripts differ" in capsys.readouterr().out
+
+
+# -- fix: one remedy serving two problems is named once in the summary ---------------------------
+
+def test_fix_summary_names_a_remedy_serving_two_problems_once():
+    import io
+
+    from rich.console import Console
+
+    from dynscope.analysis.fix_document import Baseline, Combined, FixDocument
+    from dynscope.reporters.fix_table import render_fix
+    from dynscope.reporters.markdown import render_fix_markdown
+
+    remedy = "torch._dynamo.config.capture_scalar_outputs = True"
+    doc = FixDocument(
+        command=("m.py",), cwd="/w", torch_version="2.13.0", out_dir="/o", baseline=Baseline(None, 0, "b", 1.0),
+        problems=(), trials=(), runs=3, jobs=1, budget_s=60.0, wall_s=3.0, files_unchanged=True, stdin="/dev/null",
+        scratch_copies=True, stdout_checked=True, profiled=False, rtol=1e-5, atol=1e-8,
+        combined=Combined((remedy, remedy, "other remedy"), f"{remedy}\n", True, "fixed", ""))
+    out = io.StringIO()
+    render_fix(doc, Console(file=out, width=300, no_color=True))
+    line = next(x for x in out.getvalue().splitlines() if x.startswith("combined"))
+    assert line.count(remedy) == 1 and "other remedy" in line
+    markdown = render_fix_markdown(doc)
+    combined = next(x for x in markdown.splitlines() if x.startswith("**Combined**"))
+    assert combined.count(r"capture\_scalar\_outputs") == 1 and "other remedy" in combined  # Markdown-escaped
+    assert doc.to_json()["combined"]["remedies"] == [remedy, remedy, "other remedy"]  # the JSON stays as it was
