@@ -114,3 +114,55 @@ def test_fix_summary_names_a_remedy_serving_two_problems_once():
     combined = next(x for x in markdown.splitlines() if x.startswith("**Combined**"))
     assert combined.count(r"capture\_scalar\_outputs") == 1 and "other remedy" in combined  # Markdown-escaped
     assert doc.to_json()["combined"]["remedies"] == [remedy, remedy, "other remedy"]  # the JSON stays as it was
+
+
+# -- a break inside logging: placed at the user's call, the stdlib frame kept as detail ----------
+
+LOGGING = "/usr/lib/python3.11/logging/__init__.py"
+
+
+def _break_in_logging(tmp_path: Path) -> Path:
+    from fake_capture import PROGRAM, FakeCapture
+
+    from dynscope import events
+
+    fake = FakeCapture(tmp_path / "run.dynscope")
+    fake.compile("0/0", "forward", line=3)
+    stack = (events.BreakFrame(PROGRAM, 7, "forward", 'logger.info("step %d", step)'),
+             events.BreakFrame(LOGGING, 1489, "info", "self._log(INFO, msg, args, **kwargs)"))
+    events.write(fake.writer, events.GraphBreakSeen(gb_type="Attempted to call function marked as skipped",
+                                                    message="skipped", reason="skipped", user_stack=stack),
+                 compile_id="0/0", attempt=0)
+    return fake.close()
+
+
+def test_a_break_inside_logging_is_placed_at_the_users_call(tmp_path, capsys):
+    from dynscope.model import Capture
+
+    path = _break_in_logging(tmp_path)
+    with Capture.open(str(path)) as capture:
+        [brk] = capture.graph_breaks()
+        assert (brk.location.file, brk.location.line) == ("/m/prog.py", 7)
+        assert brk.inner_location is not None and (brk.inner_location.file, brk.inner_location.line) == (LOGGING, 1489)
+    assert main(["summary", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "/m/prog.py:7 in forward" in out
+    assert "inside <stdlib>/logging/__init__.py:1489 in info" in out  # the stdlib by name, not the interpreter's path
+    assert "/usr/lib/python3.11" not in out
+    assert main(["summary", "--json", str(path)]) == 0
+    [brk_json] = json.loads(capsys.readouterr().out)["graph_breaks"]
+    assert (brk_json["file"], brk_json["line"]) == ("/m/prog.py", 7)
+
+
+def test_library_files_and_stdlib_names():
+    from dynscope.analysis.names import short_path
+    from dynscope.model.records import library_file
+
+    assert library_file(LOGGING) and library_file("/v/lib/python3.12/site-packages/torch/nn/functional.py")
+    assert library_file("<frozen runpy>")
+    assert not library_file("/v/lib/python3.12/site-packages/transformers/m.py") and not library_file("/w/train.py")
+    assert not library_file(None)
+    assert short_path(LOGGING) == "<stdlib>/logging/__init__.py"
+    assert short_path("/home/a/.pyenv/versions/3.11.7/lib/python3.11/json/decoder.py") == "<stdlib>/json/decoder.py"
+    assert short_path("/v/lib/python3.11/site-packages/torch/x.py") == "torch/x.py"  # as before
+    assert short_path("/w/proj/m.py", "/w") == "proj/m.py"
