@@ -15,12 +15,12 @@ import re
 import sqlite3
 import subprocess
 import sys
-import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from share_checks import leaks, secrets_of, stored_texts
 
 from dynscope.commands import main
 from dynscope.share.bundle import ShareOptions, share_capture
@@ -33,10 +33,6 @@ VERSIONS = sorted(p.name for p in CAPTURES.iterdir() if p.is_dir() and any(p.glo
 SCRIPTS = {"graph_breaks_eager": "graph_breaks.py", "recompiles_eager": "recompiles.py",
            "train_loop_aot_eager": "train_loop.py", "conv_net_inductor": "conv_net.py"}
 CASES = [(v, c) for v in VERSIONS for c in SCRIPTS]
-# Any absolute POSIX path of two or more components; "<site-packages>/torch/x.py" is the bundle's
-# own name for a path and is not one.
-ABSOLUTE = re.compile(r"(?<![\w.~/>-])/[\w.+@%~-]+(?:/[\w.+@%~-]+)+")
-IMPORT = re.compile(r"(import\s+[\w.]+(\s+as\s+\w+)?|from\s+[\w.]+\s+import\s+[\w., ()*]+)")
 
 
 @contextmanager
@@ -47,52 +43,6 @@ def in_directory(path: Path) -> Iterator[None]:
         yield
     finally:
         os.chdir(before)
-
-
-def stored_texts(path: Path) -> Iterator[str]:
-    """Everything a capture says: meta, event rows and payloads, inflated the way the store
-    compresses them (zlib, or raw under 256 bytes)."""
-    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        for key, value in db.execute("SELECT key, value FROM meta"):
-            yield key + "\n" + value
-        for name, compile_id, metadata in db.execute("SELECT name, compile_id, metadata FROM events"):
-            yield f"{name}\n{compile_id}\n{metadata}"
-        for codec, data in db.execute("SELECT codec, data FROM blobs"):
-            assert codec in ("zlib", "raw")
-            yield (zlib.decompress(data) if codec == "zlib" else bytes(data)).decode("utf-8")
-    finally:
-        db.close()
-
-
-def source_fields(value: object) -> Iterator[str]:
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if key in ("loc", "code") and isinstance(item, str):
-                yield item
-            else:
-                yield from source_fields(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from source_fields(item)
-
-
-def secrets_of(original: Path, case: str) -> tuple[set[str], set[str]]:
-    """(source lines, absolute paths) of the original capture."""
-    lines = {line.strip() for line in (ROOT / "examples" / SCRIPTS[case]).read_text().splitlines()}
-    paths: set[str] = set()
-    for text in stored_texts(original):
-        paths.update(ABSOLUTE.findall(text))
-        for json_text in (text.partition("\n")[2].partition("\n")[2], text):
-            if json_text.startswith(("{", "[")):
-                try:
-                    lines.update(s.strip() for s in source_fields(json.loads(json_text)))
-                except ValueError:
-                    pass
-    # Every path's first two components too ("/work/wt"): nothing under them may remain.
-    paths |= {"/".join(p.split("/")[:3]) for p in paths}
-    lines = {line for line in lines if len(line) >= 10 and not IMPORT.fullmatch(line)}
-    return lines, paths
 
 
 _shared: dict[tuple[str, str, bool], tuple[Path, object]] = {}
@@ -112,22 +62,11 @@ def shared(version: str, case: str, tmp_path_factory: pytest.TempPathFactory, *,
 @pytest.mark.parametrize("version, case", CASES)
 def test_no_source_line_and_no_absolute_path_survives(version, case, tmp_path_factory):
     original = CAPTURES / version / f"{case}.dynscope"
-    lines, paths = secrets_of(original, case)
+    lines, paths = secrets_of(original, [ROOT / "examples" / SCRIPTS[case]])
     assert lines and paths  # the original holds both, or this test proves nothing
-    assert any(any(line in text for line in lines) for text in stored_texts(original))
+    assert leaks(original, lines, paths)
     bundle, report = shared(version, case, tmp_path_factory)
-    raw = bundle.read_bytes()
-    texts = list(stored_texts(bundle))
-    for line in lines:
-        forms = {line, json.dumps(line)[1:-1]}  # as text, and as it is written inside JSON
-        for form in forms:
-            assert form.encode() not in raw, f"source line {line!r} in the file's bytes"
-            assert not any(form in text for text in texts), f"source line {line!r} in a row or payload"
-    for path in paths:
-        assert path.encode() not in raw, f"absolute path {path!r} in the file's bytes"
-        assert not any(path in text for text in texts), f"absolute path {path!r} in a row or payload"
-    leftover = [m for text in texts for m in ABSOLUTE.findall(text)]
-    assert leftover == []
+    assert leaks(bundle, lines, paths) == []
     assert report.source_lines > 0 and report.paths["relative"] > 0
     assert {"cwd", "command", "hostname", "pid"} <= set(report.meta_removed)
 
