@@ -59,6 +59,9 @@ def secrets_of(original: Path, programs: Iterable[Path]) -> tuple[set[str], set[
                 except ValueError:
                     pass
     paths |= {"/".join(p.split("/")[:3]) for p in paths}  # "/work/wt": nothing under it may remain
+    # torch's shortened forms in guard comments ("wt/versions/m.py:3", "ork/wt/versions/m.py:3"
+    # when it cuts one character too many) say where the file was as much as the path does.
+    paths |= {tail for p in list(paths) if p.count("/") >= 3 for tail in (p.split("/", 2)[2], p[2:])}
     lines = {line for line in lines if len(line) >= 10 and not IMPORT.fullmatch(line)}
     return lines, paths
 

@@ -90,7 +90,7 @@ class SourceScrubber:
             if self._pattern is None and not self._long:
                 short = [line for line in self._lines if len(line) <= _TRIE_LINE_CHARS]
                 self._long = sorted((line for line in self._lines if len(line) > _TRIE_LINE_CHARS), key=len, reverse=True)
-                self._pattern = re.compile(_trie_pattern(short)) if short else None
+                self._pattern = re.compile(trie_pattern(short)) if short else None
             for line in self._long:
                 if line in text:
                     self.replaced += text.count(line)
@@ -117,7 +117,7 @@ def _short_lines(text: str) -> str:
     return "\n".join(line for line in text.split("\n") if len(line) <= MAX_FORMAT_LINE_CHARS)
 
 
-def _trie_pattern(lines: Iterable[str]) -> str:
+def trie_pattern(lines: Iterable[str]) -> str:
     """One regular expression matching any of ``lines``, longest first, shaped as a trie: Python's
     engine tries an alternation's branches one by one at every position, so a flat
     ``a|b|c…`` of thousands of lines would cost thousands of tries per character."""
