@@ -166,3 +166,10 @@ def test_library_files_and_stdlib_names():
     assert short_path("/home/a/.pyenv/versions/3.11.7/lib/python3.11/json/decoder.py") == "<stdlib>/json/decoder.py"
     assert short_path("/v/lib/python3.11/site-packages/torch/x.py") == "torch/x.py"  # as before
     assert short_path("/w/proj/m.py", "/w") == "proj/m.py"
+
+
+def test_the_markdown_report_keeps_the_inner_frame_too(tmp_path, capsys):
+    path = _break_in_logging(tmp_path)
+    assert main(["report", str(path), "--format", "md"]) == 0
+    out = capsys.readouterr().out
+    assert "/m/prog.py:7" in out and "inside `<stdlib>/logging/__init__.py:1489`" in out
