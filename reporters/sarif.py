@@ -45,17 +45,17 @@ class KindRule:
 
 KIND_RULES: dict[str, KindRule] = {
     "graph_break": KindRule(
-        "dynscope/graph-break", "GraphBreak", "A new graph break",
+        "dynscope-graph-break", "GraphBreak", "A new graph break",
         "Dynamo stopped tracing here and split the compiled graph (this torch gives the break type no id).",
         "Run `dynscope summary CAPTURE` for the break's cause and remedies, and `dynscope fix CAPTURE` to try "
         "them by re-runs."),
     "recompile": KindRule(
-        "dynscope/recompile", "Recompile", "A new recompile",
+        "dynscope-recompile", "Recompile", "A new recompile",
         "A guard of a cached compile failed on a later call, so torch.compile compiled the function again.",
         "Make the changing value dynamic (torch._dynamo.mark_dynamic for a size, a tensor for a Python number) "
         "or keep it constant; `dynscope fix CAPTURE` tries remedies and proves them by re-runs."),
     "error": KindRule(
-        "dynscope/compile-error", "CompileError", "A new compile error",
+        "dynscope-compile-error", "CompileError", "A new compile error",
         "Compiling this frame failed in Dynamo or in the backend.",
         "Run `dynscope summary CAPTURE` for the error and where it started; `dynscope minify CAPTURE` "
         "shrinks a failing graph to a small repro."),

@@ -58,7 +58,7 @@ def secrets_of(original: Path, programs: Iterable[Path]) -> tuple[set[str], set[
                     lines.update(s.strip() for s in _source_fields(json.loads(json_text)))
                 except ValueError:
                     pass
-    paths |= {"/".join(p.split("/")[:3]) for p in paths}  # "/work/wt": nothing under it may remain
+    paths |= {"/".join(p.split("/")[:3]) for p in paths}  # its first two components: nothing under them may remain
     # torch's shortened forms in guard comments ("wt/versions/m.py:3", "ork/wt/versions/m.py:3"
     # when it cuts one character too many) say where the file was as much as the path does.
     paths |= {tail for p in list(paths) if p.count("/") >= 3 for tail in (p.split("/", 2)[2], p[2:])}

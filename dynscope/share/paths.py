@@ -1,7 +1,7 @@
 """Paths in a shared bundle: relative to the program's tree, or named by what they are.
 
 A path inside the program's tree (the recorded working directory, or ``--tree``) becomes relative
-to it (``examples/model.py``), so a maintainer with a checkout of the project sees the same files;
+to it (``src/model.py``), so a maintainer with a checkout of the project sees the same files;
 one in an installed package becomes ``<site-packages>/torch/nn/modules/module.py`` and one in the
 standard library ``<stdlib>/logging/__init__.py`` (the reader has their own copies); anything else
 (a home directory, a temporary directory, another project) becomes ``<path:HASH>``: the same path

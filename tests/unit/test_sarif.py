@@ -66,7 +66,7 @@ def test_new_breaks_are_sarif_results_at_their_lines(version, capsys):
         assert print_rule["helpUri"].endswith("gb0059.html")
         assert "reorderable_logging_functions" in print_rule["help"]["text"]
     else:  # torch 2.6 gives breaks no id: one stable dynscope rule
-        assert ids == {"dynscope/graph-break"}
+        assert ids == {"dynscope-graph-break"}
     # The limit is a notification of the run (it has no source line), passed here: 0 recompiles.
     [notice] = run["invocations"][0]["toolExecutionNotifications"]
     assert notice["level"] == "note" and "0 recompiles" in notice["message"]["text"]
@@ -81,7 +81,7 @@ def test_recompiles_and_allowed_findings(capsys, tmp_path):
     validate(log)
     assert code == 1  # the recompiles at line 11 are not allowed
     results = log["runs"][0]["results"]
-    assert {r["ruleId"] for r in results} == {"dynscope/recompile"}
+    assert {r["ruleId"] for r in results} == {"dynscope-recompile"}
     suppressed = [r for r in results if "suppressions" in r]
     assert [r["locations"][0]["physicalLocation"]["region"]["startLine"] for r in suppressed] == [20]
     assert suppressed[0]["suppressions"][0]["justification"] == "mode switches on purpose"

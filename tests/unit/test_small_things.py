@@ -53,13 +53,13 @@ def test_stage_lines_keep_short_names_in_one_column():
 # -- compare: a renamed entry script is the same program ---------------------------------------
 
 def _renamed(tmp_path: Path, version: str, *, command_too: bool) -> Path:
-    """The graph-breaks capture as if its script had been renamed graph_breaks_v2.py."""
+    """The graph-breaks capture as if its script had been moved to v2/graph_breaks.py."""
     copy = tmp_path / f"renamed-{command_too}.dynscope"
     shutil.copy(CAPTURES / version / "graph_breaks_eager.dynscope", copy)
     with sqlite3.connect(copy) as db:
-        db.execute("UPDATE events SET metadata = replace(metadata, 'examples/graph_breaks.py', 'examples/graph_breaks_v2.py')")
+        db.execute("UPDATE events SET metadata = replace(metadata, 'examples/graph_breaks.py', 'v2/graph_breaks.py')")
         if command_too:
-            db.execute("UPDATE meta SET value = replace(value, 'examples/graph_breaks.py', 'examples/graph_breaks_v2.py')"
+            db.execute("UPDATE meta SET value = replace(value, 'examples/graph_breaks.py', 'v2/graph_breaks.py')"
                        " WHERE key = 'command'")
     return copy
 
@@ -78,13 +78,13 @@ def test_compare_matches_a_renamed_entry_script_and_says_so(version, tmp_path, c
     renamed = str(_renamed(tmp_path, version, command_too=True))
     assert main(["compare", original, renamed, "--json"]) == 0
     document = json.loads(capsys.readouterr().out)
-    assert document["entry_scripts"] == {"before": "examples/graph_breaks.py", "after": "examples/graph_breaks_v2.py",
+    assert document["entry_scripts"] == {"before": "examples/graph_breaks.py", "after": "v2/graph_breaks.py",
                                          "renamed": True}
     assert document["graph_breaks"]["added"] == [] and document["graph_breaks"]["removed"] == []
     assert document["regressed"] is False
     assert main(["compare", original, renamed]) == 0
     text = capsys.readouterr().out
-    assert "the entry scripts differ: examples/graph_breaks.py (before) → examples/graph_breaks_v2.py (after)" in text
+    assert "the entry scripts differ: examples/graph_breaks.py (before) → v2/graph_breaks.py (after)" in text
     assert main(["compare", original, renamed, "--md"]) == 0
     assert "entry scripts differ" in capsys.readouterr().out
 
