@@ -46,7 +46,8 @@ def render_fix(doc: FixDocument, console: Console) -> None:
     combined = doc.combined
     if combined:
         style = _STYLE.get(combined.verdict, "")
-        console.print(f"\n[bold]combined[/] ({escape(', '.join(combined.remedies))}): "
+        # One remedy serving two problems was proven for each: it is named once.
+        console.print(f"\n[bold]combined[/] ({escape(', '.join(dict.fromkeys(combined.remedies)))}): "
                       f"[{style}]{escape(combined.verdict)}[/] — {escape(combined_numbers(doc, combined))}"
                       f"{', outputs equal' if combined.correct else ''}", soft_wrap=True)
         if combined.verdict in ("fixed", "improved"):

@@ -81,6 +81,10 @@ def _capture_section(out: _Budget, capture: Capture, *, titled: bool) -> None:
                     f"in {code(friendly_function(loc.function))}" + (f": {code(loc.code)}" if loc.code else "") + "\n")
             if costing is not None:
                 item += f"   {text(costing.detail)}\n"
+            inner = g.first.inner_location  # the break happened inside the stdlib or torch, called from here
+            if inner is not None:
+                item += (f"   inside {code(location(inner.file, inner.line, cwd))} "
+                         f"in {code(friendly_function(inner.function))}\n")
             details = []
             if g.explanation:
                 details.append(text(g.explanation))
@@ -268,7 +272,8 @@ def render_fix_markdown(doc: FixDocument) -> str:
                                            text(cells[c]).replace("|", "\\|") for c in FIX_COLUMNS) + " |")
     combined = doc.combined
     if combined:
-        lines.append(f"\n**Combined** ({text(', '.join(combined.remedies))}): "
+        # One remedy serving two problems was proven for each: it is named once.
+        lines.append(f"\n**Combined** ({text(', '.join(dict.fromkeys(combined.remedies)))}): "
                      f"**{text(combined.verdict)}**, {text(combined_numbers(doc, combined))}.\n")
         if combined.verdict in ("fixed", "improved"):
             patch = combined.patch

@@ -226,6 +226,10 @@ def _breaks_section(view: RunView, cwd: str | None, fixes: Sequence[FixResult] =
         if loc.code:
             where.append(f":  {_clip(loc.code, 70)}", style="white")
         rows.append(where)
+        inner = g.first.inner_location  # the break happened inside the stdlib or torch, called from here
+        if inner is not None:
+            rows.append(Text(f"    inside {location(inner.file, inner.line, cwd)} in {friendly_function(inner.function)}",
+                             style="dim"))
         if g.explanation:
             rows.append(Text(f"    {first_line(g.explanation)}"))
         for consequence in g.consequences:

@@ -28,6 +28,12 @@ class Finding:
     title: str  # "new graph break [GB0059]"
     message: str  # torch's reason, one line
     gb_id: str | None = None
+    # What a reader of the finding can do about it (SARIF's rule help): torch's explanation of a
+    # break type, its hints and its documentation page, where torch gave them.
+    explanation: str | None = None
+    hints: tuple[str, ...] = ()
+    doc_link: str | None = None
+    gb_type: str | None = None
 
     @property
     def where(self) -> str:
@@ -57,7 +63,8 @@ def new_findings(result: Comparison) -> list[Finding]:
     for g in result.breaks_added:
         tag = f" [{g.gb_id}]" if g.gb_id else ""
         found.append(Finding("graph_break", relative(g.location.file, cwd), g.location.line,
-                             f"new graph break{tag}", first_line(g.headline), g.gb_id))
+                             f"new graph break{tag}", first_line(g.headline), g.gb_id,
+                             explanation=g.explanation, hints=g.hints, doc_link=g.doc_link, gb_type=g.gb_type))
     for r in result.recompiles_added:
         failure = r.failures[0] if r.failures else None
         guard = failure.guard if failure and failure.guard else first_line(r.reason)

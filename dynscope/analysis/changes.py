@@ -44,6 +44,9 @@ def comparison_lines(result: Comparison) -> list[str]:
     if not (result.breaks_added or result.breaks_removed or result.breaks_moved or result.recompiles_added
             or result.recompiles_removed or result.errors_added or result.errors_removed):
         lines.insert(0, "  no graph break, recompile or compile error was added or removed")
+    if result.scripts.renamed:  # said first: every match below treats the two scripts as one file
+        lines.insert(0, f"  the entry scripts differ: {result.scripts.before} (before) → {result.scripts.after} (after); "
+                        "compared as one program, the first script's places read as the second's")
     return lines
 
 

@@ -4,6 +4,11 @@ Records are matched the way a person would match them across an edit: a graph br
 same break when its type, file, function and source text agree, even if lines above it moved
 it; recompiles, errors and frames by function, file and what failed. Paths are compared
 relative to each run's directory, so two checkouts of one repository compare equal.
+
+A renamed entry script (``train.py`` then ``train_v2.py``) is still the same program: when both
+runs started a script and the scripts differ, the BEFORE run's script is compared as the AFTER
+run's (its breaks, recompiles and frames match by place in it), and the comparison says the scripts
+differ (``entry_scripts``). Nothing is refused: a different program simply matches nothing.
 """
 
 from __future__ import annotations
@@ -34,6 +39,18 @@ class MovedBreak:
     after: BreakGroup
 
 
+@dataclass(frozen=True)
+class EntryScripts:
+    """The script each run started (relative to its directory), or None for ``-m module`` or no command."""
+
+    before: str | None
+    after: str | None
+
+    @property
+    def renamed(self) -> bool:
+        return self.before is not None and self.after is not None and self.before != self.after
+
+
 @dataclass
 class Comparison:
     before: Capture
@@ -46,6 +63,7 @@ class Comparison:
     errors_added: list[CompileError] = field(default_factory=list)
     errors_removed: list[CompileError] = field(default_factory=list)
     frames: list[dict[str, Any]] = field(default_factory=list)
+    scripts: EntryScripts = EntryScripts(None, None)
 
     @property
     def regressed(self) -> bool:
@@ -57,18 +75,45 @@ def compare(before: Capture, after: Capture) -> Comparison:
     # reading is most of the time.
     with ThreadPoolExecutor(max_workers=2) as pool:
         code_a, code_b = pool.map(_read, (before, after))
-    result = Comparison(before, after)
-    _match_breaks(result)
+    result = Comparison(before, after, scripts=EntryScripts(entry_script(before), entry_script(after)))
+    place = _place(result.scripts)
+    _match_breaks(result, place)
     cwd_a, cwd_b = before.run.cwd, after.run.cwd
     result.recompiles_added, result.recompiles_removed = _difference(
         before.recompiles(), after.recompiles(),
-        lambda r, cwd: (same_function(r.function), relative(r.file, cwd), _guard_key(r)),
+        lambda r, cwd: (same_function(r.function), place(r.file, cwd), _guard_key(r)),
         cwd_a, cwd_b)
     result.errors_added, result.errors_removed = _difference(
         before.errors(), after.errors(),
-        lambda e, cwd: (same_function(e.function), relative(e.file, cwd), e.fail_type), cwd_a, cwd_b)
-    result.frames = _frames(before, after, code_a, code_b)
+        lambda e, cwd: (same_function(e.function), place(e.file, cwd), e.fail_type), cwd_a, cwd_b)
+    result.frames = _frames(before, after, code_a, code_b, place)
     return result
+
+
+def entry_script(capture: Capture) -> str | None:
+    """The script the run started, relative to its directory (None for ``-m module``)."""
+    command = capture.run.program_command
+    if not command or command[0].startswith("-"):
+        return None
+    cwd = capture.run.cwd
+    script = command[0]
+    if cwd and not os.path.isabs(script):
+        script = os.path.join(cwd, script)
+    return os.path.normpath(relative(script, cwd) or script)
+
+
+def _place(scripts: EntryScripts) -> Callable[[str | None, str | None], str | None]:
+    """A file as the comparison names it: relative to its run's directory, and the BEFORE run's
+    entry script named as the AFTER run's when they differ."""
+    if not scripts.renamed:
+        return relative
+    alias = {scripts.before: scripts.after}
+
+    def place(path: str | None, cwd: str | None) -> str | None:
+        shown = relative(path, cwd)
+        return alias.get(os.path.normpath(shown), shown) if shown else shown
+
+    return place
 
 
 def relative(path: str | None, cwd: str | None) -> str | None:
@@ -88,15 +133,15 @@ def same_function(name: str | None) -> str | None:
 
 # -- graph breaks --------------------------------------------------------------------------
 
-def _match_breaks(result: Comparison) -> None:
+def _match_breaks(result: Comparison, place: Callable[[str | None, str | None], str | None]) -> None:
     cwd_a, cwd_b = result.before.run.cwd, result.after.run.cwd
 
     def same_place(g: BreakGroup, cwd: str | None) -> _BreakKey:
-        return (_kind(g), relative(g.location.file, cwd), g.location.line)
+        return (_kind(g), place(g.location.file, cwd), g.location.line)
 
     def same_code(g: BreakGroup, cwd: str | None) -> _BreakKey | None:  # wherever an edit moved it
         code = (g.location.code or "").strip()
-        return (_kind(g), relative(g.location.file, cwd), g.location.function, code) if code else None
+        return (_kind(g), place(g.location.file, cwd), g.location.function, code) if code else None
 
     removed = list(run_view(result.before).break_groups)  # copies: matching takes items out
     added = list(run_view(result.after).break_groups)
@@ -162,11 +207,12 @@ def _read(capture: Capture) -> _CodeIndex:
     return capture.output_code_index()
 
 
-def _frames(before: Capture, after: Capture, code_a: _CodeIndex, code_b: _CodeIndex) -> list[dict[str, Any]]:
+def _frames(before: Capture, after: Capture, code_a: _CodeIndex, code_b: _CodeIndex,
+            place: Callable[[str | None, str | None], str | None]) -> list[dict[str, Any]]:
     def by_frame(capture: Capture) -> dict[tuple[str | None, str | None], list[Compile]]:
         frames: dict[tuple[str | None, str | None], list[Compile]] = {}
         for c in capture.compiles():
-            frames.setdefault((same_function(c.function), relative(c.file, capture.run.cwd)), []).append(c)
+            frames.setdefault((same_function(c.function), place(c.file, capture.run.cwd)), []).append(c)
         return frames
 
     a, b = by_frame(before), by_frame(after)
@@ -220,6 +266,8 @@ def comparison_document(result: Comparison) -> dict[str, Any]:
         "before": {"capture": result.before.run.path, "torch_version": result.before.run.torch_version},
         "after": {"capture": result.after.run.path, "torch_version": result.after.run.torch_version},
         "regressed": result.regressed,
+        "entry_scripts": {"before": result.scripts.before, "after": result.scripts.after,
+                          "renamed": result.scripts.renamed},
         "graph_breaks": {
             "added": [break_json(g) for g in result.breaks_added],
             "removed": [break_json(g) for g in result.breaks_removed],

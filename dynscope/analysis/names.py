@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dynscope.model.break_text import first_line
 
 __all__ = ["condensed", "first_line", "friendly_function", "location", "plural", "short_location", "short_path",
-           "torch_frame_location"]
+           "stdlib_path", "torch_frame_location"]
 
 _RESUME = re.compile(r"^torch_dynamo_resume_in_(?P<function>.+)_at_(?P<line>\d+)$")
 
@@ -39,7 +39,20 @@ def short_path(path: str | None, cwd: str | None = None) -> str:
     marker = f"{os.sep}site-packages{os.sep}"
     if marker in path:
         return path.split(marker, 1)[1]
-    return path
+    return stdlib_path(path) or path
+
+
+# The standard library of any CPython on POSIX (/usr/lib/python3.11, ~/.pyenv/versions/3.11.7/lib/python3.11,
+# /opt/conda/lib/python3.11): the recording machine's, which need not be the reader's.
+_STDLIB = re.compile(r"/lib(?:64)?/python\d+\.\d+t?/(?!(?:site|dist)-packages/)(?P<rest>.+)$")
+
+
+def stdlib_path(path: str) -> str | None:
+    """``<stdlib>/logging/__init__.py`` for a file of Python's standard library, else None: the
+    interpreter's absolute path says nothing the module's name does not (site-packages files are
+    shown by package for the same reason)."""
+    match = _STDLIB.search(path) if os.path.isabs(path) else None
+    return f"<stdlib>/{match['rest']}" if match else None
 
 
 def command_line(argv: Iterable[object]) -> str:

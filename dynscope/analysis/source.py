@@ -92,6 +92,13 @@ class SourceAccess:
                     f"add --source-root {shlex.quote(os.path.dirname(real))}")
         return None
 
+    def whole_text(self, path: str | None) -> str | None:
+        """The whole file when it may be read (``dynscope share`` learns which lines are the program's)."""
+        resolved = resolve_path(path, self.cwd)
+        if resolved is None or self.withheld(path) is not None or _real_path(resolved) is None:
+            return None
+        return _read_regular_file(resolved)
+
     def excerpt(self, path: str | None, line: int | None, *, context: int = 4) -> Excerpt | None:
         if self.withheld(path) is not None:
             return None

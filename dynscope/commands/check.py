@@ -3,7 +3,8 @@
 Exit 0: pass; 1: new problems or a limit exceeded; 2: bad input, an incomplete capture among them
 (a recording cut by a full disk or a killed recorder fails whatever the thresholds). Findings print as
 compiler-style lines (``model.py:212: new graph break [GB0059] ...``) that editors and CI logs
-link, or as GitHub Actions annotations (``--format github``); ``--junit`` also writes JUnit XML.
+link, as GitHub Actions annotations (``--format github``) or as one SARIF 2.1.0 log for code-scanning
+dashboards (``--format sarif``, dynscope/reporters/sarif.py); ``--junit`` also writes JUnit XML.
 """
 
 from __future__ import annotations
@@ -12,8 +13,12 @@ import argparse
 import sys
 from contextlib import ExitStack
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from dynscope.errors import DynscopeError
+
+if TYPE_CHECKING:
+    from dynscope.reporters.sarif import SarifFinding, SarifNotice
 
 # Exit status when a check fails (2 is taken by bad input, as everywhere in dynscope).
 LIMIT_EXCEEDED = 1
@@ -45,8 +50,9 @@ class Command:
         parser.add_argument("--max-errors", type=_count, metavar="K",
                             help="compile errors allowed (compiles that failed the program or its backend; "
                                  "frames Dynamo gave up on and ran in eager are not errors)")
-        parser.add_argument("--format", choices=("text", "github"), default="text",
-                            help="text: compiler-style lines; github: GitHub Actions annotations")
+        parser.add_argument("--format", choices=("text", "github", "sarif"), default="text",
+                            help="text: compiler-style lines; github: GitHub Actions annotations; "
+                                 "sarif: one SARIF 2.1.0 log on stdout (code scanning)")
         parser.add_argument("--junit", metavar="PATH", help="also write the results as JUnit XML")
 
     def run(self, args: argparse.Namespace) -> int:
@@ -74,6 +80,7 @@ class Command:
                 _refuse_incomplete(capture)
             for i, (path, capture) in enumerate(zip(args.captures, captures)):
                 cases = suites.setdefault(path, [])
+                out.capture = path
                 if bases:
                     cases += _against_baseline(capture, bases[i], allowances, out)
                 cases += _within_limits(path, capture, limits, out)
@@ -133,31 +140,50 @@ class _Output:
         from dynscope.safe_text import one_line
 
         self.form = form
+        self.capture = ""  # the capture whose findings come next (SARIF names it in each result)
+        self.sarif_findings: list[SarifFinding] = []
+        self.sarif_notices: list[SarifNotice] = []
         # One finding, one line: a capture's newline must not forge a line of its own in a CI log
         # (such as "dynscope check: ok").
         self.visible = one_line
 
     def finding(self, finding) -> None:
-        if self.form == "github":
+        if self.form == "sarif":
+            from dynscope.reporters.sarif import SarifFinding
+
+            self.sarif_findings.append(SarifFinding(finding, self.capture))
+        elif self.form == "github":
             print(_annotation("error", finding.title, finding.message, finding.file, finding.line))
         else:
             print(self.visible(finding.compiler_line()))
 
     def allowed(self, finding, reason: str) -> None:
-        if self.form == "github":
+        if self.form == "sarif":
+            from dynscope.reporters.sarif import SarifFinding
+
+            self.sarif_findings.append(SarifFinding(finding, self.capture, allowed=reason))
+        elif self.form == "github":
             print(_annotation("notice", f"allowed: {finding.title}", f"{finding.message} ({reason})",
                               finding.file, finding.line))
         else:
             print(self.visible(f"{finding.compiler_line()} (allowed: {reason})"))
 
     def limit(self, path: str, line: str, *, failed: bool) -> None:
-        if self.form == "github" and failed:
+        if self.form == "sarif":
+            from dynscope.reporters.sarif import SarifNotice
+
+            self.sarif_notices.append(SarifNotice(line, failed))
+        elif self.form == "github" and failed:
             print(_annotation("error", "dynscope check", line, None, None))
         elif self.form == "text":
             print(self.visible(f"{line}: {'FAIL' if failed else 'ok'}"))
 
     def summary(self, failed: int) -> None:
-        if self.form == "text":
+        if self.form == "sarif":
+            from dynscope.reporters.sarif import sarif_text
+
+            sys.stdout.write(sarif_text(self.sarif_findings, self.sarif_notices))
+        elif self.form == "text":
             print(f"dynscope check: {'FAIL' if failed else 'ok'} ({failed} problem{'' if failed == 1 else 's'})")
 
 

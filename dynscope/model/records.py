@@ -6,11 +6,24 @@ kernel source) are fetched lazily through the owning Capture.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Literal
 
 from dynscope.events import ChildCapture
 from dynscope.store.json_text import JsonObject
+
+# A file of the standard library (any CPython's, on POSIX: /usr/lib/python3.11/logging/__init__.py,
+# ~/.pyenv/.../lib/python3.11/...) or of torch itself, as a frame of a break's user stack names it.
+_LIBRARY_FILE = re.compile(r"/lib(?:64)?/python\d+\.\d+t?/(?!(?:site|dist)-packages/)|/(?:site|dist)-packages/torch/")
+
+
+def library_file(path: str | None) -> bool:
+    """Whether ``path`` is in the standard library or torch (never the user's code to change)."""
+    if not path:
+        return False
+    return path.startswith("<frozen ") or _LIBRARY_FILE.search(path) is not None
+
 
 # "failed": torch's metrics name a failure; "skipped": no graph; "incomplete": the run ended mid-compile.
 CompileStatus = Literal["ok", "failed", "skipped", "incomplete"]
@@ -199,8 +212,21 @@ class GraphBreak:
 
     @property
     def location(self) -> StackFrame:
-        """The innermost user frame: where the break is (torch's 'Graph break in user code at')."""
+        """Where the break is: the innermost frame of the user's own code (torch's 'Graph break in
+        user code at'). A break Dynamo hit while tracing into the standard library or torch
+        (``logger.info`` inlined into ``logging/__init__.py``) is placed at the user's line that
+        called into them, the line to change; ``inner_location`` keeps where it happened."""
+        for frame in reversed(self.user_stack):
+            if not library_file(frame.file):
+                return frame
         return self.user_stack[-1] if self.user_stack else StackFrame(None, None, self.traced_function)
+
+    @property
+    def inner_location(self) -> StackFrame | None:
+        """The frame inside the standard library or torch the break happened in, when ``location``
+        is the user's line that called into it; else None."""
+        inner = self.user_stack[-1] if self.user_stack else None
+        return inner if inner is not None and inner is not self.location else None
 
 
 @dataclass(frozen=True)

@@ -182,3 +182,27 @@ def test_bert_recompile_limit_named_and_listed(bert):
     assert text.returncode == 0
     assert "Recompile limit hit (1)" in text.stdout and f"compile {hit['compile_id']} hit recompile_limit = 2" in text.stdout
     assert "Unsupported" not in text.stdout and " ? " not in text.stdout
+
+
+def test_share_of_a_real_model_keeps_no_source_and_no_path(switch, tmp_path):
+    """dynscope share on a real transformers model's capture (issue 25 item 4): no line of the
+    program and no absolute path of the original in the bundle, raw bytes or inflated payloads
+    (tests/share_checks.py), and the bundle tells the same story as the original."""
+    from share_checks import leaks, secrets_of
+
+    program = PROGRAMS / "switch_moe.py"
+    lines, paths = secrets_of(switch.capture, [program])
+    assert leaks(switch.capture, lines, paths)  # the original holds them: this test can fail
+    bundle = tmp_path / "bug.dynscope"
+    shared = run_dynscope("share", str(switch.capture), "-o", str(bundle), "--source-root", str(PROGRAMS))
+    assert shared.returncode == 0, shared.stderr
+    assert "source lines replaced" in shared.stdout and "<site-packages>" in shared.stdout
+    assert leaks(bundle, lines, paths) == []
+    summary = run_dynscope("summary", str(bundle), "--json")
+    assert summary.returncode == 0, summary.stderr
+    ours = json.loads(summary.stdout)
+    assert ours["totals"] == switch.summary["totals"]
+    assert [(b["line"], b["count"]) for b in ours["graph_breaks"]] == \
+        [(b["line"], b["count"]) for b in switch.summary["graph_breaks"]]
+    assert run_dynscope("report", str(bundle), "-o", str(tmp_path / "r.html")).returncode == 0
+    assert run_dynscope("compare", str(switch.capture), str(bundle)).returncode == 0

@@ -1,0 +1,254 @@
+"""Write docs/commands/<command>.md, one page per dynscope command, from the command line itself.
+
+Each page's usage and options are the command's own ``--help`` (so they cannot drift: the test
+tests/unit/test_command_docs.py fails when a page differs from what this script writes); what
+the command is for, its exit statuses and an example are written below, per command. Some examples
+show real output, made here from the recorded captures in tests/data/captures.
+
+    python docs/commands/make.py        # rewrite every page (from the repository's root)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGES = Path(__file__).resolve().parent
+# The recorded captures the examples with output read (a torch version whose captures are checked in).
+SAMPLE = "tests/data/captures/2.13.0+cpu"
+HELP_COLUMNS = "100"
+
+COMMON_EXITS = (
+    (2, "bad input: a missing, damaged or incomplete capture, a bad option; one line on stderr"),
+    (70, "a dynscope bug: one line on stderr (`DYNSCOPE_DEBUG=1` shows the traceback)"),
+    (130, "interrupted (Ctrl-C)"),
+)
+
+
+@dataclass(frozen=True)
+class Page:
+    what: str  # what the command is for, in a paragraph
+    exits: tuple[tuple[int, str], ...]  # the statuses beyond COMMON_EXITS, 0 first
+    example: str  # shell lines
+    shown: tuple[str, ...] = ()  # argv (after `dynscope`) whose real output follows the example
+    shown_lines: int = 14
+
+
+PAGES_BY_COMMAND: dict[str, Page] = {
+    "explain": Page(
+        "Runs your program as `python` would (same argv, working directory, stdin and stdout, signals), with "
+        "dynscope's probes on torch.compile, records everything into a capture file as it happens, and prints "
+        "a summary on stderr at the end: graph breaks with their cause and hint, recompiles with the guard that "
+        "failed, compile errors, and where compile time went. `--profile` also measures what each problem costs "
+        "at run time.",
+        ((0, "the program's own exit status: dynscope exits as the program did (a program killed by a signal "
+             "kills dynscope with the same signal)"),),
+        "dynscope explain -o run.dynscope train.py --epochs 1\n"
+        "dynscope explain --profile -o timed.dynscope -m mypkg.train --steps 10"),
+    "summary": Page(
+        "Prints a capture's summary again: the run, its graph breaks (most frequent or most costly first), "
+        "recompiles, errors and compile time. `--json` prints the `dynscope.summary/1` document "
+        "([summary-json.md](../summary-json.md)); several captures (one per rank) show where the ranks diverge.",
+        ((0, "the summary was printed"),),
+        "dynscope summary run.dynscope\ndynscope summary run.dynscope --json | jq '.graph_breaks[0]'",
+        shown=("summary", f"{SAMPLE}/graph_breaks_eager.dynscope")),
+    "stages": Page(
+        "Lists every compile's stages in pipeline order (bytecode, Dynamo's FX graph, AOTAutograd's graphs, "
+        "post-grad graphs, scheduler IR, output code, kernels), each recorded with its size and views, or "
+        "missing with the reason torch did not emit it.",
+        ((0, "the stages were listed"),),
+        "dynscope stages run.dynscope --compile 0/0",
+        shown=("stages", f"{SAMPLE}/conv_net_inductor.dynscope"), shown_lines=18),
+    "show": Page(
+        "Prints one stage of one compile (`--stage dynamo`, `--stage post_grad`, `--stage kernel:NAME`), "
+        "syntax-highlighted on a terminal, as plain text in a pipe or with `--raw`; `--view` picks a variant "
+        "(`before`/`after` of a pass).",
+        ((0, "the stage was printed"), (1, "the stage is missing in that compile (the reason is on stderr)")),
+        "dynscope show run.dynscope --compile 0/0 --stage aot_forward --raw\n"
+        "dynscope show run.dynscope --compile 0/0 --stage kernel:cpp_fused_add_0"),
+    "diff": Page(
+        "Diffs two stages of one compile (what a pass did: `--from dynamo --to aot_forward`) or one stage of "
+        "two compiles (what a recompile changed: `--compile 0/0 --against 0/1`), graph-aware: renamed nodes "
+        "are matched, decompositions and fusions named.",
+        ((0, "the diff was printed"),),
+        "dynscope diff run.dynscope --compile 0/0 --from dynamo --to aot_forward\n"
+        "dynscope diff run.dynscope --compile 0/0 --against 0/1"),
+    "graph": Page(
+        "Draws a stage's FX graph with Graphviz as SVG, PNG or PDF (or writes the DOT text for `.dot`); large graphs "
+        "are collapsed by module or by kernel.",
+        ((0, "the drawing was written"),
+         (1, "Graphviz could not draw it: the DOT text was written beside it instead (said on stderr)")),
+        "dynscope graph run.dynscope --compile 0/0 --stage aot_forward -o forward.svg"),
+    "tui": Page(
+        "Explores a capture in the terminal: the problems ranked, each break and recompile with its source, the "
+        "stages of a compile step by step with their diffs, kernels, search. `--against BASE` shows what changed "
+        "since another run.",
+        ((0, "the TUI was closed"),),
+        "dynscope tui run.dynscope\ndynscope tui branch.dynscope --against main.dynscope"),
+    "report": Page(
+        "Writes a report of one capture (or one per rank): a self-contained HTML page (works offline), Markdown "
+        "for an issue, or the JSON document. Source excerpts come only from the directory you run dynscope in "
+        "and `--source-root` ([security.md](../security.md)).",
+        ((0, "the report was written"),),
+        "dynscope report run.dynscope -o report.html\ndynscope report run.dynscope --format md > report.md"),
+    "check": Page(
+        "Fails a CI job on what a run added over its baseline (`--baseline`, matched as `compare` matches) or "
+        "on more than a limit allows (`--max-graph-breaks`...). Findings print as compiler-style lines, GitHub "
+        "annotations (`--format github`) or one SARIF 2.1.0 log for code scanning (`--format sarif`); `--junit` "
+        "also writes JUnit XML; an allow file accepts known problems, each with a reason "
+        "([summary-json.md](../summary-json.md#dynscope-check)).",
+        ((0, "no new problem and every limit holds"), (1, "a new problem or a limit exceeded"),
+         (2, "also: an incomplete capture, whatever the limits")),
+        "dynscope check run.dynscope --max-graph-breaks 0 --max-recompiles 2\n"
+        "dynscope check branch.dynscope --baseline main.dynscope --allow known.toml --format sarif > dynscope.sarif",
+        shown=("check", f"{SAMPLE}/graph_breaks_eager.dynscope", "--baseline", f"{SAMPLE}/train_loop_aot_eager.dynscope")),
+    "compare": Page(
+        "Compares two runs of one program: graph breaks added, removed or moved (matched by type and place, then "
+        "by source text across an edit), recompiles and errors added or removed, compile time by stage, kernels "
+        "per frame. Paths compare relative to each run's directory; a renamed entry script is still the same "
+        "program, and the output says the scripts differ. `--json` prints `dynscope.compare/1`, `--md` Markdown "
+        "for a pull request.",
+        ((0, "the comparison was printed (a regression is not an error here: `check --baseline` fails on it)"),),
+        "dynscope compare main.dynscope branch.dynscope\ndynscope compare main.dynscope branch.dynscope --md",
+        shown=("compare", f"{SAMPLE}/recompiles_eager.dynscope", f"{SAMPLE}/graph_breaks_eager.dynscope")),
+    "minify": Page(
+        "Finds which layer of torch.compile breaks a program (Dynamo, AOTAutograd, Inductor; a crash or wrong "
+        "numbers with `--accuracy`), shrinks the failing graph to the fewest ops that still fail, and writes a "
+        "standalone `repro.py`. `--from CAPTURE --compile ID` starts from a graph a capture recorded.",
+        ((0, "a minimal repro was written and verified to fail the same way"),
+         (1, "no failure was found (or the repro did not verify)")),
+        "dynscope minify train.py --epochs 1\ndynscope minify --from run.dynscope --compile 0/0"),
+    "fix": Page(
+        "Tries the remedies for a program's graph breaks, recompiles and errors, each in a fresh run of the "
+        "program, and reports what each one did: breaks, recompiles, compile and run time before and after, and "
+        "whether every output stayed equal. The proven ones are run together, and the change to make is printed. "
+        "`--patch FILE` judges your own patch the same way; `--from CAPTURE` reruns a capture's recorded command "
+        "after asking ([fix-json.md](../fix-json.md)).",
+        ((0, "the remedies were tried (with `--patch`: every patch fixed or improved the run)"),
+         (1, "with `--patch`: a patch did not fix or improve the run"),
+         (2, "also: `--from` without a terminal to ask on and without `--yes`")),
+        "dynscope fix train.py --epochs 1\ndynscope fix --patch my.diff train.py --epochs 1"),
+    "import": Page(
+        "Imports `TORCH_TRACE` logs (plain or gzip, a file or a directory; what a cluster job leaves behind) "
+        "into captures, one per rank, that every view opens.",
+        ((0, "the captures were written"),),
+        "TORCH_TRACE=/tmp/trace torchrun --nproc-per-node 8 train.py\ndynscope import /tmp/trace -o run.dynscope"),
+    "timeline": Page(
+        "Writes the compile timeline as Chrome trace-event JSON (Perfetto, chrome://tracing), one track per "
+        "rank: where each rank compiled, and for how long.",
+        ((0, "the trace was written"),),
+        "dynscope timeline run.rank*.dynscope -o trace.json"),
+    "share": Page(
+        "Writes a copy of a capture fit for a public issue. Source lines become `<source:HASH>` (frames, "
+        "tracebacks, FX code and guard comments, then every line of the program wherever it appears); paths "
+        "inside the program's tree become relative, installed packages `<site-packages>/...`, the standard "
+        "library `<stdlib>/...`, anything else `<path:HASH>` (hashes salted per bundle); the recorded command, "
+        "working directory, hostname and environment are removed; `--drop-stages` also drops graphs, kernels and "
+        "bytecode. It prints what it removed. Every view opens the bundle, and a maintainer who runs it in a "
+        "checkout of the program sees the source from their own files. Names, shapes, guards, timings and "
+        "torch's messages stay: read it before posting it ([security.md](../security.md#sharing-a-capture-dynscope-share)).",
+        ((0, "the bundle was written"),
+         (2, "also: the output is the capture itself, or a file that is not a capture")),
+        "dynscope share run.dynscope -o bug.dynscope\ndynscope share run.dynscope -o bug.dynscope --drop-stages"),
+}
+
+
+@contextlib.contextmanager
+def _columns(width: str):
+    """A fixed terminal width (argparse and rich wrap to it), the environment left as it was."""
+    before = os.environ.get("COLUMNS")
+    os.environ["COLUMNS"] = width
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["COLUMNS"]
+        else:
+            os.environ["COLUMNS"] = before
+
+
+def help_text(command: str) -> str:
+    from dynscope.commands import build_parser
+
+    with _columns(HELP_COLUMNS):
+        parser, _ = build_parser()
+        sub = next(a for a in parser._subparsers._group_actions if a.dest == "command").choices[command]  # type: ignore[union-attr]
+        return sub.format_help().rstrip() + "\n"
+
+
+def real_output(argv: tuple[str, ...], lines: int) -> str:
+    from dynscope.commands import main
+
+    out = io.StringIO()
+    previous = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        with _columns("110"), contextlib.redirect_stdout(out):
+            main(list(argv))
+    finally:
+        os.chdir(previous)
+    shown = out.getvalue().rstrip("\n").splitlines()
+    return "\n".join(shown[:lines] + (["…"] if len(shown) > lines else [])) + "\n"
+
+
+def render(command: str) -> str:
+    page = PAGES_BY_COMMAND[command]
+    also = {code: meaning.removeprefix("also: ") for code, meaning in page.exits if meaning.startswith("also: ")}
+    rows = [(code, meaning) for code, meaning in page.exits if code not in also]
+    rows += [(code, f"{meaning}; {also[code]}" if code in also else meaning) for code, meaning in COMMON_EXITS]
+    exits = "\n".join(f"| {code} | {meaning} |" for code, meaning in sorted(rows, key=lambda e: e[0]))
+    parts = [
+        f"# dynscope {command}\n",
+        page.what + "\n",
+        "## Usage and options\n",
+        "```text\n" + help_text(command) + "```\n",
+        "## Exit status\n",
+        "| status | when |\n|---|---|\n" + exits + "\n",
+        "## Example\n",
+        "```bash\n" + page.example + "\n```\n",
+    ]
+    if page.shown:
+        parts.append(f"`dynscope {' '.join(page.shown)}` (a capture recorded for the tests, {SAMPLE}):\n")
+        parts.append("```text\n" + real_output(page.shown, page.shown_lines) + "```\n")
+    parts.append("All commands: [docs/commands](README.md).\n")
+    return "\n".join(parts)
+
+
+def index() -> str:
+    from dynscope.commands import SUBCOMMANDS
+
+    rows = "\n".join(f"- [`dynscope {name}`]({name}.md): {first_sentence(PAGES_BY_COMMAND[name].what)}"
+                     for name in SUBCOMMANDS)
+    return ("# dynscope's commands\n\nOne page per command: what it is for, its usage and options (its own "
+            "`--help`), its exit statuses and an example. The pages are written by `python docs/commands/make.py` "
+            "from the command line itself, and a test checks that they are current.\n\n" + rows + "\n")
+
+
+def first_sentence(text: str) -> str:
+    end = text.find(". ")
+    return text if end < 0 else text[: end + 1]
+
+
+def expected_pages() -> dict[str, str]:
+    from dynscope.commands import SUBCOMMANDS
+
+    pages = {f"{name}.md": render(name) for name in SUBCOMMANDS}
+    pages["README.md"] = index()
+    return pages
+
+
+def main() -> int:
+    sys.path.insert(0, str(ROOT))
+    for name, text in expected_pages().items():
+        (PAGES / name).write_text(text)
+        print(f"wrote docs/commands/{name}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
