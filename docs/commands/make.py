@@ -143,6 +143,14 @@ PAGES_BY_COMMAND: dict[str, Page] = {
         "rank: where each rank compiled, and for how long.",
         ((0, "the trace was written"),),
         "dynscope timeline run.rank*.dynscope -o trace.json"),
+    "mcp": Page(
+        "Serves captures to coding agents over the Model Context Protocol (stdio): reading tools (`list_captures`, `summary`, "
+        "`problems`, `stages`, `show_stage`, `diff_compiles`, `compare`) answer with dynscope's JSON documents; tools that run a "
+        "program (`explain`, `fix`, `judge_patch`, `minify`) are refused unless `--allow-run`. Every path a client names must be "
+        "inside `--root`. Needs `pip install 'dynscope[mcp]'` ([mcp.md](../mcp.md)); in a notebook, see [notebook.md](../notebook.md).",
+        ((0, "the client closed the connection"),
+         (2, "also: the `mcp` package is not installed, or `--run-timeout` is not a positive number")),
+        "claude mcp add dynscope -- dynscope mcp --root /path/to/project\ndynscope mcp --root . --allow-run"),
     "share": Page(
         "Writes a copy of a capture fit for a public issue. Source lines become `<source:HASH>` (frames, "
         "tracebacks, FX code and guard comments, then every line of the program wherever it appears); paths "
@@ -226,7 +234,9 @@ def index() -> str:
                      for name in SUBCOMMANDS)
     return ("# dynscope's commands\n\nOne page per command: what it is for, its usage and options (its own "
             "`--help`), its exit statuses and an example. The pages are written by `python docs/commands/make.py` "
-            "from the command line itself, and a test checks that they are current.\n\n" + rows + "\n")
+            "from the command line itself, and a test checks that they are current.\n\n" + rows + "\n\n"
+            "In Jupyter, `%load_ext dynscope` adds the `%%dynscope` and `%dynscope` magics: "
+            "[notebook.md](../notebook.md).\n")
 
 
 def first_sentence(text: str) -> str:
