@@ -177,24 +177,36 @@ class ProblemSource(Protocol):
     def recompiles(self) -> list[Recompile]: ...
 
 
-def problems_of(run: ProblemSource) -> list[FixProblem]:
+# A trial that ran changed source records lines of the changed text: this maps (file, line) back
+# to the line of the file on disk, so a problem keeps its key (dynscope/fix/trials.py).
+Relocate = Callable[["str | None", "int | None"], "int | None"]
+
+
+def _same_line(_file: str | None, line: int | None) -> int | None:
+    return line
+
+
+def problems_of(run: ProblemSource, relocate: Relocate = _same_line) -> list[FixProblem]:
     """Every compile error, recompile-limit hit, graph break (by cause and line) and recompiled
     frame (by cause) of one run, worst kind first as ``dynscope summary`` lists them."""
     problems: list[FixProblem] = []
+    at = relocate
     for e in run.errors:
         problems.append(FixProblem(
-            "error", f"error|{e.fail_type}|{e.function}|{e.file}|{e.line}", e.user_file or e.file,
-            e.user_line or e.line, e.function, f"{e.fail_type} while compiling {e.function}", 1,
-            ErrorFacts(e.fail_type or "", e.reason or "", e.user_line)))
+            "error", f"error|{e.fail_type}|{e.function}|{e.file}|{at(e.file, e.line)}", e.user_file or e.file,
+            at(e.user_file, e.user_line) if e.user_line else at(e.file, e.line), e.function,
+            f"{e.fail_type} while compiling {e.function}", 1,
+            ErrorFacts(e.fail_type or "", e.reason or "", at(e.user_file, e.user_line))))
     for h in run.recompile_limit_hits:
         problems.append(FixProblem(
-            "recompile_limit", f"limit|{h.function}|{h.file}|{h.line}", h.file, h.line, h.function,
-            f"{h.function} hit the recompile limit ({h.limit_name} = {h.limit})", 1,
+            "recompile_limit", f"limit|{h.function}|{h.file}|{at(h.file, h.line)}", h.file, at(h.file, h.line),
+            h.function, f"{h.function} hit the recompile limit ({h.limit_name} = {h.limit})", 1,
             LimitFacts(h.limit, h.limit_name or "recompile_limit")))
     for g in run.break_groups:
         where = g.location
+        line = at(where.file, where.line)
         problems.append(FixProblem(
-            "graph_break", f"break|{g.gb_type or g.headline}|{where.file}|{where.line}", where.file, where.line,
+            "graph_break", f"break|{g.gb_type or g.headline}|{where.file}|{line}", where.file, line,
             where.function, g.headline or g.gb_type or "graph break", g.count or 1,
             BreakFacts(g.gb_type or "", g.reason or "", tuple(g.hints), where.code or "")))
     # One problem per recompiled frame and cause: a batch size that changes and an int that
@@ -203,7 +215,7 @@ def problems_of(run: ProblemSource) -> list[FixProblem]:
     for r in run.recompiles:
         first_guard = r.failures[0].guard if r.failures else None
         cause, _ = recompile_cause(first_guard or r.reason or "")
-        causes.setdefault((r.function, r.file, r.line, cause), []).append(r)
+        causes.setdefault((r.function, r.file, at(r.file, r.line), cause), []).append(r)
     for (function, file, line, cause), rs in causes.items():
         failures = [r.failures[0] for r in rs if r.failures]
         first = failures[0] if failures else None

@@ -57,6 +57,19 @@ def unified_diff(shown: str, old: str, new: str) -> str:
     return "".join(out)
 
 
+def line_map(old: str, new: str) -> dict[int, int]:
+    """Each line (1-based) of ``new`` -> the line of ``old`` it stands for: a line kept, the same
+    line; a line a change wrote, the first line that change replaced (or the line it was put
+    before). A trial of changed source records its breaks at the new lines; fix judges them at
+    the old ones."""
+    a, b = old.splitlines(), new.splitlines()
+    mapped: dict[int, int] = {}
+    for tag, i1, _i2, j1, j2 in difflib.SequenceMatcher(a=a, b=b, autojunk=False).get_opcodes():
+        for k in range(j2 - j1):
+            mapped[j1 + k + 1] = (i1 + k + 1) if tag == "equal" else min(i1 + 1, max(len(a), 1))
+    return mapped
+
+
 @dataclass(frozen=True)
 class _Change:
     start: int  # first original line replaced (0-based)

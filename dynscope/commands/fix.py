@@ -126,9 +126,7 @@ class Command:
             _write(args.md, render_fix_markdown(doc))
             console.print(f"dynscope: wrote {args.md}", markup=False)
         if args.diff or args.apply:
-            from dynscope.fix.session import _root
-
-            _write_changes(doc, args, console, _root(options.program))
+            _write_changes(doc, args, console, session.program_tree(options))
         if options.patches:  # the judge of a patch: did every one fix or improve the run?
             judged = [row for row in doc.trials if row.applies_as == "source"]
             return 0 if judged and all(row.verdict in ("fixed", "improved") for row in judged) else 1

@@ -105,7 +105,7 @@ def _run(options: Options, say: Callable[[str], None], starter: Starter) -> FixD
     # (with --from, the capture's directory, which the user agreed to run in before this point).
     from dynscope.fix.source_reader import reader_for
 
-    reader = reader_for(_root(program) if options.cwd is None else options.cwd)
+    reader = reader_for(program_tree(options))
     selection = [] if options.patches else select(problems, features, options.only, reader)
     wanted = [p for p in problems if not options.only or p.family == options.only]
     for remedy in options.patches + options.tries:
@@ -205,6 +205,15 @@ def _with_diff(remedy: Remedy, program: Program) -> Remedy:
         return remedy
     diff = disable_diff(action.file, action.function, action.line, _root(program))
     return replace(remedy, patch=diff) if diff else remedy
+
+
+def program_tree(options: Options) -> str:
+    """The program's tree: its script's directory, or for ``-m`` the directory it runs in (with
+    --from, the one the capture names). Source rewrites read it, diffs are relative to it,
+    --apply writes only under it."""
+    if options.program.kind == "module" and options.cwd:
+        return options.cwd
+    return _root(options.program)
 
 
 def _root(program: Program) -> str:
