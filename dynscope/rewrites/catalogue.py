@@ -6,12 +6,15 @@ from collections.abc import Callable
 
 import libcst as cst
 
-from dynscope.rewrites import BreakSite, Rewrite, logging_calls
+from dynscope.rewrites import BreakSite, Rewrite, logging_calls, tensor_branches
 
 Rule = Callable[[cst.Module, str, BreakSite], "Rewrite | None"]
 
 RULES: tuple[tuple[str, Rule], ...] = (
     ("guard-logging", logging_calls.guard_logging),
+    ("traced-print", logging_calls.traced_print),
+    ("tensor-where", tensor_branches.tensor_where),
+    ("tensor-cond", tensor_branches.tensor_cond),
 )
 
 
