@@ -118,13 +118,19 @@ def _run(options: Options, say: Callable[[str], None], starter: Starter) -> FixD
     for i, (remedy, targets) in enumerate(selection, 1):
         trial = TrialRun(f"trial-{i}", [remedy.action], options.out_dir, options.cwd, options.profile) if remedy.tried else None
         runs.append((remedy, targets, trial))
-    first = [t for r, _, t in runs if t is not None and not r.fallback]
+    # A fallback waits for the first trials only where one of them targets its problems (a source
+    # rewrite waits for the settings tried on its break; one alone on its break starts at once).
+    backed = {p.key for r, ts, t in runs if t is not None and not r.fallback for p in ts}
+
+    def waits(remedy: Remedy, targets: list[FixProblem]) -> bool:
+        return remedy.fallback and any(p.key in backed for p in targets)
+    first = [t for r, ts, t in runs if t is not None and not waits(r, ts)]
     titles = {trial.name: remedy.title for remedy, _, trial in runs if trial is not None}
     tried_by_user = {r.key: "--patch" if r.applies_as == "source" else "--try" for r in options.patches + options.tries}
     # The combined run is started with the trials, on the guess that every remedy works; it is
     # used only if the proven set turns out to be that guess (else it runs again at the end).
     guess = pick_combined([(r.key, "fixed", [p.key for p in ts], None) for r, ts, t in runs
-                           if t is not None and not r.fallback and r.key not in tried_by_user])
+                           if t is not None and not waits(r, ts) and r.key not in tried_by_user])
     speculative = None
     if len(guess) > 1:
         speculative = TrialRun("combined", combine([r for r, _, t in runs if r.key in guess and t is not None]).actions,
@@ -143,8 +149,8 @@ def _run(options: Options, say: Callable[[str], None], starter: Starter) -> FixD
     # Fallbacks (maybe_mark_dynamic after mark_dynamic) run only for problems still not fixed.
     fixed = {p.key for r, ts, t in runs if t in first and t is not None and t.facts is not None for p in ts
              if _judge(base, t.facts, [p.key], options).verdict == "fixed"}
-    runs = [(r, ts, t) for r, ts, t in runs if not r.fallback or any(p.key not in fixed for p in ts)]
-    later = [t for r, _, t in runs if t is not None and r.fallback]
+    runs = [(r, ts, t) for r, ts, t in runs if not waits(r, ts) or any(p.key not in fixed for p in ts)]
+    later = [t for r, ts, t in runs if t is not None and waits(r, ts)]
     if later:
         total[0] += len(later)
         run_all(program, later, jobs=options.jobs, deadline=deadline, estimate_s=estimate, on_done=finished,
