@@ -115,8 +115,13 @@ def _run(options: Options, say: Callable[[str], None], starter: Starter) -> FixD
 
     selection = [(_with_diff(r, program), ts) for r, ts in selection]
     runs: list[Planned] = []
-    for i, (remedy, targets) in enumerate(selection, 1):
-        trial = TrialRun(f"trial-{i}", [remedy.action], options.out_dir, options.cwd, options.profile) if remedy.tried else None
+    numbers = {"trial": 0, "rewrite": 0}  # a source rewrite's run is rewrite-N, the others' trial-N
+    for remedy, targets in selection:
+        trial = None
+        stem = "rewrite" if remedy.rule else "trial"
+        numbers[stem] += 1
+        if remedy.tried:
+            trial = TrialRun(f"{stem}-{numbers[stem]}", [remedy.action], options.out_dir, options.cwd, options.profile)
         runs.append((remedy, targets, trial))
     # A fallback waits for the first trials only where one of them targets its problems (a source
     # rewrite waits for the settings tried on its break; one alone on its break starts at once).
