@@ -6,7 +6,9 @@ run, and report the ones its run proved (problem gone, outputs equal).
     dynscope fix --from CAPTURE [OPTIONS]
 
 Progress goes to stderr, then the table; ``-o`` writes the JSON document (dynscope.fix/1),
-``--md`` a Markdown comment. The user's files are never edited.
+``--md`` a Markdown comment, ``--diff`` the verified source rewrites as a diff. The user's files
+are never edited, except with ``--apply`` (the verified rewrites of the program's own files, each
+original kept as FILE.orig).
 
 ``--from`` re-runs the command a capture recorded, and a capture can come from anyone: the exact
 command and directory are shown first and run only when the user says so (y on a terminal, or
@@ -29,6 +31,9 @@ from dynscope.commands._common import add_program_arguments, program_from_args
 from dynscope.errors import DynscopeError
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
+    from dynscope.analysis.fix_document import FixDocument
     from dynscope.analysis.remedies import Remedy
 
 USAGE = """dynscope fix [OPTIONS] SCRIPT [ARGS...]
@@ -133,7 +138,7 @@ class Command:
         return 0
 
 
-def _write_changes(doc, args: argparse.Namespace, console, root: str) -> None:
+def _write_changes(doc: FixDocument, args: argparse.Namespace, console: Console, root: str) -> None:
     """--diff and --apply: the source rewrites the combined run verified, and nothing else
     (``root``: the program's tree, the only place --apply writes)."""
     from dynscope.fix import write_changes

@@ -290,7 +290,6 @@ def _combined(program: Program, runs: list[Planned], proven: list[tuple[str, Ver
     chosen = [(r, t, trial) for r, t, trial in runs if r.key in kept]
     remedies = [r for r, _, _ in chosen]
     titles, patch = tuple(r.title for r in remedies), combined_patch(remedies, change.edits)
-    extra = {"edits": change.edits, "conflicts": change.conflicts}
     trial: TrialRun | None
     if len(chosen) == 1:  # the trial already is the combined run
         trial = chosen[0][2]
@@ -303,12 +302,13 @@ def _combined(program: Program, runs: list[Planned], proven: list[tuple[str, Ver
     assert trial is not None  # a proven remedy was tried
     ran = len(chosen) > 1 and trial.skipped is None
     if trial.skipped or trial.facts is None:
-        return Combined(titles, patch, ran, "not run", trial.skipped or "not run", **extra)
+        return Combined(titles, patch, ran, "not run", trial.skipped or "not run", edits=change.edits,
+                        conflicts=change.conflicts)
     targeted = list(dict.fromkeys(p.key for _, ts, _ in chosen for p in ts))
     v = _judge(base, trial.facts, targeted, options)
     left = tuple(k for k in targeted if k in trial.facts.problems)
     return Combined(titles, patch, ran, v.verdict, v.why, trial.facts.metrics, v.correct, v.max_abs_diff,
-                    trial.capture, left, **extra)
+                    trial.capture, left, change.edits, change.conflicts)
 
 
 def _combined_runs(speculative: TrialRun | None, combined: Combined | None) -> int:
