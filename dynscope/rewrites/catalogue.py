@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import libcst as cst
 
-from dynscope.rewrites import BreakSite, Rewrite, logging_calls, tensor_branches
+from dynscope.rewrites import BreakSite, Rewrite, checks, logging_calls, scalar_sizes, tensor_branches
 
 Rule = Callable[[cst.Module, str, BreakSite], "Rewrite | None"]
 
@@ -15,6 +15,10 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("traced-print", logging_calls.traced_print),
     ("tensor-where", tensor_branches.tensor_where),
     ("tensor-cond", tensor_branches.tensor_cond),
+    ("keep-tensor", scalar_sizes.keep_tensor),
+    ("check-size", scalar_sizes.check_size),
+    ("assert-to-check", checks.assert_to_check),
+    ("guard-to-check", checks.guard_to_check),
 )
 
 

@@ -189,3 +189,9 @@ class _ReplaceRun(cst.CSTTransformer):
 def replace_run(module: cst.Module, first: cst.BaseStatement, count: int, new: list[cst.BaseStatement]) -> cst.Module:
     """``module`` with ``count`` consecutive statements of one block, from ``first`` on, replaced by ``new``."""
     return module.visit(_ReplaceRun(first, count, new))
+
+
+def comment_lines(*nodes: cst.CSTNode | None) -> list[cst.EmptyLine]:
+    """The comments inside ``nodes``, as lines to put above the statement that replaces them."""
+    return [cst.EmptyLine(indent=True, comment=inner) for node in nodes if node is not None
+            for inner in walk(node) if isinstance(inner, cst.Comment)]
