@@ -323,3 +323,206 @@ def test_the_line_must_be_the_condition() -> None:
     source = "def forward(x):\n    if x.sum() > 0:\n        x = x * 2\n    return x\n"
     assert_declines(source, 3, BRANCH, "tensor-where")
     assert candidates(source, 2, BRANCH)
+
+
+# ---- 3. .item() / int(t) / float(t) --------------------------------------------------------------
+
+GUARD = "Could not guard on data-dependent expression Eq(u0, 1) (unhinted: Eq(u0, 1))."
+
+
+def test_an_item_that_only_feeds_arithmetic_stays_a_tensor() -> None:
+    check('''
+        import torch
+
+        def forward(x, t):
+            scale = t.sum().item()  # a number
+            y = x * scale
+            return y + scale * x
+        ''', 4, ITEM, "keep-tensor", '''
+        import torch
+
+        def forward(x, t):
+            scale = t.sum()  # a number
+            y = x * scale
+            return y + scale * x
+        ''', removed=1)
+
+
+def test_an_inline_item_in_arithmetic_is_dropped() -> None:
+    check('''
+        import torch
+
+        def forward(x, t):
+            return x * t.max().item()
+        ''', 4, ITEM, "keep-tensor", '''
+        import torch
+
+        def forward(x, t):
+            return x * t.max()
+        ''', removed=1)
+
+
+def test_int_of_a_tensor_feeding_arithmetic_is_dropped() -> None:
+    check('''
+        def forward(x):
+            k = int((x > 0).sum())
+            return x / k
+        ''', 2, ITEM, "keep-tensor", '''
+        def forward(x):
+            k = (x > 0).sum()
+            return x / k
+        ''', removed=1)
+
+
+@pytest.mark.parametrize("uses", [
+    "return s",  # returned: the caller gets a tensor instead of a number
+    "return x[:s]",  # a size
+    "return x * s if s > 0 else x",  # compared
+    "return x * (s + 1)",  # arithmetic with a bare number: still a Python number downstream
+    "return torch.zeros(int(s)) + x * s",  # passed to a call
+    "s = s * 2\n    return x * s",  # assigned twice
+])
+def test_keep_tensor_declines_a_number_used_as_a_number(uses: str) -> None:
+    assert_declines(f"import torch\n\ndef forward(x, t):\n    s = t.sum().item()\n    {uses}\n", 4, ITEM, "keep-tensor")
+
+
+def test_keep_tensor_declines_int_of_a_plain_name() -> None:
+    # int(n) where n may be a Python float: not plainly a tensor read
+    assert_declines("def forward(x, n):\n    k = int(n)\n    return x * k\n", 2, ITEM, "keep-tensor")
+
+
+def test_a_count_used_as_a_size_and_slice_gets_size_checks_after_its_assignment() -> None:
+    rewrite = check('''
+        import torch
+
+        class Model:
+            def forward(self, x):
+                n = int((x > 0).sum())
+                out = torch.zeros(n)
+                return out + x[:n]
+        ''', 7, GUARD, "check-size", '''
+        import torch
+
+        class Model:
+            def forward(self, x):
+                n = int((x > 0).sum())
+                torch._check_is_size(n)
+                torch._check(n <= x.shape[0])
+                out = torch.zeros(n)
+                return out + x[:n]
+        ''', removed=0)
+    assert rewrite.settings == ("capture_scalar_outputs",)
+
+
+def test_the_slice_bound_names_the_sliced_dimension() -> None:
+    check('''
+        import torch
+
+        def forward(x):
+            n = (x > 0).sum().item()
+            return x[:, :n]
+        ''', 4, GUARD, "check-size", '''
+        import torch
+
+        def forward(x):
+            n = (x > 0).sum().item()
+            torch._check_is_size(n)
+            torch._check(n <= x.shape[1])
+            return x[:, :n]
+        ''', removed=0)
+
+
+@pytest.mark.parametrize("body", [
+    "n = (x > 0).sum().item()\n    return x * n",  # no size use
+    "n = (x > 0).sum().item()\n    torch._check_is_size(n)\n    return x[:n]",  # already checked
+    "n = float((x > 0).sum())\n    return torch.zeros(n)",  # a float is no size
+    "n = (x > 0).sum().item()\n    n = n + 1\n    return x[:n]",  # assigned twice
+])
+def test_check_size_declines(body: str) -> None:
+    assert_declines(f"import torch\n\ndef forward(x):\n    {body}\n", 4, GUARD, "check-size")
+
+
+# ---- 6. assert / 7. validation guards ----------------------------------------------------------
+
+def test_an_assert_on_a_tensor_becomes_an_assert_operator() -> None:
+    check('''
+        import torch
+
+        def forward(x):
+            assert (x >= 0).all(), "negative input"  # inputs are probabilities
+            return x.log()
+        ''', 4, BRANCH, "assert-to-check", '''
+        import torch
+
+        def forward(x):
+            torch._assert_async((x >= 0).all(), "negative input")  # inputs are probabilities
+            return x.log()
+        ''', removed=1)
+
+
+def test_an_assert_on_a_data_dependent_number_becomes_torch_check_with_a_lambda_message() -> None:
+    check('''
+        import torch
+
+        def forward(x, n):
+            assert n <= x.shape[0], f"n={n} too large"
+            return x[:n]
+        ''', 4, GUARD, "assert-to-check", '''
+        import torch
+
+        def forward(x, n):
+            torch._check(n <= x.shape[0], lambda: f"n={n} too large")
+            return x[:n]
+        ''', removed=1)
+
+
+def test_assert_to_check_declines_and_on_tensors_and_a_computed_message() -> None:
+    assert_declines("def forward(x):\n    assert x.all() and x.any()\n    return x\n", 2, BRANCH, "assert-to-check")
+    assert_declines("def forward(x):\n    assert x.all(), f'{x}'\n    return x\n", 2, BRANCH, "assert-to-check")
+    assert_declines("def forward(x):\n    assert x.all()\n    return x\n", 2, ITEM, "assert-to-check")
+
+
+def test_a_validation_guard_on_a_tensor_becomes_an_assert_operator_saying_the_exception_changes() -> None:
+    rewrite = check('''
+        import torch
+
+        def forward(x):
+            if (x > 10).any():
+                raise ValueError("too big")  # the kernel overflows
+            return x
+        ''', 4, BRANCH, "guard-to-check", '''
+        import torch
+
+        def forward(x):
+            # the kernel overflows
+            torch._assert_async(torch.logical_not((x > 10).any()), "too big")
+            return x
+        ''', removed=2)
+    assert "RuntimeError" in rewrite.title and "ValueError" in rewrite.title
+
+
+def test_a_validation_guard_on_numbers_becomes_torch_check_of_its_negation() -> None:
+    check('''
+        import torch
+
+        def forward(x, n):
+            if n > x.shape[0] or n < 0:
+                raise ValueError(f"bad n {n}")
+            return x[:n]
+        ''', 4, GUARD, "guard-to-check", '''
+        import torch
+
+        def forward(x, n):
+            torch._check(not (n > x.shape[0] or n < 0), lambda: f"bad n {n}")
+            return x[:n]
+        ''', removed=2)
+
+
+@pytest.mark.parametrize("body", [
+    "if x.any():\n        raise ValueError('a', 'b')\n    return x",  # two arguments
+    "if x.any():\n        raise ValueError('a')\n    else:\n        x = x + 1\n    return x",  # an else
+    "if x.any():\n        raise make_error()\n    return x",  # not an exception class by its name
+    "if x.any():\n        x = x + 1\n        raise ValueError('a')\n    return x",  # more than the raise
+])
+def test_guard_to_check_declines(body: str) -> None:
+    assert_declines(f"def forward(x):\n    {body}\n", 2, BRANCH, "guard-to-check")
