@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import libcst as cst
 
-from dynscope.rewrites import BreakSite, Rewrite, checks, logging_calls, scalar_sizes, tensor_branches
+from dynscope.rewrites import BreakSite, Rewrite, checks, logging_calls, numpy_calls, scalar_sizes, tensor_branches
 
 Rule = Callable[[cst.Module, str, BreakSite], "Rewrite | None"]
 
@@ -19,6 +19,9 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("check-size", scalar_sizes.check_size),
     ("assert-to-check", checks.assert_to_check),
     ("guard-to-check", checks.guard_to_check),
+    ("numpy-int-math", numpy_calls.numpy_int_math),
+    ("numpy-to-torch", numpy_calls.numpy_to_torch),
+    ("disable-numpy-helper", numpy_calls.disable_numpy_helper),
 )
 
 

@@ -13,14 +13,36 @@ from dynscope.rewrites import BreakSite
 CSTNodeT = TypeVar("CSTNodeT", bound=cst.CSTNode)
 
 
+# The rules of one rewrites_for call ask about the same module many times; resolving the metadata
+# of a large file (transformers' models run to thousands of lines) costs far more than the asking.
+_resolved: list[tuple[cst.Module, Mapping[cst.CSTNode, CodeRange], Mapping[cst.CSTNode, cst.CSTNode]]] = []
+
+
+def _metadata(module: cst.Module) -> tuple[Mapping[cst.CSTNode, CodeRange], Mapping[cst.CSTNode, cst.CSTNode]]:
+    for known, where, holders in _resolved:
+        if known is module:
+            return where, holders
+    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
+    resolved = wrapper.resolve_many([PositionProvider, ParentNodeProvider])
+    where = resolved[PositionProvider]
+    holders = resolved[ParentNodeProvider]
+    _resolved[:] = [(module, where, holders)]  # one module at a time: the cache holds no more than one file
+    return where, holders
+
+
 def positions(module: cst.Module) -> Mapping[cst.CSTNode, CodeRange]:
     """Every node of ``module`` (the module's own nodes, not copies) with the lines it spans."""
-    return MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    return _metadata(module)[0]
+
+
+def all_nodes(module: cst.Module) -> Iterator[cst.CSTNode]:
+    """Every node of ``module``, from the cached metadata (cheaper than a fresh walk of a large file)."""
+    return iter(positions(module))
 
 
 def parents(module: cst.Module) -> Mapping[cst.CSTNode, cst.CSTNode]:
     """Every node of ``module`` with the node that holds it."""
-    return MetadataWrapper(module, unsafe_skip_copy=True).resolve(ParentNodeProvider)
+    return _metadata(module)[1]
 
 
 def statements_at(module: cst.Module, line: int) -> list[cst.SimpleStatementLine]:
@@ -96,6 +118,7 @@ def ensure_import(module: cst.Module, name: str) -> cst.Module:
     at its top level (``import name``, ``import name.sub``)."""
     body = list(module.body)
     insert_at = 0
+    after_plain_import = 0  # stdlib names go with the plain imports (`import numpy as np`), not after `from . import x`
     for index, statement in enumerate(body):
         if not isinstance(statement, cst.SimpleStatementLine):
             break
@@ -103,7 +126,7 @@ def ensure_import(module: cst.Module, name: str) -> cst.Module:
         if isinstance(first, cst.Import):
             if any(alias.asname is None and dotted_name(alias.name).split(".")[0] == name for alias in first.names):
                 return module
-            insert_at = index + 1
+            insert_at = after_plain_import = index + 1
         elif isinstance(first, cst.ImportFrom):
             insert_at = index + 1
         elif index == 0 and isinstance(first, cst.Expr) and isinstance(first.value, (cst.SimpleString, cst.ConcatenatedString)):
@@ -112,6 +135,8 @@ def ensure_import(module: cst.Module, name: str) -> cst.Module:
             break
     if _binds_anywhere_at_top(module, name):
         return module
+    if after_plain_import:
+        insert_at = after_plain_import
     statement = cst.parse_statement(f"import {name}\n")
     if insert_at == 0 and body:
         # keep the file's leading comments above the new import

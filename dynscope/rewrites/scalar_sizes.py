@@ -52,7 +52,7 @@ def scalar_read(expression: cst.BaseExpression) -> cst.BaseExpression | None:
     if isinstance(expression.func, cst.Attribute) and expression.func.attr.value == "item" and not expression.args:
         return expression.func.value
     if dotted_name(expression.func) in ("int", "float") and len(expression.args) == 1 and \
-            expression.args[0].keyword is None and not expression.args[0].star and _plainly_tensor(expression.args[0].value):
+            expression.args[0].keyword is None and not expression.args[0].star and plainly_tensor(expression.args[0].value):
         return expression.args[0].value
     return None
 
@@ -61,7 +61,7 @@ _TENSOR_METHODS = {"sum", "mean", "max", "min", "amax", "amin", "prod", "argmax"
                    "std", "var", "any", "all", "abs", "long", "int", "float", "round", "ceil", "floor", "squeeze", "clone"}
 
 
-def _plainly_tensor(expression: cst.BaseExpression) -> bool:
+def plainly_tensor(expression: cst.BaseExpression) -> bool:
     """``t.sum()``, ``(x > 0).sum()``, ``torch.count_nonzero(m)``, ``x[0]`` of a call: an expression that is
     a tensor whatever the names stand for (``int(n)`` on a plain name is declined: n may be a float)."""
     if isinstance(expression, cst.Call):
@@ -70,7 +70,7 @@ def _plainly_tensor(expression: cst.BaseExpression) -> bool:
             return True
         return isinstance(expression.func, cst.Attribute) and expression.func.attr.value in _TENSOR_METHODS
     if isinstance(expression, cst.Subscript):
-        return _plainly_tensor(expression.value)
+        return plainly_tensor(expression.value)
     return False
 
 
