@@ -23,9 +23,8 @@ def _metadata(module: cst.Module) -> tuple[Mapping[cst.CSTNode, CodeRange], Mapp
         if known is module:
             return where, holders
     wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-    resolved = wrapper.resolve_many([PositionProvider, ParentNodeProvider])
-    where = resolved[PositionProvider]
-    holders = resolved[ParentNodeProvider]
+    where = wrapper.resolve(PositionProvider)
+    holders = wrapper.resolve(ParentNodeProvider)
     _resolved[:] = [(module, where, holders)]  # one module at a time: the cache holds no more than one file
     return where, holders
 
