@@ -15,23 +15,23 @@ CSTNodeT = TypeVar("CSTNodeT", bound=cst.CSTNode)
 
 # The rules of one rewrites_for call ask about the same module many times; resolving the metadata
 # of a large file (transformers' models run to thousands of lines) costs far more than the asking.
-_resolved: list[tuple[cst.Module, Mapping[cst.CSTNode, CodeRange], Mapping[cst.CSTNode, cst.CSTNode]]] = []
-
-
-def _metadata(module: cst.Module) -> tuple[Mapping[cst.CSTNode, CodeRange], Mapping[cst.CSTNode, cst.CSTNode]]:
-    for known, where, holders in _resolved:
-        if known is module:
-            return where, holders
-    wrapper = MetadataWrapper(module, unsafe_skip_copy=True)
-    where = wrapper.resolve(PositionProvider)
-    holders = wrapper.resolve(ParentNodeProvider)
-    _resolved[:] = [(module, where, holders)]  # one module at a time: the cache holds no more than one file
-    return where, holders
+# One module at a time: the caches hold no more than one file.
+_positions: list[tuple[cst.Module, Mapping[cst.CSTNode, CodeRange]]] = []
+_parents: list[tuple[cst.Module, Mapping[cst.CSTNode, cst.CSTNode]]] = []
 
 
 def positions(module: cst.Module) -> Mapping[cst.CSTNode, CodeRange]:
     """Every node of ``module`` (the module's own nodes, not copies) with the lines it spans."""
-    return _metadata(module)[0]
+    if not _positions or _positions[0][0] is not module:
+        _positions[:] = [(module, MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider))]
+    return _positions[0][1]
+
+
+def parents(module: cst.Module) -> Mapping[cst.CSTNode, cst.CSTNode]:
+    """Every node of ``module`` with the node that holds it."""
+    if not _parents or _parents[0][0] is not module:
+        _parents[:] = [(module, MetadataWrapper(module, unsafe_skip_copy=True).resolve(ParentNodeProvider))]
+    return _parents[0][1]
 
 
 def all_nodes(module: cst.Module) -> Iterator[cst.CSTNode]:
@@ -39,9 +39,7 @@ def all_nodes(module: cst.Module) -> Iterator[cst.CSTNode]:
     return iter(positions(module))
 
 
-def parents(module: cst.Module) -> Mapping[cst.CSTNode, cst.CSTNode]:
-    """Every node of ``module`` with the node that holds it."""
-    return _metadata(module)[1]
+
 
 
 def statements_at(module: cst.Module, line: int) -> list[cst.SimpleStatementLine]:

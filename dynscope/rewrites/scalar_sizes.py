@@ -17,7 +17,7 @@ keep-tensor); a name assigned more than once or already checked (for check-size)
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 import libcst as cst
 
@@ -76,7 +76,7 @@ def plainly_tensor(expression: cst.BaseExpression) -> bool:
 
 # ---- keep-tensor ---------------------------------------------------------------------------------
 
-def _arithmetic_operand(node: cst.CSTNode, holders: dict[cst.CSTNode, cst.CSTNode]) -> bool:
+def _arithmetic_operand(node: cst.CSTNode, holders: Mapping[cst.CSTNode, cst.CSTNode]) -> bool:
     """Whether ``node`` is an operand of ``+ - * / ...`` whose other side is not a bare number, inside an
     expression that is not a size, a condition or a call's argument."""
     holder = holders.get(node)
@@ -94,7 +94,7 @@ def _arithmetic_operand(node: cst.CSTNode, holders: dict[cst.CSTNode, cst.CSTNod
         (isinstance(outer, cst.Arg) and dotted_name(_call_of(outer, holders)).startswith("torch."))
 
 
-def _call_of(argument: cst.Arg, holders: dict[cst.CSTNode, cst.CSTNode]) -> cst.BaseExpression:
+def _call_of(argument: cst.Arg, holders: Mapping[cst.CSTNode, cst.CSTNode]) -> cst.BaseExpression:
     call = holders.get(argument)
     return call.func if isinstance(call, cst.Call) else cst.Name("_")
 
@@ -127,11 +127,11 @@ def keep_tensor(module: cst.Module, _source: str, site: BreakSite) -> Rewrite | 
     if not functions:
         return None
     function = functions[-1]
-    holders = dict(parents(module))
     for statement in statements_at(module, site.line):
         reads = [node for node in walk(statement) if isinstance(node, cst.Call) and scalar_read(node) is not None]
         if len(reads) != 1:
             continue
+        holders = parents(module)
         read = reads[0]
         tensor = scalar_read(read)
         assert tensor is not None
@@ -161,8 +161,7 @@ def _read_kind(read: cst.Call) -> str:
 
 # ---- check-size ----------------------------------------------------------------------------------
 
-def _size_uses(function: cst.FunctionDef, name: str, holders: dict[cst.CSTNode, cst.CSTNode]
-               ) -> tuple[bool, list[tuple[str, int]]]:
+def _size_uses(function: cst.FunctionDef, name: str) -> tuple[bool, list[tuple[str, int]]]:
     """(whether ``name`` is used as a size, the (tensor, dim) pairs it slices as an upper bound)."""
     as_size = False
     bounds: list[tuple[str, int]] = []
@@ -211,11 +210,10 @@ def check_size(module: cst.Module, _source: str, site: BreakSite) -> Rewrite | N
     if not functions:
         return None
     function = functions[-1]
-    holders = dict(parents(module))
     for statement, name in _assignment_of(function, site.line, module):
         if len(_assignments(function, name)) != 1 or _already_checked(function, name):
             continue
-        as_size, bounds = _size_uses(function, name, holders)
+        as_size, bounds = _size_uses(function, name)
         if not as_size:
             continue
         checks = [f"torch._check_is_size({name})", *(f"torch._check({name} <= {tensor}.shape[{dim}])" for tensor, dim in bounds)]
