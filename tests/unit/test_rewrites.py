@@ -526,3 +526,140 @@ def test_a_validation_guard_on_numbers_becomes_torch_check_of_its_negation() -> 
 ])
 def test_guard_to_check_declines(body: str) -> None:
     assert_declines(f"def forward(x):\n    {body}\n", 2, BRANCH, "guard-to-check")
+
+
+# ---- 4. NumPy ------------------------------------------------------------------------------------
+
+NUMPY_BRANCH_REASON = "attempted to jump with NumpyNdarrayVariable()"
+
+# Reformer's shape (transformers/models/reformer/modeling_reformer.py), cut down: np.lcm in a helper,
+# its result read by the forward, the branch on it filed as data-dependent
+REFORMER = '''
+    import numpy as np
+    import torch
+
+
+    def _get_least_common_mult_chunk_len(config):
+        if len(set(config.attn_layers)) == 2:
+            return np.lcm(config.lsh_attn_chunk_length, config.local_attn_chunk_length)
+        return config.lsh_attn_chunk_length
+
+
+    class ReformerModel(torch.nn.Module):
+        def forward(self, input_ids):
+            input_shape = input_ids.size()
+            least_common_mult_chunk_length = _get_least_common_mult_chunk_len(self.config)
+            must_pad = input_shape[-1] % least_common_mult_chunk_length != 0
+            if must_pad:
+                input_ids = torch.nn.functional.pad(input_ids, (0, 1))
+            return input_ids
+    '''
+
+
+def test_np_lcm_feeding_a_branch_through_a_helper_becomes_math_lcm() -> None:
+    rewrite = check(REFORMER, 16, BRANCH, "numpy-int-math", REFORMER.replace(
+        "import torch\n", "import torch\n    import math\n").replace("np.lcm(", "math.lcm("),
+        reason=NUMPY_BRANCH_REASON, removed=1)
+    assert "NumPy integer" in rewrite.cause
+
+
+def test_np_gcd_on_the_line_itself_becomes_math_gcd() -> None:
+    check('''
+        import math
+        import numpy
+
+        def forward(x, a, b):
+            if numpy.gcd(a, b) > 1:
+                return x * 2
+            return x
+        ''', 5, BRANCH, "numpy-int-math", '''
+        import math
+        import numpy
+
+        def forward(x, a, b):
+            if math.gcd(a, b) > 1:
+                return x * 2
+            return x
+        ''', removed=1)
+
+
+def test_numpy_int_math_declines_an_lcm_that_does_not_feed_the_line() -> None:
+    assert_declines('''
+        import numpy as np
+
+        def table(a, b):
+            return np.lcm(a, b)
+
+        def forward(x):
+            if x.sum() > 0:
+                return x
+            return -x
+        ''', 7, BRANCH, "numpy-int-math", NUMPY_BRANCH_REASON)
+
+
+@pytest.mark.parametrize(("call", "twin"), [
+    ("np.sqrt(x.sum())", "torch.sqrt(x.sum())"),
+    ("np.maximum(torch.ones(3), x.abs())", "torch.maximum(torch.ones(3), x.abs())"),
+    ("np.clip(x.mean(), 0, 1)", "torch.clamp(x.mean(), 0, 1)"),
+    ("np.concatenate([x.float(), torch.zeros(2)], axis=0)", "torch.cat([x.float(), torch.zeros(2)], dim=0)"),
+])
+def test_numpy_on_a_plain_tensor_becomes_its_torch_twin(call: str, twin: str) -> None:
+    check(f'''
+        import numpy as np
+        import torch
+
+        def forward(x):
+            return {call}
+        ''', 5, "attempted to trace numpy function with config.trace_numpy=False", "numpy-to-torch", f'''
+        import numpy as np
+        import torch
+
+        def forward(x):
+            return {twin}
+        ''', removed=1)
+
+
+@pytest.mark.parametrize("call", ["np.sqrt(x)",  # x may be an array or a number: not plainly a tensor
+                                  "np.sqrt(x.sum(), out=y)",  # a keyword torch does not take
+                                  "np.linalg.norm(x.sum())",  # not in the table
+                                  "np.clip(lo, x.sum(), 1)"])
+def test_numpy_to_torch_declines(call: str) -> None:
+    assert_declines(f"import numpy as np\n\ndef forward(x, y, lo):\n    return {call}\n", 4, "numpy", "numpy-to-torch")
+
+
+# BigBird's shape (transformers/models/big_bird/modeling_big_bird.py), cut down
+BIGBIRD = '''
+    import numpy as np
+    import torch
+
+
+    class BigBirdBlockSparseAttention(torch.nn.Module):
+        def forward(self, x):
+            rand_attn = [self._bigbird_block_rand_mask(8, 2) for _ in range(4)]
+            return x * torch.tensor(np.stack(rand_attn)).sum()
+
+        # the random blocks each query block attends to
+        def _bigbird_block_rand_mask(self, seq_length, num_rand_blocks):
+            rand_attn = np.zeros((seq_length, num_rand_blocks), dtype=np.int32)
+            for i in range(seq_length):
+                rand_attn[i, :] = np.random.permutation(seq_length)[:num_rand_blocks]
+            return rand_attn
+    '''
+
+BIGBIRD_AFTER = BIGBIRD.replace("        # the random blocks each query block attends to\n",
+                                "        # the random blocks each query block attends to\n        @torch.compiler.disable\n")
+
+
+@pytest.mark.parametrize("line", [7, 14])  # the call in the compiled code, or the line inside the helper
+def test_a_host_side_numpy_helper_gets_compiler_disable(line: int) -> None:
+    rewrite = check(BIGBIRD, line, SKIPPED, "disable-numpy-helper", BIGBIRD_AFTER, reason="module: numpy.random", removed=0)
+    assert "_bigbird_block_rand_mask" in rewrite.title
+
+
+def test_disable_numpy_helper_declines_a_function_that_also_computes_with_torch() -> None:
+    source = BIGBIRD.replace("return rand_attn\n", "return torch.from_numpy(rand_attn)\n")
+    assert_declines(source, 15, SKIPPED, "disable-numpy-helper")
+
+
+def test_disable_numpy_helper_declines_a_helper_already_disabled() -> None:
+    assert_declines(BIGBIRD_AFTER, 16, SKIPPED, "disable-numpy-helper")
