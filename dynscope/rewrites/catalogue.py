@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import libcst as cst
 
-from dynscope.rewrites import BreakSite, Rewrite, checks, logging_calls, numpy_calls, scalar_sizes, tensor_branches
+from dynscope.rewrites import BreakSite, Rewrite, checks, logging_calls, numpy_calls, scalar_sizes, tensor_branches, tensor_idioms
+from dynscope.rewrites.causes import cause_of
 
 Rule = Callable[[cst.Module, str, BreakSite], "Rewrite | None"]
 
@@ -22,7 +24,13 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("numpy-int-math", numpy_calls.numpy_int_math),
     ("numpy-to-torch", numpy_calls.numpy_to_torch),
     ("disable-numpy-helper", numpy_calls.disable_numpy_helper),
+    ("floor-div-ints", tensor_idioms.floor_div_ints),
+    ("drop-requires-grad", tensor_idioms.drop_requires_grad),
+    ("deepcopy-to-clone", tensor_idioms.deepcopy_to_clone),
 )
+
+# rules whose match already is the hidden cause (they say it more exactly than cause_of can)
+_NAME_THEIR_CAUSE = frozenset({"numpy-int-math", "floor-div-ints"})
 
 
 def rewrites_for(source: str, site: BreakSite) -> list[Rewrite]:
@@ -32,9 +40,12 @@ def rewrites_for(source: str, site: BreakSite) -> list[Rewrite]:
         module = cst.parse_module(source)
     except cst.ParserSyntaxError:
         return []
+    lines = source.splitlines()
+    named = cause_of(site.gb_type, site.reason, lines[site.line - 1] if 0 < site.line <= len(lines) else "")
     found: list[Rewrite] = []
     for _name, rule in RULES:
         rewrite = rule(module, source, site)
         if rewrite is not None and rewrite.source != source:
-            found.append(rewrite)
+            keeps_its_own = named is None or rewrite.rule in _NAME_THEIR_CAUSE
+            found.append(rewrite if keeps_its_own else dataclasses.replace(rewrite, cause=named))
     return found
