@@ -14,6 +14,7 @@ import pytest
 
 from dynscope.rewrites import BreakSite, Rewrite
 from dynscope.rewrites.catalogue import RULES, rewrites_for
+from dynscope.rewrites.causes import cause_of
 
 BRANCH = "Data-dependent branching"
 BRANCH_REASON = "attempted to jump with TensorVariable()"
@@ -663,3 +664,156 @@ def test_disable_numpy_helper_declines_a_function_that_also_computes_with_torch(
 
 def test_disable_numpy_helper_declines_a_helper_already_disabled() -> None:
     assert_declines(BIGBIRD_AFTER, 16, SKIPPED, "disable-numpy-helper")
+
+
+# ---- 5. torch.div on ints / 8. requires_grad_ and deepcopy ---------------------------------------
+
+def test_floor_division_of_sizes_with_torch_div_becomes_floor_division_in_parentheses() -> None:
+    check('''
+        import torch
+
+        def forward(x, chunk):
+            n = 2 * torch.div(x.shape[1] + 1, chunk, rounding_mode="floor")
+            return x[:, :n]
+        ''', 4, "Data dependent operator", "floor-div-ints", '''
+        import torch
+
+        def forward(x, chunk):
+            n = 2 * ((x.shape[1] + 1) // chunk)
+            return x[:, :n]
+        ''', removed=1)
+
+
+def test_floor_div_ints_without_parentheses_where_none_are_needed() -> None:
+    check('''
+        import torch
+
+        def forward(x, chunk):
+            n = torch.div(x.size(1), chunk, rounding_mode="floor")
+            return x[:, :n]
+        ''', 4, "Data dependent operator", "floor-div-ints", '''
+        import torch
+
+        def forward(x, chunk):
+            n = x.size(1) // chunk
+            return x[:, :n]
+        ''', removed=1)
+
+
+@pytest.mark.parametrize("call", ['torch.div(a, b, rounding_mode="trunc")',  # trunc is not // on negatives
+                                  "torch.div(a, b)",  # true division
+                                  'torch.div(x.sum(), b, rounding_mode="floor")'])  # a tensor
+def test_floor_div_ints_declines(call: str) -> None:
+    assert_declines(f"import torch\n\ndef forward(x, a, b):\n    return {call}\n", 4, "Data dependent operator", "floor-div-ints")
+
+
+def test_requires_grad_on_a_fresh_tensor_is_dropped_mra() -> None:
+    # transformers/models/mra/modeling_mra.py, mra2_attention without its kernel
+    check('''
+        import torch
+
+        def mra2_attention(query, key, value):
+            if mra_cuda_kernel is None:
+                return torch.zeros_like(query).requires_grad_()
+            return query
+        ''', 5, "requires_grad_() intermediate leaked as output", "drop-requires-grad", '''
+        import torch
+
+        def mra2_attention(query, key, value):
+            if mra_cuda_kernel is None:
+                return torch.zeros_like(query)
+            return query
+        ''', removed=1)
+
+
+def test_a_requires_grad_statement_is_dropped_or_left_as_pass() -> None:
+    check('''
+        def forward(x):
+            y = x * 2
+            y.requires_grad_()
+            return y
+        ''', 3, "Unsupported Tensor.requires_grad_() call", "drop-requires-grad", '''
+        def forward(x):
+            y = x * 2
+            return y
+        ''', removed=1)
+    check('''
+        def forward(x, y):
+            if x.is_leaf:
+                y.requires_grad_()
+            return y
+        ''', 3, "Unsupported Tensor.requires_grad_() call", "drop-requires-grad", '''
+        def forward(x, y):
+            if x.is_leaf:
+                pass
+            return y
+        ''', removed=1)
+
+
+def test_drop_requires_grad_declines_false_and_other_breaks() -> None:
+    assert_declines("def forward(x):\n    return x.requires_grad_(False)\n", 2, "requires_grad_()", "drop-requires-grad")
+    assert_declines("def forward(x):\n    return x.requires_grad_()\n", 2, BRANCH, "drop-requires-grad")
+
+
+def test_deepcopy_of_a_tensor_becomes_clone() -> None:
+    check('''
+        import copy
+
+        def forward(x):
+            y = copy.deepcopy(x[0] + 1)
+            return y
+        ''', 4, "Attempted to copy.deepcopy a tensor", "deepcopy-to-clone", '''
+        import copy
+
+        def forward(x):
+            y = (x[0] + 1).clone()
+            return y
+        ''', removed=1)
+
+
+def test_deepcopy_to_clone_declines_what_may_not_be_a_tensor() -> None:
+    # the generic "copy.deepcopy()" break and an argument that is not plainly a tensor: a module, a dict
+    assert_declines("import copy\n\ndef forward(self, x):\n    m = copy.deepcopy(self.layer)\n    return m(x)\n", 4,
+                    "copy.deepcopy()", "deepcopy-to-clone")
+
+
+# ---- 10. the real cause --------------------------------------------------------------------------
+
+def test_cause_of_names_np_lcm_behind_a_data_dependent_branch() -> None:
+    cause = cause_of(BRANCH, "attempted to jump with NumpyNdarrayVariable()", "    if np.lcm(a, b) > x.shape[0]:")
+    assert cause is not None and "np.lcm" in cause and "NumPy integer" in cause
+    assert "NumPy value" in (cause_of(BRANCH, "attempted to jump with NumpyNdarrayVariable()", "    if must_pad:") or "")
+    assert cause_of(BRANCH, BRANCH_REASON, "    if x.sum() > 0:") is None  # a tensor branch is what the label says
+
+
+def test_cause_of_names_torch_div_on_ints_behind_a_data_dependent_operator() -> None:
+    cause = cause_of("Data dependent operator", "aten.div", '    n = torch.div(s, 2, rounding_mode="floor")')
+    assert cause is not None and "torch.div on Python ints" in cause
+    assert cause_of("Data dependent operator", "aten.nonzero", "    idx = x.nonzero()") is None
+
+
+OBSERVED = """Observed exception
+  Explanation: Dynamo found no exception handler at the top-level compiled function when encountering an exception.
+
+  Developer debug context: raised exception KeyError('missing')
+
+from user code:
+   File "/home/u/prog.py", line 11, in g
+    return helper({"a": x}) + 1
+  File "/home/u/prog.py", line 3, in helper
+    return d["missing"]
+"""
+
+
+def test_cause_of_names_the_exception_and_its_origin_behind_observed_exception() -> None:
+    assert cause_of("Observed exception", OBSERVED, "") == (
+        "KeyError('missing') is raised in helper() at prog.py:3 (`return d[\"missing\"]`) and nothing in the compiled code "
+        "catches it")
+    assert cause_of("Observed exception", "no context recorded", "") is None
+
+
+def test_a_rewrite_carries_the_named_cause() -> None:
+    source = "import numpy as np\n\ndef forward(x):\n    if x.sum() > 0:\n        x = x * 2\n    return x\n"
+    found = candidates(source, 4, BRANCH, "attempted to jump with NumpyNdarrayVariable()")
+    assert "NumPy value" in found["tensor-where"].cause
+    assert "NumPy" not in candidates(source, 4, BRANCH, BRANCH_REASON)["tensor-where"].cause
