@@ -7,7 +7,17 @@ from collections.abc import Callable
 
 import libcst as cst
 
-from dynscope.rewrites import BreakSite, Rewrite, checks, logging_calls, numpy_calls, scalar_sizes, tensor_branches, tensor_idioms
+from dynscope.rewrites import (
+    BreakSite,
+    Rewrite,
+    checks,
+    iterators,
+    logging_calls,
+    numpy_calls,
+    scalar_sizes,
+    tensor_branches,
+    tensor_idioms,
+)
 from dynscope.rewrites.causes import cause_of
 
 Rule = Callable[[cst.Module, str, BreakSite], "Rewrite | None"]
@@ -27,6 +37,7 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("floor-div-ints", tensor_idioms.floor_div_ints),
     ("drop-requires-grad", tensor_idioms.drop_requires_grad),
     ("deepcopy-to-clone", tensor_idioms.deepcopy_to_clone),
+    ("generator-to-list", iterators.generators_to_lists),
 )
 
 # rules whose match already is the hidden cause (they say it more exactly than cause_of can)

@@ -817,3 +817,29 @@ def test_a_rewrite_carries_the_named_cause() -> None:
     found = candidates(source, 4, BRANCH, "attempted to jump with NumpyNdarrayVariable()")
     assert "NumPy value" in found["tensor-where"].cause
     assert "NumPy" not in candidates(source, 4, BRANCH, BRANCH_REASON)["tensor-where"].cause
+
+
+# ---- 9. generators and iterators ------------------------------------------------------------------
+
+@pytest.mark.parametrize(("before", "after"), [
+    ("return sum(t * w for t in xs)", "return sum([t * w for t in xs])"),
+    ("ok = all((m > 0).all() for m in masks)", "ok = all([(m > 0).all() for m in masks])"),
+    ("first = next(iter(d.values()))", "first = list(d.values())[0]"),
+])
+def test_generators_and_iterators_become_lists(before: str, after: str) -> None:
+    check(f'''
+        def forward(xs, w, masks, d):
+            {before}  # keep
+            return w
+        ''', 2, "Attempt to trace generator", "generator-to-list", f'''
+        def forward(xs, w, masks, d):
+            {after}  # keep
+            return w
+        ''', removed=1)
+
+
+@pytest.mark.parametrize("line", ["return sum([t for t in xs])", "return next(it)", "return next(iter(xs), None)",
+                                  "return sum(t for t in xs)"])
+def test_generator_to_list_declines(line: str) -> None:
+    gb_type = BRANCH if line == "return sum(t for t in xs)" else "Attempt to trace generator"
+    assert_declines(f"def forward(xs, it):\n    {line}\n", 2, gb_type, "generator-to-list", BRANCH_REASON)
