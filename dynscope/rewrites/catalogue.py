@@ -57,6 +57,7 @@ def rewrites_for(source: str, site: BreakSite) -> list[Rewrite]:
     for _name, rule in RULES:
         rewrite = rule(module, source, site)
         if rewrite is not None and rewrite.source != source:
-            keeps_its_own = named is None or rewrite.rule in _NAME_THEIR_CAUSE
-            found.append(rewrite if keeps_its_own else dataclasses.replace(rewrite, cause=named))
+            if named is not None and rewrite.rule not in _NAME_THEIR_CAUSE:
+                rewrite = dataclasses.replace(rewrite, cause=named)
+            found.append(rewrite)
     return found
