@@ -7,9 +7,10 @@ Two cases, two answers:
   drop ``.item()`` / ``int(...)``, and the graph never needs the value.
 - ``check-size``: the number becomes a size (``x[:n]``, ``torch.zeros(n)``, ``x.view(n, -1)``):
   with scalar capture on, Dynamo keeps it as a symbol but cannot guard on it ("Could not guard
-  on data-dependent expression"); ``torch._check_is_size(n)`` (and ``torch._check(n <=
+  on data-dependent expression"); ``torch._check(n >= 0)`` (and ``torch._check(n <=
   x.shape[d])`` for a slice of ``x``) right after the assignment tell it what it needs, on the
-  user's own variable.
+  user's own variable. (``torch._check_is_size(n)`` says the same to older torch, but torch 2.13
+  warns that it will be removed and names ``_check(n >= 0)`` as its replacement.)
 
 Declined: a number that is returned, compared, passed to a call, or used as a size (for
 keep-tensor); a name assigned more than once or already checked (for check-size).
@@ -216,7 +217,7 @@ def check_size(module: cst.Module, _source: str, site: BreakSite) -> Rewrite | N
         as_size, bounds = _size_uses(function, name)
         if not as_size:
             continue
-        checks = [f"torch._check_is_size({name})", *(f"torch._check({name} <= {tensor}.shape[{dim}])" for tensor, dim in bounds)]
+        checks = [f"torch._check({name} >= 0)", *(f"torch._check({name} <= {tensor}.shape[{dim}])" for tensor, dim in bounds)]
         added = [_plain_statement(code) for code in checks]
         rewritten = ensure_import(replace_run(module, statement, 1, [statement, *added]), "torch")
         return Rewrite("check-size", f"tell torch {name} is a valid size: {'; '.join(checks)} after line "
