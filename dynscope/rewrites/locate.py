@@ -13,14 +13,33 @@ from dynscope.rewrites import BreakSite
 CSTNodeT = TypeVar("CSTNodeT", bound=cst.CSTNode)
 
 
+# The rules of one rewrites_for call ask about the same module many times; resolving the metadata
+# of a large file (transformers' models run to thousands of lines) costs far more than the asking.
+# One module at a time: the caches hold no more than one file.
+_positions: list[tuple[cst.Module, Mapping[cst.CSTNode, CodeRange]]] = []
+_parents: list[tuple[cst.Module, Mapping[cst.CSTNode, cst.CSTNode]]] = []
+
+
 def positions(module: cst.Module) -> Mapping[cst.CSTNode, CodeRange]:
     """Every node of ``module`` (the module's own nodes, not copies) with the lines it spans."""
-    return MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider)
+    if not _positions or _positions[0][0] is not module:
+        _positions[:] = [(module, MetadataWrapper(module, unsafe_skip_copy=True).resolve(PositionProvider))]
+    return _positions[0][1]
 
 
 def parents(module: cst.Module) -> Mapping[cst.CSTNode, cst.CSTNode]:
     """Every node of ``module`` with the node that holds it."""
-    return MetadataWrapper(module, unsafe_skip_copy=True).resolve(ParentNodeProvider)
+    if not _parents or _parents[0][0] is not module:
+        _parents[:] = [(module, MetadataWrapper(module, unsafe_skip_copy=True).resolve(ParentNodeProvider))]
+    return _parents[0][1]
+
+
+def all_nodes(module: cst.Module) -> Iterator[cst.CSTNode]:
+    """Every node of ``module``, from the cached metadata (cheaper than a fresh walk of a large file)."""
+    return iter(positions(module))
+
+
+
 
 
 def statements_at(module: cst.Module, line: int) -> list[cst.SimpleStatementLine]:
@@ -96,6 +115,7 @@ def ensure_import(module: cst.Module, name: str) -> cst.Module:
     at its top level (``import name``, ``import name.sub``)."""
     body = list(module.body)
     insert_at = 0
+    after_plain_import = 0  # stdlib names go with the plain imports (`import numpy as np`), not after `from . import x`
     for index, statement in enumerate(body):
         if not isinstance(statement, cst.SimpleStatementLine):
             break
@@ -103,7 +123,7 @@ def ensure_import(module: cst.Module, name: str) -> cst.Module:
         if isinstance(first, cst.Import):
             if any(alias.asname is None and dotted_name(alias.name).split(".")[0] == name for alias in first.names):
                 return module
-            insert_at = index + 1
+            insert_at = after_plain_import = index + 1
         elif isinstance(first, cst.ImportFrom):
             insert_at = index + 1
         elif index == 0 and isinstance(first, cst.Expr) and isinstance(first.value, (cst.SimpleString, cst.ConcatenatedString)):
@@ -112,6 +132,8 @@ def ensure_import(module: cst.Module, name: str) -> cst.Module:
             break
     if _binds_anywhere_at_top(module, name):
         return module
+    if after_plain_import:
+        insert_at = after_plain_import
     statement = cst.parse_statement(f"import {name}\n")
     if insert_at == 0 and body:
         # keep the file's leading comments above the new import
@@ -189,3 +211,9 @@ class _ReplaceRun(cst.CSTTransformer):
 def replace_run(module: cst.Module, first: cst.BaseStatement, count: int, new: list[cst.BaseStatement]) -> cst.Module:
     """``module`` with ``count`` consecutive statements of one block, from ``first`` on, replaced by ``new``."""
     return module.visit(_ReplaceRun(first, count, new))
+
+
+def comment_lines(*nodes: cst.CSTNode | None) -> list[cst.EmptyLine]:
+    """The comments inside ``nodes``, as lines to put above the statement that replaces them."""
+    return [cst.EmptyLine(indent=True, comment=inner) for node in nodes if node is not None
+            for inner in walk(node) if isinstance(inner, cst.Comment)]

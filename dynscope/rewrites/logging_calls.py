@@ -35,9 +35,14 @@ def logging_target(call: cst.BaseExpression) -> str | None:
         return name
     owner, _, method = name.rpartition(".")
     # logger.info, self.logger.warning, _LOG.debug, log.info: an object whose name says it is a logger
-    if owner and method in _LOGGER_METHODS and "log" in owner.rpartition(".")[2].lower():
+    if owner and method in _LOGGER_METHODS and _is_logger_name(owner.rpartition(".")[2]):
         return name
     return None
+
+
+def _is_logger_name(name: str) -> bool:
+    lowered = name.lower().strip("_")
+    return lowered in ("log", "logger", "logging") or lowered.endswith(("logger", "_log"))
 
 
 def _expression_call(statement: cst.SimpleStatementLine) -> cst.Call | None:

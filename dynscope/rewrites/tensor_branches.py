@@ -23,6 +23,7 @@ import libcst as cst
 from dynscope.rewrites import BreakSite, Rewrite
 from dynscope.rewrites.locate import (
     block_holding,
+    comment_lines,
     expression_code,
     has_comment,
     ifs_at,
@@ -31,7 +32,6 @@ from dynscope.rewrites.locate import (
     positions,
     replace,
     replace_run,
-    walk,
 )
 from dynscope.rewrites.locate import ensure_import as _ensure_import
 
@@ -95,8 +95,7 @@ def _returned(statement: cst.BaseSmallStatement | None) -> cst.BaseExpression | 
 
 def _statement_line(small: cst.BaseSmallStatement, branch: cst.If, *also: cst.CSTNode) -> cst.SimpleStatementLine:
     """One statement standing for the whole ``if``: its leading lines, and the comments of its arms above it."""
-    comments = [cst.EmptyLine(indent=True, comment=node) for part in (branch.test, branch.body, branch.orelse, *also)
-                if part is not None for node in walk(part) if isinstance(node, cst.Comment)]
+    comments = comment_lines(branch.test, branch.body, branch.orelse, *also)
     return cst.SimpleStatementLine(body=[small], leading_lines=[*branch.leading_lines, *comments])
 
 
