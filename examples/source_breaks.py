@@ -4,7 +4,8 @@ rewrites in a shadow, proves by re-runs and writes with --diff (README: "Fix the
     python examples/source_breaks.py [--backend inductor|aot_eager|eager] [--steps N]
     dynscope fix examples/source_breaks.py --backend eager --diff fix.diff
 
-One break of each kind the rewrite catalogue (dynscope/rewrites) covers, and no setting fixes:
+One break of each kind the rewrite catalogue (dynscope/rewrites) covers and no setting fixes (a
+print or an .item() is fixed by a setting, and a rewrite is tried only where no setting worked).
 """
 
 import argparse
@@ -21,6 +22,8 @@ class Gate(torch.nn.Module):
         self.proj = torch.nn.Linear(width, width)
 
     def forward(self, x):
+        if (x > 100).any():  # break: a validation on a tensor's value
+            raise ValueError("input out of range")
         y = torch.tanh(self.proj(x))
         logger.info("gate computed")  # break: a logger call writes outside the program
         if y.sum() > 0:  # break: a Python branch on a tensor's value

@@ -136,6 +136,7 @@ class Combined:
     problems_left: tuple[str, ...] = ()  # keys of the targeted problems still present
     edits: tuple[SourceEdit, ...] = ()  # the source rewrites merged, one per file (--diff, --apply write them)
     conflicts: tuple[str, ...] = ()  # rewrites left out: they changed lines an earlier one changed
+    settings: tuple[str, ...] = ()  # config lines the merged rewrites need with them ("torch._dynamo.config.x = True")
 
     def to_json(self) -> Json:
         out: Json = {"remedies": list(self.remedies), "patch": self.patch, "ran": self.ran, "verdict": self.verdict,

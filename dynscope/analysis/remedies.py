@@ -115,6 +115,7 @@ class Remedy:
     edits: tuple[SourceEdit, ...] = ()  # a source rewrite: the files it changes (merged in the combined run)
     rule: str | None = None  # a source rewrite: the catalogue rule that made it (dynscope/rewrites)
     cause: str | None = None  # a source rewrite: the break's real cause in words
+    also: tuple[SetConfig, ...] = ()  # settings a source rewrite needs with it (applied in the same run)
 
     @property
     def tried(self) -> bool:
@@ -377,10 +378,14 @@ def _rewrite_remedies(p: FixProblem, _features: Features, read: SourceReader) ->
     for rewrite in rewrites_for(source.text, site)[:MAX_REWRITES_PER_BREAK]:
         edit = SourceEdit(source, rewrite.source)
         where = f" in {source.library}" if source.library else ""
+        settings = tuple(SetConfig(_DYNAMO, name, True) for name in rewrite.settings)
+        with_settings = f" with {', '.join(f'{s.name} = True' for s in settings)}" if settings else ""
+        head = "".join(f"{s.module}.{s.name} = True\n" for s in settings)
         remedies.append(Remedy(
-            f"rewrite:{rewrite.rule}:{source.shown}:{rewrite.line}", f"{rewrite.title}{where} ({_base(source.shown)})",
-            "source", ChangeSource(((source.path, rewrite.source),)), edit.diff(), fallback=True, edits=(edit,),
-            rule=rewrite.rule, cause=rewrite.cause))
+            f"rewrite:{rewrite.rule}:{source.shown}:{rewrite.line}",
+            f"{rewrite.title}{with_settings}{where} ({_base(source.shown)})", "source",
+            ChangeSource(((source.path, rewrite.source),)), (f"import torch\n{head}\n" if head else "") + edit.diff(),
+            fallback=True, edits=(edit,), rule=rewrite.rule, cause=rewrite.cause, also=settings))
     return remedies
 
 

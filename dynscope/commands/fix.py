@@ -158,6 +158,8 @@ def _write_changes(doc: FixDocument, args: argparse.Namespace, console: Console,
         write_changes.write_diffs(files)
         for f in files:
             console.print(f"dynscope: wrote {f.path} ({f.what})", markup=False)
+    for line in combined.settings:  # a setting is no diff: say it where the diff is written
+        console.print(f"dynscope: the rewrites need this setting too (before torch.compile): {line}", markup=False)
     if args.apply:
         mine, left = write_changes.applicable(combined.edits, root)
         for line in left:

@@ -121,7 +121,7 @@ def _run(options: Options, say: Callable[[str], None], starter: Starter) -> FixD
         stem = "rewrite" if remedy.rule else "trial"
         numbers[stem] += 1
         if remedy.tried:
-            trial = TrialRun(f"{stem}-{numbers[stem]}", [remedy.action], options.out_dir, options.cwd, options.profile)
+            trial = TrialRun(f"{stem}-{numbers[stem]}", [remedy.action, *remedy.also], options.out_dir, options.cwd, options.profile)
         runs.append((remedy, targets, trial))
     # A fallback waits for the first trials only where one of them targets its problems (a source
     # rewrite waits for the settings tried on its break; one alone on its break starts at once).
@@ -263,6 +263,7 @@ class CombinedChange:
     actions: list[Action]
     edits: tuple[SourceEdit, ...]  # the merged files
     conflicts: tuple[str, ...]  # one line per rewrite left out
+    settings: tuple[str, ...] = ()  # the config lines the kept rewrites need
 
 
 def combine(remedies: list[Remedy]) -> CombinedChange:
@@ -274,9 +275,12 @@ def combine(remedies: list[Remedy]) -> CombinedChange:
     dropped = {owner[i].key for i in range(len(owner)) if i not in merged.kept}
     kept = [r for r in remedies if r.key not in dropped]
     actions: list[Action] = [r.action for r in kept if not r.edits]
+    # the settings the kept rewrites need, once each (a setting remedy may be there already)
+    actions += [a for a in dict.fromkeys(a for r in kept if r.edits for a in r.also) if a not in actions]
     if merged.edits:
         actions.append(ChangeSource(tuple((e.file.path, e.new) for e in merged.edits)))
-    return CombinedChange(kept, actions, merged.edits, merged.conflicts)
+    settings = tuple(dict.fromkeys(f"{a.module}.{a.name} = {a.value!r}" for r in kept if r.edits for a in r.also))
+    return CombinedChange(kept, actions, merged.edits, merged.conflicts, settings)
 
 
 def _combined(program: Program, runs: list[Planned], proven: list[tuple[str, Verdict_, list[str], Metrics | None]],
@@ -303,12 +307,12 @@ def _combined(program: Program, runs: list[Planned], proven: list[tuple[str, Ver
     ran = len(chosen) > 1 and trial.skipped is None
     if trial.skipped or trial.facts is None:
         return Combined(titles, patch, ran, "not run", trial.skipped or "not run", edits=change.edits,
-                        conflicts=change.conflicts)
+                        conflicts=change.conflicts, settings=change.settings)
     targeted = list(dict.fromkeys(p.key for _, ts, _ in chosen for p in ts))
     v = _judge(base, trial.facts, targeted, options)
     left = tuple(k for k in targeted if k in trial.facts.problems)
     return Combined(titles, patch, ran, v.verdict, v.why, trial.facts.metrics, v.correct, v.max_abs_diff,
-                    trial.capture, left, change.edits, change.conflicts)
+                    trial.capture, left, change.edits, change.conflicts, change.settings)
 
 
 def _combined_runs(speculative: TrialRun | None, combined: Combined | None) -> int:
@@ -327,6 +331,9 @@ def combined_patch(remedies: list[Remedy], edits: tuple[SourceEdit, ...] = ()) -
     others: list[str] = []
     for r in remedies:
         if r.edits:
+            if r.also:
+                imports.append("import torch")
+                lines.extend(f"{a.module}.{a.name} = {a.value!r}" for a in r.also)
             continue
         if r.applies_as == "config":
             for line in r.patch.splitlines():

@@ -33,16 +33,16 @@ def fixed(tmp_path_factory):
 def test_each_break_is_removed_by_its_rewrite_verified(fixed):
     work, doc, _, before = fixed
     assert python_file_hashes(work) == before  # the user's file, byte for byte
-    assert doc["baseline"]["graph_breaks"] == 2 and doc["files_unchanged"] is True
+    assert doc["baseline"]["graph_breaks"] == 3 and doc["files_unchanged"] is True
     rows = {t["rewrite"]["rule"]: t for t in doc["trials"] if "rewrite" in t}
-    expected = {"guard-logging": 25, "tensor-where": 26}
+    expected = {"guard-to-check": 25, "guard-logging": 28, "tensor-where": 29}
     for rule, line in expected.items():
         row = rows[rule]
         assert row["applies_as"] == "source" and row["problem"]["line"] == line
         assert row["rewrite"]["file"] == EXAMPLE and row["rewrite"]["package"] is None and row["rewrite"]["cause"]
         assert row["verdict"] == "fixed", row
         assert row["correct"] is True and row["max_abs_diff"] == 0.0
-        assert row["after"]["count"] == 0 and row["after"]["graph_breaks"] == 1
+        assert row["after"]["count"] == 0 and row["after"]["graph_breaks"] == 2
         assert row["patch"].startswith(f"--- a/{EXAMPLE}\n+++ b/{EXAMPLE}\n")
     combined = doc["combined"]
     assert combined["verdict"] == "fixed" and combined["correct"] is True and combined["problems_left"] == []
