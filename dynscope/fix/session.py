@@ -251,7 +251,7 @@ def _judge(base: RunFacts, trial: RunFacts, targets: list[str], options: Options
     are "moved to eager" (analysis/fix_verdict.moved_to_eager), not fixed."""
     v = judge(base, trial, targets, rtol=options.rtol, atol=options.atol, check_stdout=options.check_stdout)
     if targets and all(k.startswith("break|") for k in targets):
-        return moved_to_eager(v, base.metrics, trial.metrics)
+        return moved_to_eager(v, base.metrics, trial.metrics, all(k not in trial.problems for k in targets))
     return v
 
 

@@ -146,11 +146,15 @@ M = Metrics(2, 0, 0, 1.0, 1.0, graphs=3)
 
 def test_a_break_that_vanishes_while_the_graphs_stay_is_moved_to_eager():
     fixed = Verdict("fixed", True, 0.0, "the problem is gone, nothing new, outputs equal")
-    assert moved_to_eager(fixed, M, Metrics(1, 0, 0, 1.0, 1.0, graphs=3)).verdict == "moved to eager"
-    assert moved_to_eager(fixed, M, Metrics(1, 0, 0, 1.0, 1.0, graphs=2)) == fixed  # fewer graphs: fixed
-    assert moved_to_eager(fixed, M, Metrics(1, 0, 0, 1.0, 1.0)) == fixed  # not measured: as judged
+    assert moved_to_eager(fixed, M, Metrics(1, 0, 0, 1.0, 1.0, graphs=3), True).verdict == "moved to eager"
+    assert moved_to_eager(fixed, M, Metrics(1, 0, 0, 1.0, 1.0, graphs=2), True) == fixed  # fewer graphs: fixed
+    assert moved_to_eager(fixed, M, Metrics(1, 0, 0, 1.0, 1.0), True) == fixed  # not measured: as judged
+    # torch.compiler.disable: its target gone, a break of its own at the call: improved, yet moved to eager
+    improved = Verdict("improved", True, 0.0, "the problem is gone; but new: break Skip calling")
+    assert moved_to_eager(improved, M, Metrics(2, 0, 0, 1.0, 1.0, graphs=4), True).verdict == "moved to eager"
+    assert moved_to_eager(improved, M, Metrics(1, 0, 0, 1.0, 1.0, graphs=3), False) == improved  # only fewer
     failed = Verdict("failed", False, 1.0, "outputs differ")
-    assert moved_to_eager(failed, M, Metrics(1, 0, 0, 1.0, 1.0, graphs=3)) == failed
+    assert moved_to_eager(failed, M, Metrics(1, 0, 0, 1.0, 1.0, graphs=3), True) == failed
 
 
 def test_diff_files_put_each_library_in_its_own_diff(tmp_path: Path):
