@@ -123,9 +123,11 @@ def _run(options: Options, say: Callable[[str], None], starter: Starter) -> FixD
         if remedy.tried:
             trial = TrialRun(f"{stem}-{numbers[stem]}", [remedy.action, *remedy.also], options.out_dir, options.cwd, options.profile)
         runs.append((remedy, targets, trial))
-    # A fallback waits for the first trials only where one of them targets its problems (a source
-    # rewrite waits for the settings tried on its break; one alone on its break starts at once).
-    backed = {p.key for r, ts, t in runs if t is not None and not r.fallback for p in ts}
+    # A fallback waits for the first trials only where one of them targets its problems: a source
+    # rewrite waits for the settings tried on its break (they need no change to the code), not for
+    # torch.compiler.disable (which moves the code out of the graph: the rewrite is tried first).
+    backed = {p.key for r, ts, t in runs if t is not None and not r.fallback
+              and not (r.rule is None and isinstance(r.action, DisableFunction)) for p in ts}
 
     def waits(remedy: Remedy, targets: list[FixProblem]) -> bool:
         return remedy.fallback and any(p.key in backed for p in targets)
