@@ -41,7 +41,7 @@ def render_fix(doc: FixDocument, console: Console) -> None:
         finally:
             console.width = width
         for row in doc.trials:
-            if row.verdict in ("failed", "worse") and row.why:
+            if row.verdict in ("failed", "worse", "moved to eager") and row.why:
                 console.print(f"  [{_STYLE[row.verdict]}]{escape(row.verdict)}[/] {escape(row.remedy)}: "
                               f"{escape(row.why)}", soft_wrap=True)
     combined = doc.combined
