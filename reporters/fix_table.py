@@ -9,8 +9,8 @@ from rich.table import Table
 
 from dynscope.analysis.fix_document import FIX_COLUMNS, FixDocument, combined_numbers, fix_cells, run_conditions
 
-_STYLE = {"fixed": "bold green", "improved": "green", "trade-off": "yellow", "no change": "dim", "worse": "yellow",
-          "failed": "bold red", "not run": "dim"}
+_STYLE = {"fixed": "bold green", "improved": "green", "moved to eager": "yellow", "trade-off": "yellow",
+          "no change": "dim", "worse": "yellow", "failed": "bold red", "not run": "dim"}
 
 
 def render_fix(doc: FixDocument, console: Console) -> None:
@@ -40,7 +40,7 @@ def render_fix(doc: FixDocument, console: Console) -> None:
         finally:
             console.width = width
         for row in doc.trials:
-            if row.verdict in ("failed", "worse", "trade-off") and row.why:
+            if row.verdict in ("failed", "worse", "trade-off", "moved to eager") and row.why:
                 console.print(f"  [{_STYLE[row.verdict]}]{escape(row.verdict)}[/] {escape(row.remedy)}: "
                               f"{escape(row.why)}", soft_wrap=True)
     combined = doc.combined
@@ -50,6 +50,8 @@ def render_fix(doc: FixDocument, console: Console) -> None:
         console.print(f"\n[bold]combined[/] ({escape(', '.join(dict.fromkeys(combined.remedies)))}): "
                       f"[{style}]{escape(combined.verdict)}[/] — {escape(combined_numbers(doc, combined))}"
                       f"{', outputs equal' if combined.correct else ''}", soft_wrap=True)
+        for note in combined.conflicts:  # a rewrite left out: it changed lines an earlier one changed
+            console.print(f"  [yellow]left out[/] {escape(note)}", soft_wrap=True)
         if combined.verdict in ("fixed", "improved"):
             console.print("[bold]The change to make[/] (verified together in one run):")
             patch = combined.patch

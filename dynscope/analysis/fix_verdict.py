@@ -19,8 +19,8 @@ from dynscope.analysis.remedies import site_of
 from dynscope.analysis.run_view import RunView
 from dynscope.events import CallOutputs, OutputLeaf
 
-Verdict_ = Literal["fixed", "improved", "trade-off", "no change", "worse", "failed", "not run"]
-VERDICTS: tuple[Verdict_, ...] = ("fixed", "improved", "trade-off", "no change", "worse", "failed", "not run")
+Verdict_ = Literal["fixed", "improved", "moved to eager", "trade-off", "no change", "worse", "failed", "not run"]
+VERDICTS: tuple[Verdict_, ...] = ("fixed", "improved", "moved to eager", "trade-off", "no change", "worse", "failed", "not run")
 WINS: tuple[Verdict_, ...] = ("fixed", "improved")  # the verdicts a remedy enters the combined change with
 STOPPED = "stopped by the budget before the run ended"
 
@@ -325,6 +325,17 @@ def _total(m: Metrics) -> float | None:
 
 def _seconds(s: float) -> str:
     return f"{s:.3g} s"
+def moved_to_eager(verdict: Verdict, baseline: Metrics | None, trial: Metrics | None, gone: bool) -> Verdict:
+    """A graph break whose record vanished (``gone``: every targeted break), judged fixed or
+    improved, while the number of graphs did not fall: the code left the graph
+    (``torch.compiler.disable`` on the function that broke), it was not made traceable. Applied
+    to graph-break rows only (dynscope/fix/judging.Judge)."""
+    if verdict.verdict not in ("fixed", "improved") or not gone or baseline is None or trial is None \
+            or baseline.graphs is None or trial.graphs is None or trial.graphs < baseline.graphs:
+        return verdict
+    return Verdict("moved to eager", verdict.correct, verdict.max_abs_diff,
+                   f"the break's record is gone but graphs {baseline.graphs} → {trial.graphs}: that code runs in "
+                   "eager now, outside the graph")
 
 
 def _failed(run: RunFacts) -> bool:

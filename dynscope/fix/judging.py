@@ -11,7 +11,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from dynscope.analysis.fix_document import SecondBaseline
-from dynscope.analysis.fix_verdict import RunFacts, Unstable, Verdict, compare_outputs, judge, left_at, unstable_between
+from dynscope.analysis.fix_verdict import (
+    RunFacts,
+    Unstable,
+    Verdict,
+    compare_outputs,
+    judge,
+    left_at,
+    moved_to_eager,
+    unstable_between,
+)
 
 
 @dataclass(frozen=True)
@@ -24,8 +33,13 @@ class Judge:
     unstable: Unstable | None = None  # what two plain runs did differently (None: not looked at)
 
     def __call__(self, facts: RunFacts, targets: Sequence[str]) -> Verdict:
-        return judge(self.base, facts, list(targets), rtol=self.rtol, atol=self.atol, check_stdout=self.check_stdout,
-                     unstable=self.unstable, compare_time=self.compare_time)
+        verdict = judge(self.base, facts, list(targets), rtol=self.rtol, atol=self.atol, check_stdout=self.check_stdout,
+                        unstable=self.unstable, compare_time=self.compare_time)
+        if targets and all(k.startswith("break|") for k in targets):
+            # a break that left the graph rather than being traced (torch.compiler.disable)
+            gone = all(left_at(facts.problems, k) == 0 for k in targets)
+            return moved_to_eager(verdict, self.base.metrics, facts.metrics, gone)
+        return verdict
 
     def differs(self, facts: RunFacts | None) -> bool:
         """A finished run that computed or printed something other than the baseline: the reason to
