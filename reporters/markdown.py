@@ -254,7 +254,7 @@ def comparison_markdown(result) -> str:
 
 
 def render_fix_markdown(doc: FixDocument) -> str:
-    """A ``dynscope.fix/1`` document as an issue or pull-request comment."""
+    """A ``dynscope.fix/2`` document as an issue or pull-request comment."""
     from dynscope.analysis.fix_document import FIX_COLUMNS, combined_numbers, fix_cells, run_conditions
 
     base = doc.baseline.metrics

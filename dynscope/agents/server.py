@@ -103,14 +103,14 @@ def build_server(tools: Tools) -> Any:
 
     def fix(script: str, args: list[str] | None = None, only: str | None = None, budget_s: float = 900.0) -> str:
         """Try the remedies for the script's graph breaks, recompiles and errors, each in a fresh run, and report the
-        ones proven (problem gone, outputs equal) (schema dynscope.fix/1). only: "break", "recompile" or "error".
+        ones proven (problem gone, outputs equal) (schema dynscope.fix/2). only: "break", "recompile" or "error".
         Runs a program: needs --allow-run."""
         return _answer(lambda: tools.fix(script, args, only, budget_s))
 
     def judge_patch(script: str, patch: str, args: list[str] | None = None, budget_s: float = 900.0) -> str:
         """Judge a unified diff (paths as `git apply` in the script's directory takes them) by running the script
         with it applied in memory (files on disk never change): the trial row's verdict says fixed, improved,
-        no change, worse or failed (schema dynscope.fix/1, as `dynscope fix --patch`). Runs a program: needs
+        no change, worse or failed (schema dynscope.fix/2, as `dynscope fix --patch`). Runs a program: needs
         --allow-run."""
         return _answer(lambda: tools.judge_patch(script, patch, args, budget_s))
 

@@ -128,14 +128,14 @@ class Tools:
 
     def fix(self, script: str, args: list[str] | None = None, only: str | None = None,
             budget_s: float = 900.0) -> dict[str, Any]:
-        """dynscope fix SCRIPT: the remedies proven by re-runs (dynscope.fix/1)."""
+        """dynscope fix SCRIPT: the remedies proven by re-runs (dynscope.fix/2)."""
         self._may_run("fix", "dynscope fix SCRIPT")
         options = ["--only", only] if only else []
         return self._fix(script, args, [*options, "--budget", str(budget_s)])
 
     def judge_patch(self, script: str, patch: str, args: list[str] | None = None,
                     budget_s: float = 900.0) -> dict[str, Any]:
-        """dynscope fix --patch: does this unified diff fix the run with the same outputs (dynscope.fix/1)."""
+        """dynscope fix --patch: does this unified diff fix the run with the same outputs (dynscope.fix/2)."""
         self._may_run("judge_patch", "dynscope fix --patch PATCH SCRIPT")
         if len(patch.encode("utf-8", "surrogatepass")) > MAX_PATCH_BYTES:
             raise DynscopeError(f"the patch is larger than {MAX_PATCH_BYTES:,} bytes")

@@ -1,4 +1,4 @@
-"""The result of one ``dynscope fix``: a tree of dataclasses, and its JSON (schema ``dynscope.fix/1``).
+"""The result of one ``dynscope fix``: a tree of dataclasses, and its JSON (schema ``dynscope.fix/2``).
 
 dynscope/fix/session.py builds it; every view formats it: the terminal table
 (reporters/fix_table.py), ``--md`` Markdown (reporters/markdown.py), ``-o`` JSON (``to_json``,
@@ -16,7 +16,7 @@ from dynscope.analysis.remedies import AppliesAs, FixProblem, Remedy
 from dynscope.analysis.source_edits import SourceEdit
 from dynscope.events import FixFamily, JsonValue
 
-SCHEMA = "dynscope.fix/1"
+SCHEMA = "dynscope.fix/2"
 
 Json = dict[str, JsonValue]
 

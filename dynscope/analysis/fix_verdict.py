@@ -329,7 +329,7 @@ def moved_to_eager(verdict: Verdict, baseline: Metrics | None, trial: Metrics | 
     """A graph break whose record vanished (``gone``: every targeted break), judged fixed or
     improved, while the number of graphs did not fall: the code left the graph
     (``torch.compiler.disable`` on the function that broke), it was not made traceable. Applied
-    to graph-break rows only (dynscope/fix/judging.Judge)."""
+    to graph-break rows only (the Judge of dynscope/fix/judging.py)."""
     if verdict.verdict not in ("fixed", "improved") or not gone or baseline is None or trial is None \
             or baseline.graphs is None or trial.graphs is None or trial.graphs < baseline.graphs:
         return verdict

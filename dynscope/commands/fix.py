@@ -5,7 +5,7 @@ run, and report the ones its run proved (problem gone, outputs equal).
     dynscope fix [OPTIONS] -m MODULE [ARGS...]
     dynscope fix --from CAPTURE [OPTIONS]
 
-Progress goes to stderr, then the table; ``-o`` writes the JSON document (dynscope.fix/1),
+Progress goes to stderr, then the table; ``-o`` writes the JSON document (dynscope.fix/2),
 ``--md`` a Markdown comment, ``--diff`` the verified source rewrites as a diff. The user's files
 are never edited, except with ``--apply`` (the verified rewrites of the program's own files, each
 original kept as FILE.orig).
@@ -53,7 +53,7 @@ class Command:
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
         parser.usage = USAGE
-        parser.add_argument("-o", "--output", metavar="PATH", help="write the result as JSON (schema dynscope.fix/1)")
+        parser.add_argument("-o", "--output", metavar="PATH", help="write the result as JSON (schema dynscope.fix/2)")
         parser.add_argument("--md", metavar="PATH", help="write the result as Markdown (for an issue or PR comment)")
         parser.add_argument("--from", dest="capture", metavar="CAPTURE",
                             help="take the problems from a recorded run and re-run the command it recorded "

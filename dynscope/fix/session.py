@@ -1,6 +1,6 @@
 """One ``dynscope fix`` run: baseline, trials, verdicts, the combined run, the document.
 
-The document (``FixDocument``, schema ``dynscope.fix/1``, docs/fix-json.md) is what every view
+The document (``FixDocument``, schema ``dynscope.fix/2``, docs/fix-json.md) is what every view
 of the result formats: the terminal table, ``-o`` JSON, ``--md`` Markdown, and the verified
 fixes recorded into the program's capture.
 """

@@ -39,7 +39,7 @@ def _rows(doc, remedy_part):
 
 def test_every_problem_gets_a_verified_fix(fixed):
     work, doc, _, before = fixed
-    assert doc["schema"] == "dynscope.fix/1"
+    assert doc["schema"] == "dynscope.fix/2"
     assert doc["baseline"]["graph_breaks"] == 4 and doc["baseline"]["recompiles"] == 3
     item = _rows(doc, "capture_scalar_outputs")[0]
     assert item["problem"]["kind"] == "break" and item["problem"]["line"] == 21

@@ -147,7 +147,7 @@ def test_an_agent_has_its_patch_judged_by_a_real_run(tmp_path):
 
     assert not _error(judged), _text(judged)
     document = json.loads(_text(judged))
-    assert document["schema"] == "dynscope.fix/1"
+    assert document["schema"] == "dynscope.fix/2"
     assert document["baseline"]["graph_breaks"] >= 1
     [trial] = document["trials"]
     assert trial["applies_as"] == "source"

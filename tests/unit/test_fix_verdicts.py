@@ -36,7 +36,7 @@ def _out(*values: float, call: int = 1) -> CallOutputs:
 
 def _run(problems: dict[str, int], breaks: int, recompiles: int, *, run_s: float | None = 1.0, steady: float | None = None,
          outputs: tuple[CallOutputs, ...] = (), stdout: str = "ok\n", timed_out: bool = False) -> RunFacts:
-    metrics = Metrics(breaks, recompiles, 0, 1.0, run_s, 3, steady)
+    metrics = Metrics(breaks, recompiles, 0, 1.0, run_s, breaks + 1, steady)  # a break splits a graph in two
     return RunFacts(True, 0, None, stdout, metrics, problems, outputs or (_out(1.0, 2.0),), timed_out=timed_out)
 
 
