@@ -32,11 +32,12 @@ class Judge:
     compare_time: bool  # the runs' times were measured (fix --profile): a slower run is a trade-off
     unstable: Unstable | None = None  # what two plain runs did differently (None: not looked at)
 
-    def __call__(self, facts: RunFacts, targets: Sequence[str]) -> Verdict:
+    def __call__(self, facts: RunFacts, targets: Sequence[str], *, leaves_graph: bool = False) -> Verdict:
+        """``leaves_graph``: the remedy runs code outside the graph (torch.compiler.disable): a break it
+        removes while the graphs do not fall is "moved to eager", not fixed."""
         verdict = judge(self.base, facts, list(targets), rtol=self.rtol, atol=self.atol, check_stdout=self.check_stdout,
                         unstable=self.unstable, compare_time=self.compare_time)
-        if targets and all(k.startswith("break|") for k in targets):
-            # a break that left the graph rather than being traced (torch.compiler.disable)
+        if leaves_graph and targets and all(k.startswith("break|") for k in targets):
             gone = all(left_at(facts.problems, k) == 0 for k in targets)
             return moved_to_eager(verdict, self.base.metrics, facts.metrics, gone)
         return verdict

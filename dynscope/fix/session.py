@@ -281,11 +281,20 @@ def _row(t: Targets, remedy: Remedy, trial: TrialRun | None, base: RunFacts, jud
     facts = trial.facts
     if facts.timed_out:  # what a cut-short run recorded is no count to compare
         return replace(row, why=STOPPED, capture=trial.capture, wall_s=_round(trial.wall_s))
-    v = judge(facts, t.keys)
+    v = judge(facts, t.keys, leaves_graph=_leaves_graph(remedy))
     count = sum(left_at(facts.problems, k) for k in t.keys)
     return replace(row, after=Measured(facts.metrics, count) if facts.metrics else None, correct=v.correct,
                    max_abs_diff=v.max_abs_diff, verdict=v.verdict, why=v.why, capture=trial.capture,
                    wall_s=_round(trial.wall_s))
+
+
+# Rewrites that put code under torch.compiler.disable: like DisableFunction, they move it out of the graph.
+_LEAVES_GRAPH_RULES = frozenset({"disable-numpy-helper"})
+
+
+def _leaves_graph(remedy: Remedy) -> bool:
+    """The remedy runs the breaking code in eager (torch.compiler.disable) instead of making it traceable."""
+    return isinstance(remedy.action, DisableFunction) or remedy.rule in _LEAVES_GRAPH_RULES
 
 
 @dataclass(frozen=True)

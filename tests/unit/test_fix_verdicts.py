@@ -219,3 +219,15 @@ def test_speed_shown_before_and_after_where_measured():
     assert after.as_json()["graphs"] == 3 and after.as_json()["steady_s_per_call"] == 0.00051
     unmeasured = replace(row, before=Measured(replace(before, steady_s_per_call=None), 1))
     assert fix_cells(unmeasured)["run"] == "3.0 → 2.5 s"
+
+
+def test_only_a_remedy_that_leaves_the_graph_is_moved_to_eager():
+    # DBRX: capture_dynamic_output_shape_ops removes the nonzero break while the graphs stay at 4 (the
+    # frame now traces on and compiles more): a setting made the code traceable, it did not move it out
+    base = RunFacts(True, 0, None, "ok\n", Metrics(1, 0, 0, 1.0, 1.0, 4), {A: 1}, (_out(1.0, 2.0),))
+    trial = replace(base, metrics=Metrics(0, 0, 0, 1.0, 1.0, 4), problems={})
+    j = Judge(base, 1e-5, 1e-5, check_stdout=True, compare_time=False)
+    assert j(trial, [A]).verdict == "fixed"
+    # torch.compiler.disable on the helper: the same numbers mean the code runs in eager now
+    moved = j(trial, [A], leaves_graph=True)
+    assert moved.verdict == "moved to eager" and "graphs 4 → 4" in moved.why
