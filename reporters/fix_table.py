@@ -9,7 +9,8 @@ from rich.table import Table
 
 from dynscope.analysis.fix_document import FIX_COLUMNS, FixDocument, fix_cells, run_conditions
 
-_STYLE = {"fixed": "bold green", "improved": "green", "no change": "dim", "worse": "yellow", "failed": "bold red",
+_STYLE = {"fixed": "bold green", "improved": "green", "moved to eager": "yellow",
+          "no change": "dim", "worse": "yellow", "failed": "bold red",
           "not run": "dim"}
 
 

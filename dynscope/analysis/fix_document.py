@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from dynscope.analysis.fix_verdict import Metrics, Verdict_
-from dynscope.analysis.remedies import AppliesAs, FixProblem
+from dynscope.analysis.remedies import AppliesAs, FixProblem, Remedy
+from dynscope.analysis.source_edits import SourceEdit
 from dynscope.events import FixFamily, JsonValue
 
 SCHEMA = "dynscope.fix/1"
@@ -67,6 +68,28 @@ class Baseline:
 
 
 @dataclass(frozen=True)
+class RewriteNote:
+    """A source rewrite's row: which catalogue rule, the break's real cause, the file it changes."""
+
+    rule: str
+    cause: str
+    file: str  # as the diff names it: relative to the program's tree, or <package>/... in a library
+    package: str | None  # the installed distribution changed; None: the program's own file
+    version: str | None
+
+    @classmethod
+    def of(cls, remedy: Remedy) -> RewriteNote | None:
+        if remedy.rule is None or not remedy.edits:
+            return None
+        changed = remedy.edits[0].file
+        return cls(remedy.rule, remedy.cause or "", changed.shown, changed.package, changed.version)
+
+    def to_json(self) -> Json:
+        return {"rule": self.rule, "cause": self.cause, "file": self.file, "package": self.package,
+                "version": self.version}
+
+
+@dataclass(frozen=True)
 class TrialRow:
     """One problem and one remedy tried for it."""
 
@@ -83,6 +106,7 @@ class TrialRow:
     max_abs_diff: float | None = None
     capture: str | None = None  # the trial's capture, when it ran
     wall_s: float | None = None
+    rewrite: RewriteNote | None = None  # a source rewrite's rule, cause and file
 
     def to_json(self) -> Json:
         out: Json = {"problem": self.problem.to_json(), "remedy": self.remedy, "remedy_key": self.remedy_key,
@@ -91,6 +115,8 @@ class TrialRow:
                      "max_abs_diff": self.max_abs_diff, "verdict": self.verdict, "why": self.why}
         if self.capture is not None:
             out.update(capture=self.capture, wall_s=self.wall_s)
+        if self.rewrite is not None:
+            out["rewrite"] = self.rewrite.to_json()
         return out
 
 
@@ -108,6 +134,9 @@ class Combined:
     max_abs_diff: float | None = None
     capture: str | None = None  # set when it was judged
     problems_left: tuple[str, ...] = ()  # keys of the targeted problems still present
+    edits: tuple[SourceEdit, ...] = ()  # the source rewrites merged, one per file (--diff, --apply write them)
+    conflicts: tuple[str, ...] = ()  # rewrites left out: they changed lines an earlier one changed
+    settings: tuple[str, ...] = ()  # config lines the merged rewrites need with them ("torch._dynamo.config.x = True")
 
     def to_json(self) -> Json:
         out: Json = {"remedies": list(self.remedies), "patch": self.patch, "ran": self.ran, "verdict": self.verdict,
@@ -115,7 +144,14 @@ class Combined:
                      "correct": self.correct, "max_abs_diff": self.max_abs_diff}
         if self.capture is not None:
             out.update(capture=self.capture, problems_left=list(self.problems_left))
+        if self.conflicts:
+            out["conflicts"] = list(self.conflicts)
         return out
+
+    @property
+    def verified(self) -> bool:
+        """Its run proved it: the changes --diff and --apply write."""
+        return self.verdict in ("fixed", "improved") and self.correct is True
 
 
 @dataclass(frozen=True)

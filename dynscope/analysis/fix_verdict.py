@@ -16,8 +16,8 @@ from typing import Literal
 from dynscope.analysis.run_view import RunView
 from dynscope.events import CallOutputs, OutputLeaf
 
-Verdict_ = Literal["fixed", "improved", "no change", "worse", "failed", "not run"]
-VERDICTS: tuple[Verdict_, ...] = ("fixed", "improved", "no change", "worse", "failed", "not run")
+Verdict_ = Literal["fixed", "improved", "moved to eager", "no change", "worse", "failed", "not run"]
+VERDICTS: tuple[Verdict_, ...] = ("fixed", "improved", "moved to eager", "no change", "worse", "failed", "not run")
 
 
 @dataclass(frozen=True)
@@ -27,6 +27,7 @@ class Metrics:
     errors: int
     compile_s: float
     run_s: float | None
+    graphs: int | None = None  # graphs compiled (not in the JSON's metrics: it reads "moved to eager")
 
     def as_json(self) -> dict[str, int | float | None]:
         return {"graph_breaks": self.graph_breaks, "recompiles": self.recompiles, "errors": self.errors,
@@ -47,7 +48,7 @@ def metrics_of(view: RunView, program_s: float | None = None) -> Metrics:
     else:
         duration = program_s if program_s is not None else run.duration_s
         run_s = None if duration is None else max(0.0, float(duration) - compile_s)
-    return Metrics(totals.graph_breaks, totals.recompiles, totals.errors, compile_s, run_s)
+    return Metrics(totals.graph_breaks, totals.recompiles, totals.errors, compile_s, run_s, totals.graphs)
 
 
 @dataclass(frozen=True)
@@ -185,6 +186,18 @@ def judge(baseline: RunFacts, trial: RunFacts, targets: list[str], *, rtol: floa
             f"{len(gone)} of {len(targets)} gone, {len(reduced)} fewer"
         return Verdict("improved", True, comparison.max_abs_diff, f"{what}{extra}")
     return Verdict("no change", True, comparison.max_abs_diff, f"the problem is still there{note}")
+
+
+def moved_to_eager(verdict: Verdict, baseline: Metrics | None, trial: Metrics | None) -> Verdict:
+    """A graph break judged fixed whose record vanished while the number of graphs did not fall:
+    the code left the graph (``torch.compiler.disable`` on the function that broke), it was not
+    made traceable. Applied to graph-break rows only (dynscope/fix/session.py)."""
+    if verdict.verdict != "fixed" or baseline is None or trial is None or baseline.graphs is None \
+            or trial.graphs is None or trial.graphs < baseline.graphs:
+        return verdict
+    return Verdict("moved to eager", verdict.correct, verdict.max_abs_diff,
+                   f"the break's record is gone but graphs {baseline.graphs} → {trial.graphs}: that code runs in "
+                   "eager now, outside the graph")
 
 
 def _failed(run: RunFacts) -> bool:

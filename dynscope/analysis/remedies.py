@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from dynscope.analysis.breaks import BreakGroup
+from dynscope.analysis.source_edits import SourceEdit, SourceFile
 from dynscope.events import (
     FIX_FAMILY,
     Action,
@@ -111,6 +112,10 @@ class Remedy:
     action: Action  # what the trial child applies (dynscope/fix/apply.py); ShowOnly: nothing
     patch: str  # what to paste: config lines, a unified diff, or the code to add
     fallback: bool = False  # tried only when no other remedy fixed its problems (saves a run when one did)
+    edits: tuple[SourceEdit, ...] = ()  # a source rewrite: the files it changes (merged in the combined run)
+    rule: str | None = None  # a source rewrite: the catalogue rule that made it (dynscope/rewrites)
+    cause: str | None = None  # a source rewrite: the break's real cause in words
+    also: tuple[SetConfig, ...] = ()  # settings a source rewrite needs with it (applied in the same run)
 
     @property
     def tried(self) -> bool:
@@ -121,6 +126,10 @@ class Remedy:
 Predicate = Callable[[FixProblem, Features], bool]
 Make = Callable[[FixProblem, Features], Remedy]
 Hint = Callable[[Facts], "str | None"]
+# Reads a file a source rewrite may change: None when it may not be read (outside the program's
+# tree and the installed libraries, too large, not text). dynscope/fix/source_reader.py makes one.
+SourceReader = Callable[[str], "SourceFile | None"]
+Rewrites = Callable[[FixProblem, Features, SourceReader], "list[Remedy]"]
 
 
 def _never(_p: FixProblem, _features: Features) -> bool:
@@ -138,11 +147,19 @@ class Entry:
     applies: Predicate = _never  # whether fix tries the remedy for this problem on this torch
     remedy: Make | None = None  # the remedy (action and patch); None: a hint only
     hint: Hint = _no_hint  # the summary's one-line "try:" from the problem's facts; None: says nothing
+    rewrites: Rewrites | None = None  # remedies made from the problem's source file (read through a reader)
+
+    def remedies_for(self, problem: FixProblem, features: Features, read: SourceReader | None = None) -> list[Remedy]:
+        if problem.kind not in self.serves or not self.applies(problem, features):
+            return []
+        if self.rewrites is not None:
+            return self.rewrites(problem, features, read) if read is not None else []
+        return [self.remedy(problem, features)] if self.remedy is not None else []
 
     def remedy_for(self, problem: FixProblem, features: Features) -> Remedy | None:
-        if self.remedy is None or problem.kind not in self.serves or not self.applies(problem, features):
-            return None
-        return self.remedy(problem, features)
+        """The one remedy of an entry that needs no source (None: none, or it is a source rewrite)."""
+        found = self.remedies_for(problem, features)
+        return found[0] if found else None
 
 
 # -- problems ------------------------------------------------------------------------------
@@ -161,24 +178,36 @@ class ProblemSource(Protocol):
     def recompiles(self) -> list[Recompile]: ...
 
 
-def problems_of(run: ProblemSource) -> list[FixProblem]:
+# A trial that ran changed source records lines of the changed text: this maps (file, line) back
+# to the line of the file on disk, so a problem keeps its key (dynscope/fix/trials.py).
+Relocate = Callable[["str | None", "int | None"], "int | None"]
+
+
+def _same_line(_file: str | None, line: int | None) -> int | None:
+    return line
+
+
+def problems_of(run: ProblemSource, relocate: Relocate = _same_line) -> list[FixProblem]:
     """Every compile error, recompile-limit hit, graph break (by cause and line) and recompiled
     frame (by cause) of one run, worst kind first as ``dynscope summary`` lists them."""
     problems: list[FixProblem] = []
+    at = relocate
     for e in run.errors:
         problems.append(FixProblem(
-            "error", f"error|{e.fail_type}|{e.function}|{e.file}|{e.line}", e.user_file or e.file,
-            e.user_line or e.line, e.function, f"{e.fail_type} while compiling {e.function}", 1,
-            ErrorFacts(e.fail_type or "", e.reason or "", e.user_line)))
+            "error", f"error|{e.fail_type}|{e.function}|{e.file}|{at(e.file, e.line)}", e.user_file or e.file,
+            at(e.user_file, e.user_line) if e.user_line else at(e.file, e.line), e.function,
+            f"{e.fail_type} while compiling {e.function}", 1,
+            ErrorFacts(e.fail_type or "", e.reason or "", at(e.user_file, e.user_line))))
     for h in run.recompile_limit_hits:
         problems.append(FixProblem(
-            "recompile_limit", f"limit|{h.function}|{h.file}|{h.line}", h.file, h.line, h.function,
-            f"{h.function} hit the recompile limit ({h.limit_name} = {h.limit})", 1,
+            "recompile_limit", f"limit|{h.function}|{h.file}|{at(h.file, h.line)}", h.file, at(h.file, h.line),
+            h.function, f"{h.function} hit the recompile limit ({h.limit_name} = {h.limit})", 1,
             LimitFacts(h.limit, h.limit_name or "recompile_limit")))
     for g in run.break_groups:
         where = g.location
+        line = at(where.file, where.line)
         problems.append(FixProblem(
-            "graph_break", f"break|{g.gb_type or g.headline}|{where.file}|{where.line}", where.file, where.line,
+            "graph_break", f"break|{g.gb_type or g.headline}|{where.file}|{line}", where.file, line,
             where.function, g.headline or g.gb_type or "graph break", g.count or 1,
             BreakFacts(g.gb_type or "", g.reason or "", tuple(g.hints), where.code or "")))
     # One problem per recompiled frame and cause: a batch size that changes and an int that
@@ -187,7 +216,7 @@ def problems_of(run: ProblemSource) -> list[FixProblem]:
     for r in run.recompiles:
         first_guard = r.failures[0].guard if r.failures else None
         cause, _ = recompile_cause(first_guard or r.reason or "")
-        causes.setdefault((r.function, r.file, r.line, cause), []).append(r)
+        causes.setdefault((r.function, r.file, at(r.file, r.line), cause), []).append(r)
     for (function, file, line, cause), rs in causes.items():
         failures = [r.failures[0] for r in rs if r.failures]
         first = failures[0] if failures else None
@@ -321,6 +350,43 @@ def _logging_remedy(p: FixProblem, _features: Features) -> Remedy:
     line = f"{_DYNAMO}.reorderable_logging_functions.add({fn})"
     return Remedy(f"logging:{fn}", line, "config", AddLoggingFunction(fn),
                   f"import torch\n{'import ' + module + chr(10) if module else ''}{line}\n")
+
+
+MAX_REWRITES_PER_BREAK = 3  # candidates tried for one break: each is a run
+
+
+def _rewrite_applies(p: FixProblem, _features: Features) -> bool:
+    """A break torch placed at a line of a file (an explicit torch._dynamo.graph_break() is meant)."""
+    return isinstance(p.facts, BreakFacts) and bool(p.file) and bool(p.line) and "graph_break()" not in p.facts.code
+
+
+def _rewrite_remedies(p: FixProblem, _features: Features, read: SourceReader) -> list[Remedy]:
+    """The catalogue's rewrites of the file the break is in (dynscope/rewrites), each a remedy
+    run through the trial's shadow. Tried only when no other remedy fixed the break (a setting
+    needs no change to the code), and before ``torch.compiler.disable`` is believed: that one
+    only moves the code to eager. A library's file is rewritten where it is (the user ran fix
+    to have its breaks fixed); the title names the package and its version."""
+    from dynscope.rewrites import BreakSite
+    from dynscope.rewrites.catalogue import rewrites_for
+
+    assert isinstance(p.facts, BreakFacts) and p.file and p.line  # _rewrite_applies said so
+    source = read(p.file)
+    if source is None:
+        return []
+    site = BreakSite(p.line, p.facts.gb_type, p.facts.reason, p.function)
+    remedies = []
+    for rewrite in rewrites_for(source.text, site)[:MAX_REWRITES_PER_BREAK]:
+        edit = SourceEdit(source, rewrite.source)
+        where = f" in {source.library}" if source.library else ""
+        settings = tuple(SetConfig(_DYNAMO, name, True) for name in rewrite.settings)
+        with_settings = f" with {', '.join(f'{s.name} = True' for s in settings)}" if settings else ""
+        head = "".join(f"{s.module}.{s.name} = True\n" for s in settings)
+        remedies.append(Remedy(
+            f"rewrite:{rewrite.rule}:{source.shown}:{rewrite.line}",
+            f"{rewrite.title}{with_settings}{where} ({_base(source.shown)})", "source",
+            ChangeSource(((source.path, rewrite.source),)), (f"import torch\n{head}\n" if head else "") + edit.diff(),
+            fallback=True, edits=(edit,), rule=rewrite.rule, cause=rewrite.cause, also=settings))
+    return remedies
 
 
 def _disable_applies(p: FixProblem, features: Features) -> bool:
@@ -518,6 +584,7 @@ TABLE: tuple[Entry, ...] = (
     Entry("capture_dynamic_output_shape_ops", ("graph_break",), _dynamic_output_shapes_applies,
           _config("capture_dynamic_output_shape_ops", True)),
     Entry("reorderable_logging_function", ("graph_break",), _logging_applies, _logging_remedy),
+    Entry("source_rewrite", ("graph_break",), _rewrite_applies, rewrites=_rewrite_remedies),
     Entry("compiler_disable", ("graph_break",), _disable_applies, _disable_remedy),
     Entry("raise_recompile_limit", ("recompile_limit",), _limit_applies, _limit_remedy, _limit_hint),
     Entry("mark_dynamic", ("recompile",), _mark_dynamic_applies("mark_dynamic"), _mark_dynamic_remedy(False),
@@ -555,20 +622,21 @@ def hint_for(kind: ProblemKind, facts: Facts) -> str | None:
     return None
 
 
-def remedies_for(problem: FixProblem, features: Features) -> list[Remedy]:
-    """The remedies worth a trial for one problem, in table order, among those this torch has."""
-    found = [r for r in (entry.remedy_for(problem, features) for entry in TABLE) if r is not None]
+def remedies_for(problem: FixProblem, features: Features, read: SourceReader | None = None) -> list[Remedy]:
+    """The remedies worth a trial for one problem, in table order, among those this torch has;
+    source rewrites only with ``read`` (the files they may read)."""
+    found = [r for entry in TABLE for r in entry.remedies_for(problem, features, read)]
     return list({r.key: r for r in found}.values())
 
 
-def select(problems: list[FixProblem], features: Features, only: FixFamily | None = None
-           ) -> list[tuple[Remedy, list[FixProblem]]]:
+def select(problems: list[FixProblem], features: Features, only: FixFamily | None = None,
+           read: SourceReader | None = None) -> list[tuple[Remedy, list[FixProblem]]]:
     """Each distinct remedy once, with every problem it is tried for, in problem order."""
     chosen: dict[str, tuple[Remedy, list[FixProblem]]] = {}
     for p in problems:
         if only and p.family != only:
             continue
-        for r in remedies_for(p, features):
+        for r in remedies_for(p, features, read):
             chosen.setdefault(r.key, (r, []))[1].append(p)
     return list(chosen.values())
 

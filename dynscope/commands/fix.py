@@ -6,7 +6,9 @@ run, and report the ones its run proved (problem gone, outputs equal).
     dynscope fix --from CAPTURE [OPTIONS]
 
 Progress goes to stderr, then the table; ``-o`` writes the JSON document (dynscope.fix/1),
-``--md`` a Markdown comment. The user's files are never edited.
+``--md`` a Markdown comment, ``--diff`` the verified source rewrites as a diff. The user's files
+are never edited, except with ``--apply`` (the verified rewrites of the program's own files, each
+original kept as FILE.orig).
 
 ``--from`` re-runs the command a capture recorded, and a capture can come from anyone: the exact
 command and directory are shown first and run only when the user says so (y on a terminal, or
@@ -29,6 +31,9 @@ from dynscope.commands._common import add_program_arguments, program_from_args
 from dynscope.errors import DynscopeError
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
+    from dynscope.analysis.fix_document import FixDocument
     from dynscope.analysis.remedies import Remedy
 
 USAGE = """dynscope fix [OPTIONS] SCRIPT [ARGS...]
@@ -78,6 +83,13 @@ class Command:
                             help="judge this unified diff (git diff, an agent's change) instead of trying the remedies: "
                                  "it runs from memory, never applied to a file; exit 0 when it fixed or improved "
                                  "the run with the same outputs, 1 otherwise; repeatable (each judged alone)")
+        parser.add_argument("--diff", metavar="FILE",
+                            help="write the verified source rewrites (those of the combined run) as one unified diff "
+                                 "`git apply` takes in the program's tree; changes to an installed library go to "
+                                 "<package>-<version>.diff next to it")
+        parser.add_argument("--apply", action="store_true",
+                            help="write the verified source rewrites into the program's own files (shown first; each "
+                                 "file kept as FILE.orig); never into an installed package")
         parser.add_argument("--out", metavar="DIR", help="where the runs' captures and output go (default: a new "
                                                          "<program>-fix-<date>-<time> directory per run)")
         add_program_arguments(parser)
@@ -118,10 +130,45 @@ class Command:
 
             _write(args.md, render_fix_markdown(doc))
             console.print(f"dynscope: wrote {args.md}", markup=False)
+        if args.diff or args.apply:
+            _write_changes(doc, args, console, session.program_tree(options))
         if options.patches:  # the judge of a patch: did every one fix or improve the run?
             judged = [row for row in doc.trials if row.applies_as == "source"]
             return 0 if judged and all(row.verdict in ("fixed", "improved") for row in judged) else 1
         return 0
+
+
+def _write_changes(doc: FixDocument, args: argparse.Namespace, console: Console, root: str) -> None:
+    """--diff and --apply: the source rewrites the combined run verified, and nothing else
+    (``root``: the program's tree, the only place --apply writes)."""
+    from dynscope.fix import write_changes
+
+    combined = doc.combined
+    if combined is None or not combined.edits:
+        console.print("dynscope: no verified source change: nothing written for --diff/--apply", markup=False)
+        return
+    if not combined.verified:
+        console.print(f"dynscope: the combined change was not verified ({combined.verdict}: {combined.why}): "
+                      "nothing written for --diff/--apply", markup=False)
+        return
+    for note in combined.conflicts:
+        console.print(f"dynscope: {note}", markup=False)
+    if args.diff:
+        files = write_changes.diff_files(args.diff, combined.edits)
+        write_changes.write_diffs(files)
+        for f in files:
+            console.print(f"dynscope: wrote {f.path} ({f.what})", markup=False)
+    for line in combined.settings:  # a setting is no diff: say it where the diff is written
+        console.print(f"dynscope: the rewrites need this setting too (before torch.compile): {line}", markup=False)
+    if args.apply:
+        mine, left = write_changes.applicable(combined.edits, root)
+        for line in left:
+            console.print(f"dynscope: --apply leaves {line}", markup=False)
+        if mine:
+            console.print("dynscope: --apply writes this change:", markup=False)
+            console.print("".join(e.diff() for e in mine), markup=False, highlight=False, soft_wrap=True)
+            written = write_changes.apply_edits(mine)
+            console.print(f"dynscope: changed {', '.join(written)} (originals kept as *.orig)", markup=False)
 
 
 def _check_output(option: str, path: str | None, capture: str | None) -> None:
@@ -174,7 +221,9 @@ def _options(args: argparse.Namespace):
     if args.out is not None and os.path.realpath(args.out) == os.path.realpath(cwd or os.getcwd()):
         raise DynscopeError(f"--out {args.out} is the program's working directory: give the runs' output a "
                             "directory of its own (each run works in a copy of the working directory)")
-    for option, path in (("-o", args.output), ("--md", args.md)):
+    if args.patches and (args.diff or args.apply):
+        raise DynscopeError("--diff and --apply write fix's own verified rewrites; a --patch is yours already")
+    for option, path in (("-o", args.output), ("--md", args.md), ("--diff", args.diff)):
         _check_output(option, path, args.capture)
     return Options(program=program, out_dir="", budget_s=args.budget,
                    jobs=args.jobs or os.cpu_count() or 1, rtol=args.rtol, atol=args.atol, only=args.only,

@@ -15,11 +15,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from dynscope import events as contract
-from dynscope.analysis.fix_document import Baseline, Combined, FixDocument, Measured, ProblemRow, TrialRow
-from dynscope.analysis.fix_verdict import Metrics, RunFacts, Verdict_, judge, pick_combined
+from dynscope.analysis.fix_document import Baseline, Combined, FixDocument, Measured, ProblemRow, RewriteNote, TrialRow
+from dynscope.analysis.fix_verdict import Metrics, RunFacts, Verdict, Verdict_, judge, moved_to_eager, pick_combined
 from dynscope.analysis.remedies import FixProblem, Remedy, problems_of, select
+from dynscope.analysis.source_edits import SourceEdit, merge
 from dynscope.errors import DynscopeError
-from dynscope.events import DisableFunction, FixFamily
+from dynscope.events import Action, ChangeSource, DisableFunction, FixFamily
 from dynscope.fix.outdir import LOCK_NAME
 from dynscope.fix.trials import Starter, TrialRun, run_all, starter_for
 from dynscope.runner.program import Program
@@ -100,7 +101,12 @@ def _run(options: Options, say: Callable[[str], None], starter: Starter) -> FixD
     # capture but absent from this run's baseline cannot be judged, so the baseline's keys rule.
     features = replace(baseline.features, program_root=_root(program))
     # Patches to judge are all that runs beside the --try settings: the table's remedies are not tried.
-    selection = [] if options.patches else select(problems, features, options.only)
+    # Source rewrites read the files the breaks are in: the program's tree and installed libraries
+    # (with --from, the capture's directory, which the user agreed to run in before this point).
+    from dynscope.fix.source_reader import reader_for
+
+    reader = reader_for(program_tree(options))
+    selection = [] if options.patches else select(problems, features, options.only, reader)
     wanted = [p for p in problems if not options.only or p.family == options.only]
     for remedy in options.patches + options.tries:
         selection.append((remedy, wanted))
@@ -109,19 +115,30 @@ def _run(options: Options, say: Callable[[str], None], starter: Starter) -> FixD
 
     selection = [(_with_diff(r, program), ts) for r, ts in selection]
     runs: list[Planned] = []
-    for i, (remedy, targets) in enumerate(selection, 1):
-        trial = TrialRun(f"trial-{i}", [remedy.action], options.out_dir, options.cwd, options.profile) if remedy.tried else None
+    numbers = {"trial": 0, "rewrite": 0}  # a source rewrite's run is rewrite-N, the others' trial-N
+    for remedy, targets in selection:
+        trial = None
+        stem = "rewrite" if remedy.rule else "trial"
+        numbers[stem] += 1
+        if remedy.tried:
+            trial = TrialRun(f"{stem}-{numbers[stem]}", [remedy.action, *remedy.also], options.out_dir, options.cwd, options.profile)
         runs.append((remedy, targets, trial))
-    first = [t for r, _, t in runs if t is not None and not r.fallback]
+    # A fallback waits for the first trials only where one of them targets its problems (a source
+    # rewrite waits for the settings tried on its break; one alone on its break starts at once).
+    backed = {p.key for r, ts, t in runs if t is not None and not r.fallback for p in ts}
+
+    def waits(remedy: Remedy, targets: list[FixProblem]) -> bool:
+        return remedy.fallback and any(p.key in backed for p in targets)
+    first = [t for r, ts, t in runs if t is not None and not waits(r, ts)]
     titles = {trial.name: remedy.title for remedy, _, trial in runs if trial is not None}
     tried_by_user = {r.key: "--patch" if r.applies_as == "source" else "--try" for r in options.patches + options.tries}
     # The combined run is started with the trials, on the guess that every remedy works; it is
     # used only if the proven set turns out to be that guess (else it runs again at the end).
     guess = pick_combined([(r.key, "fixed", [p.key for p in ts], None) for r, ts, t in runs
-                           if t is not None and not r.fallback and r.key not in tried_by_user])
+                           if t is not None and not waits(r, ts) and r.key not in tried_by_user])
     speculative = None
     if len(guess) > 1:
-        speculative = TrialRun("combined", [r.action for r, _, t in runs if r.key in guess and t is not None],
+        speculative = TrialRun("combined", combine([r for r, _, t in runs if r.key in guess and t is not None]).actions,
                                options.out_dir, options.cwd, options.profile)
         titles["combined"] = f"combined guess: {len(guess)} remedies"
     done = [0]
@@ -136,10 +153,9 @@ def _run(options: Options, say: Callable[[str], None], starter: Starter) -> FixD
             estimate_s=estimate, on_done=finished, starter=starter)
     # Fallbacks (maybe_mark_dynamic after mark_dynamic) run only for problems still not fixed.
     fixed = {p.key for r, ts, t in runs if t in first and t is not None and t.facts is not None for p in ts
-             if judge(base, t.facts, [p.key], rtol=options.rtol, atol=options.atol,
-                      check_stdout=options.check_stdout).verdict == "fixed"}
-    runs = [(r, ts, t) for r, ts, t in runs if not r.fallback or any(p.key not in fixed for p in ts)]
-    later = [t for r, _, t in runs if t is not None and r.fallback]
+             if _judge(base, t.facts, [p.key], options).verdict == "fixed"}
+    runs = [(r, ts, t) for r, ts, t in runs if not waits(r, ts) or any(p.key not in fixed for p in ts)]
+    later = [t for r, ts, t in runs if t is not None and waits(r, ts)]
     if later:
         total[0] += len(later)
         run_all(program, later, jobs=options.jobs, deadline=deadline, estimate_s=estimate, on_done=finished,
@@ -202,23 +218,69 @@ def _with_diff(remedy: Remedy, program: Program) -> Remedy:
     return replace(remedy, patch=diff) if diff else remedy
 
 
+def program_tree(options: Options) -> str:
+    """The program's tree: its script's directory, or for ``-m`` the directory it runs in (with
+    --from, the one the capture names). Source rewrites read it, diffs are relative to it,
+    --apply writes only under it."""
+    if options.program.kind == "module" and options.cwd:
+        return options.cwd
+    return _root(options.program)
+
+
 def _root(program: Program) -> str:
     return os.getcwd() if program.kind == "module" else os.path.dirname(os.path.abspath(program.target))
 
 
 def _row(t: Targets, remedy: Remedy, trial: TrialRun | None, base: RunFacts, options: Options) -> TrialRow:
     row = TrialRow(t.row, remedy.title, remedy.key, remedy.applies_as, remedy.patch, Measured(base.metrics, t.count),
-                   "not run", "")
+                   "not run", "", rewrite=RewriteNote.of(remedy))
     if trial is None:
         return replace(row, why="a code change: paste the patch (dynscope never edits your files)")
     if trial.skipped or trial.facts is None:
         return replace(row, why=trial.skipped or "not run")
     facts = trial.facts
-    v = judge(base, facts, list(t.keys), rtol=options.rtol, atol=options.atol, check_stdout=options.check_stdout)
+    v = _judge(base, facts, list(t.keys), options)
     count = sum(facts.problems.get(k, 0) for k in t.keys)
     return replace(row, after=Measured(facts.metrics, count) if facts.metrics else None, correct=v.correct,
                    max_abs_diff=v.max_abs_diff, verdict=v.verdict, why=v.why, capture=trial.capture,
                    wall_s=_round(trial.wall_s))
+
+
+def _judge(base: RunFacts, trial: RunFacts, targets: list[str], options: Options) -> Verdict:
+    """The trial's verdict on its targets; graph breaks whose records only moved out of the graph
+    are "moved to eager" (analysis/fix_verdict.moved_to_eager), not fixed."""
+    v = judge(base, trial, targets, rtol=options.rtol, atol=options.atol, check_stdout=options.check_stdout)
+    if targets and all(k.startswith("break|") for k in targets):
+        return moved_to_eager(v, base.metrics, trial.metrics)
+    return v
+
+
+@dataclass(frozen=True)
+class CombinedChange:
+    """The actions of a combined run: every remedy's, the source rewrites merged into one text per file."""
+
+    remedies: list[Remedy]  # those kept (a rewrite conflicting with an earlier one is left out)
+    actions: list[Action]
+    edits: tuple[SourceEdit, ...]  # the merged files
+    conflicts: tuple[str, ...]  # one line per rewrite left out
+    settings: tuple[str, ...] = ()  # the config lines the kept rewrites need
+
+
+def combine(remedies: list[Remedy]) -> CombinedChange:
+    """Rewrites of one file are applied one after another on its text (``merge``); one whose
+    lines an earlier one changed is left out, and said so. Other remedies keep their action."""
+    rewrites = [r for r in remedies if r.edits]
+    merged = merge([e for r in rewrites for e in r.edits], [r.title for r in rewrites for _ in r.edits])
+    owner = [r for r in rewrites for _ in r.edits]
+    dropped = {owner[i].key for i in range(len(owner)) if i not in merged.kept}
+    kept = [r for r in remedies if r.key not in dropped]
+    actions: list[Action] = [r.action for r in kept if not r.edits]
+    # the settings the kept rewrites need, once each (a setting remedy may be there already)
+    actions += [a for a in dict.fromkeys(a for r in kept if r.edits for a in r.also) if a not in actions]
+    if merged.edits:
+        actions.append(ChangeSource(tuple((e.file.path, e.new) for e in merged.edits)))
+    settings = tuple(dict.fromkeys(f"{a.module}.{a.name} = {a.value!r}" for r in kept if r.edits for a in r.also))
+    return CombinedChange(kept, actions, merged.edits, merged.conflicts, settings)
 
 
 def _combined(program: Program, runs: list[Planned], proven: list[tuple[str, Verdict_, list[str], Metrics | None]],
@@ -227,9 +289,11 @@ def _combined(program: Program, runs: list[Planned], proven: list[tuple[str, Ver
     keys = pick_combined(proven)
     if not keys:
         return None
-    chosen = [(r, t, trial) for r, t, trial in runs if r.key in keys]
+    change = combine([r for r, _, _ in runs if r.key in keys])
+    kept = {r.key for r in change.remedies}
+    chosen = [(r, t, trial) for r, t, trial in runs if r.key in kept]
     remedies = [r for r, _, _ in chosen]
-    titles, patch = tuple(r.title for r in remedies), combined_patch(remedies)
+    titles, patch = tuple(r.title for r in remedies), combined_patch(remedies, change.edits)
     trial: TrialRun | None
     if len(chosen) == 1:  # the trial already is the combined run
         trial = chosen[0][2]
@@ -237,17 +301,18 @@ def _combined(program: Program, runs: list[Planned], proven: list[tuple[str, Ver
         trial = speculative  # the guess was right: it already ran
     else:
         say(f"combined: {len(chosen)} proven remedies in one run")
-        trial = TrialRun("combined", [r.action for r in remedies], options.out_dir, options.cwd, options.profile)
+        trial = TrialRun("combined", change.actions, options.out_dir, options.cwd, options.profile)
         run_all(program, [trial], jobs=1, deadline=deadline, estimate_s=estimate, starter=starter)
     assert trial is not None  # a proven remedy was tried
     ran = len(chosen) > 1 and trial.skipped is None
     if trial.skipped or trial.facts is None:
-        return Combined(titles, patch, ran, "not run", trial.skipped or "not run")
+        return Combined(titles, patch, ran, "not run", trial.skipped or "not run", edits=change.edits,
+                        conflicts=change.conflicts, settings=change.settings)
     targeted = list(dict.fromkeys(p.key for _, ts, _ in chosen for p in ts))
-    v = judge(base, trial.facts, targeted, rtol=options.rtol, atol=options.atol, check_stdout=options.check_stdout)
+    v = _judge(base, trial.facts, targeted, options)
     left = tuple(k for k in targeted if k in trial.facts.problems)
     return Combined(titles, patch, ran, v.verdict, v.why, trial.facts.metrics, v.correct, v.max_abs_diff,
-                    trial.capture, left)
+                    trial.capture, left, change.edits, change.conflicts, change.settings)
 
 
 def _combined_runs(speculative: TrialRun | None, combined: Combined | None) -> int:
@@ -258,17 +323,24 @@ def _combined_runs(speculative: TrialRun | None, combined: Combined | None) -> i
     return ran
 
 
-def combined_patch(remedies: list[Remedy]) -> str:
-    """Config lines once each (imports first), then the code changes."""
+def combined_patch(remedies: list[Remedy], edits: tuple[SourceEdit, ...] = ()) -> str:
+    """Config lines once each (imports first), then the code changes (source rewrites as one
+    diff per file, ``edits``: merged)."""
     imports: list[str] = []
     lines: list[str] = []
     others: list[str] = []
     for r in remedies:
+        if r.edits:
+            if r.also:
+                imports.append("import torch")
+                lines.extend(f"{a.module}.{a.name} = {a.value!r}" for a in r.also)
+            continue
         if r.applies_as == "config":
             for line in r.patch.splitlines():
                 (imports if line.startswith("import ") else lines).append(line)
         else:
             others.append(r.patch.rstrip("\n"))
+    others.extend(e.diff().rstrip("\n") for e in edits)
     head = list(dict.fromkeys(imports)) + list(dict.fromkeys(lines))
     return "\n".join(head + ([""] if head and others else []) + others) + "\n"
 

@@ -14,9 +14,10 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO
 
 from dynscope.analysis.fix_verdict import RunFacts, metrics_of
-from dynscope.analysis.remedies import FixProblem, problem_counts, problems_of
+from dynscope.analysis.remedies import FixProblem, Relocate, problem_counts, problems_of
+from dynscope.analysis.source_edits import line_map
 from dynscope.errors import DynscopeError
-from dynscope.events import Action
+from dynscope.events import Action, ChangeSource
 from dynscope.fix import scratch
 from dynscope.fix.trial_payload import EXTENSION as TRIAL_EXTENSION
 from dynscope.fix.trial_payload import TrialRemedies
@@ -206,6 +207,27 @@ def starter_for(out_dir: str) -> Starter:
     return Starter(os.path.join(out_dir, SERVER_LOG), fork=fork)
 
 
+def _relocation(actions: list[Action]) -> Relocate:
+    """Lines of the changed text a run ran (source rewrites, a --patch) mapped back to the lines of
+    the files on disk, so a break the change did not touch keeps its key though lines moved."""
+    maps: dict[str, dict[int, int]] = {}
+    for action in actions:
+        if isinstance(action, ChangeSource):
+            for path, new in action.files:
+                try:
+                    with open(path, encoding="utf-8", newline="") as f:
+                        maps[os.path.realpath(path)] = line_map(f.read(), new)
+                except (OSError, UnicodeDecodeError):
+                    continue
+
+    def relocate(file: str | None, line: int | None) -> int | None:
+        if not maps or file is None or line is None:
+            return line
+        mapped = maps.get(os.path.realpath(file))
+        return line if mapped is None else mapped.get(line, line)
+    return relocate
+
+
 def _read(run: TrialRun, *, timed_out: bool) -> None:
     from dynscope.analysis.run_view import run_view
     from dynscope.errors import DynscopeError
@@ -219,7 +241,7 @@ def _read(run: TrialRun, *, timed_out: bool) -> None:
     try:
         with Capture.open(run.capture) as capture:
             view = run_view(capture)
-            problems = problems_of(view)
+            problems = problems_of(view, _relocation(run.actions))
             metrics = metrics_of(view, program_seconds(capture))
             ended = capture.run
             outputs = trial_outputs(capture)

@@ -36,3 +36,6 @@ class Rewrite:
     cause: str  # the break's real cause in words (torch's label can hide it)
     line: int  # the line the change is anchored at (for messages and row keys)
     source: str  # the whole file, rewritten
+    # torch._dynamo.config flags the change needs on (True) to remove the break: check-size helps only
+    # once scalar capture keeps the number in the graph; a trial sets them with the rewrite
+    settings: tuple[str, ...] = ()

@@ -2,17 +2,46 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import libcst as cst
 
-from dynscope.rewrites import BreakSite, Rewrite, logging_calls
+from dynscope.rewrites import (
+    BreakSite,
+    Rewrite,
+    checks,
+    iterators,
+    logging_calls,
+    numpy_calls,
+    scalar_sizes,
+    tensor_branches,
+    tensor_idioms,
+)
+from dynscope.rewrites.causes import cause_of
 
 Rule = Callable[[cst.Module, str, BreakSite], "Rewrite | None"]
 
 RULES: tuple[tuple[str, Rule], ...] = (
     ("guard-logging", logging_calls.guard_logging),
+    ("traced-print", logging_calls.traced_print),
+    ("tensor-where", tensor_branches.tensor_where),
+    ("tensor-cond", tensor_branches.tensor_cond),
+    ("keep-tensor", scalar_sizes.keep_tensor),
+    ("check-size", scalar_sizes.check_size),
+    ("assert-to-check", checks.assert_to_check),
+    ("guard-to-check", checks.guard_to_check),
+    ("numpy-int-math", numpy_calls.numpy_int_math),
+    ("numpy-to-torch", numpy_calls.numpy_to_torch),
+    ("disable-numpy-helper", numpy_calls.disable_numpy_helper),
+    ("floor-div-ints", tensor_idioms.floor_div_ints),
+    ("drop-requires-grad", tensor_idioms.drop_requires_grad),
+    ("deepcopy-to-clone", tensor_idioms.deepcopy_to_clone),
+    ("generator-to-list", iterators.generators_to_lists),
 )
+
+# rules whose match already is the hidden cause (they say it more exactly than cause_of can)
+_NAME_THEIR_CAUSE = frozenset({"numpy-int-math", "floor-div-ints"})
 
 
 def rewrites_for(source: str, site: BreakSite) -> list[Rewrite]:
@@ -22,9 +51,13 @@ def rewrites_for(source: str, site: BreakSite) -> list[Rewrite]:
         module = cst.parse_module(source)
     except cst.ParserSyntaxError:
         return []
+    lines = source.splitlines()
+    named = cause_of(site.gb_type, site.reason, lines[site.line - 1] if 0 < site.line <= len(lines) else "")
     found: list[Rewrite] = []
     for _name, rule in RULES:
         rewrite = rule(module, source, site)
         if rewrite is not None and rewrite.source != source:
+            if named is not None and rewrite.rule not in _NAME_THEIR_CAUSE:
+                rewrite = dataclasses.replace(rewrite, cause=named)
             found.append(rewrite)
     return found

@@ -66,6 +66,10 @@ RULES = (
     # The pytest plugin is a part of its own (a pytest11 entry point): nothing of dynscope imports it.
     Rule("nothing imports the pytest plugin", ("dynscope",), ("dynscope.pytest_plugin",),
          exempt=("dynscope.pytest_plugin",)),
+    # The rewrite catalogue is text to text: fix and the unit layer import it without torch.
+    Rule("the source rewrites read text and import no torch and no tool", ("dynscope.rewrites",),
+         ("torch", "dynscope.probes", "dynscope.recorder", "dynscope.runner", "dynscope.fix", "dynscope.model",
+          "dynscope.analysis", "dynscope.commands", *VIEWS)),
     Rule("reading a capture never imports torch", ("dynscope.store", "dynscope.model", "dynscope.analysis",
                                                     "dynscope.events", "dynscope.trace_events", "dynscope.tui",
                                                     "dynscope.reporters"),

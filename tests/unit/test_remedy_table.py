@@ -107,6 +107,9 @@ CASES: dict[str, Case] = {
                  function="forward"),
         AddLoggingFunction("print"), "torch._dynamo.config.reorderable_logging_functions.add(print)",
         _problem("graph_break", _brk("Failed to trace builtin operator print", code="y = x + 1"))),
+    # Source rewrites need the file (a reader): tests/unit/test_fix_rewrites.py; without one, nothing.
+    "source_rewrite": Case(
+        None, None, None, _problem("graph_break", _brk("Failed to trace builtin operator print", code="print(x)"))),
     "compiler_disable": Case(
         _problem("graph_break", _brk("Data-dependent branching", code="if x.sum() > 0:")),
         DisableFunction("/p/model.py", "helper", 9), "torch.compiler.disable on helper (model.py)",

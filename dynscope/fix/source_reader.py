@@ -1,0 +1,105 @@
+"""Which files ``dynscope fix``'s source rewrites may read, and how they are named in a diff.
+
+A break is fixed where it is: in the program's own files (under its tree: the script's
+directory, or the working directory of ``-m``) and in installed libraries (a break inside
+``transformers`` is rewritten in ``transformers``; running fix is the user's consent to try
+that in a shadow, never on disk). Nothing else is read: not torch or dynscope themselves, not
+a file outside both places, not a file over 16 MiB or that is not UTF-8 text. With ``--from``
+the program's tree is the directory the capture names, read only after the user agreed to run
+there (the session makes the reader after that question: dynscope/commands/fix.py).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import site
+import sysconfig
+from collections.abc import Iterable
+from importlib import metadata
+
+from dynscope.analysis.remedies import SourceReader
+from dynscope.analysis.source_edits import SourceFile
+
+MAX_SOURCE_BYTES = 16 * 1024 * 1024
+_NEVER = frozenset({"torch", "dynscope", "functorch", "torchgen"})  # the compiler and the judge are not the program
+
+
+def library_dirs() -> list[str]:
+    """Where installed packages live (site-packages of this interpreter, the user's too)."""
+    found: list[str] = []
+    paths = [sysconfig.get_paths().get(k) for k in ("purelib", "platlib")]
+    try:
+        paths += site.getsitepackages()
+    except AttributeError:  # some virtualenvs' site module lacks it
+        pass
+    paths.append(site.getusersitepackages() if site.ENABLE_USER_SITE else None)
+    for path in paths:
+        if path and os.path.isdir(path):
+            real = os.path.realpath(path)
+            if real not in found:
+                found.append(real)
+    return found
+
+
+def reader_for(root: str, libraries: Iterable[str] | None = None) -> SourceReader:
+    """A reader of the Python files under ``root`` (the program's tree) and in ``libraries``
+    (default: this interpreter's site-packages), each read once."""
+    real_root = os.path.realpath(root)
+    libs = [os.path.realpath(d) for d in (library_dirs() if libraries is None else libraries)]
+    cache: dict[str, SourceFile | None] = {}
+
+    def read(path: str) -> SourceFile | None:
+        real = os.path.realpath(path)
+        if real not in cache:
+            cache[real] = _read(real, real_root, libs)
+        return cache[real]
+    return read
+
+
+def _inside(path: str, directory: str) -> bool:
+    return directory != os.path.dirname(directory) and os.path.commonpath([path, directory]) == directory
+
+
+def _read(real: str, root: str, libraries: list[str]) -> SourceFile | None:
+    if not real.endswith(".py") or not os.path.isfile(real):
+        return None
+    library = next((d for d in libraries if _inside(real, d)), None)
+    # A virtualenv inside the program's tree: its packages are libraries, not the program's files.
+    if library is not None:
+        shown = os.path.relpath(real, library).replace(os.sep, "/")
+        top = shown.split("/", 1)[0]
+        if top in _NEVER or "/" not in shown and top.endswith(".py") and top[:-3] in _NEVER:
+            return None
+        package, version = _distribution(top.removesuffix(".py"))
+    elif _inside(real, root):
+        shown, package, version = os.path.relpath(real, root).replace(os.sep, "/"), None, None
+    else:
+        return None
+    try:
+        if os.path.getsize(real) > MAX_SOURCE_BYTES:
+            return None
+        with open(real, encoding="utf-8", newline="") as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return SourceFile(real, text, shown, package, version)
+
+
+@functools.lru_cache(maxsize=1)
+def _distributions() -> dict[str, list[str]]:
+    try:
+        return dict(metadata.packages_distributions())
+    except Exception:  # a broken distribution's metadata must not stop fix
+        return {}
+
+
+def _distribution(top: str) -> tuple[str, str | None]:
+    """(distribution name, version) of an importable top-level name; the name itself when unknown."""
+    names = _distributions().get(top) or []
+    for name in names:
+        try:
+            return name, metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return top, None

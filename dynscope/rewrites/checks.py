@@ -1,0 +1,147 @@
+"""``assert <cond>`` and validation guards (``if <cond>: raise ValueError(...)``) in compiled code.
+
+Dynamo cannot branch on a value it does not know while tracing. Both statements are checks,
+not choices, so they can become checks torch keeps inside the graph:
+
+- on a tensor (torch said "Data-dependent branching"): ``torch._assert_async(cond, "msg")``, an
+  operator that fails the run when the tensor is false; ``torch._check`` would refuse a tensor;
+- on a data-dependent number (torch said "Could not guard on data-dependent expression" or a
+  data-dependent assertion): ``torch._check(cond, lambda: msg)``, which tells the symbolic-shape
+  machinery the fact instead of guarding on it.
+
+Either way a failed check raises RuntimeError, not the original exception: the guard's title
+says so. Declined: messages the operator cannot carry (an f-string for a tensor check),
+exceptions raised with anything but one message, ``if`` statements with an ``else``.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import libcst as cst
+
+from dynscope.rewrites import BreakSite, Rewrite
+from dynscope.rewrites.locate import (
+    comment_lines,
+    dotted_name,
+    ensure_import,
+    expression_code,
+    ifs_at,
+    mentions,
+    replace_run,
+    statements_at,
+)
+
+Form = Literal["tensor", "symbolic"]
+_TENSOR_WORDS = ("data-dependent branching", "generic_jump", "jump")
+_SYMBOLIC_WORDS = ("could not guard on data-dependent", "data-dependent assertion", "data dependent", "symbolic shape",
+                   "guard_scalar", "unbacked")
+_STRINGS = (cst.SimpleString, cst.ConcatenatedString)
+
+
+def _form(site: BreakSite) -> Form | None:
+    if not (site.gb_type or site.reason).strip():
+        return "tensor"  # no text: a check on a tensor is the common case
+    if mentions(site, *_TENSOR_WORDS):
+        return "tensor"
+    if mentions(site, *_SYMBOLIC_WORDS):
+        return "symbolic"
+    return None
+
+
+def _message_lambda(message: cst.BaseExpression) -> str:
+    text = expression_code(message)
+    is_text = isinstance(message, (*_STRINGS, cst.FormattedString))
+    return f"lambda: {text}" if is_text else f"lambda: str({text})"
+
+
+def _negated(condition: cst.BaseExpression) -> str:
+    text = expression_code(condition)
+    if isinstance(condition, (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.Comparison)) or condition.lpar:
+        return f"not {text}"
+    return f"not ({text})"
+
+
+def _check_call(form: Form, condition: str, message: cst.BaseExpression | None, *, negate_tensor: bool) -> str | None:
+    if form == "symbolic":
+        return f"torch._check({condition}, {_message_lambda(message)})" if message is not None else f"torch._check({condition})"
+    if negate_tensor:
+        condition = f"torch.logical_not({condition})"
+    if message is None:
+        return f"torch._assert_async({condition})"
+    if not isinstance(message, _STRINGS):
+        return None  # the operator takes a fixed string
+    return f"torch._assert_async({condition}, {expression_code(message)})"
+
+
+def _statement(code: str, like: cst.SimpleStatementLine | cst.If) -> cst.SimpleStatementLine:
+    statement = cst.parse_statement(code + "\n")
+    assert isinstance(statement, cst.SimpleStatementLine)
+    if isinstance(like, cst.SimpleStatementLine):
+        return statement.with_changes(leading_lines=like.leading_lines, trailing_whitespace=like.trailing_whitespace)
+    return statement.with_changes(leading_lines=[*like.leading_lines, *comment_lines(like.test, like.body)])
+
+
+def assert_to_check(module: cst.Module, _source: str, site: BreakSite) -> Rewrite | None:
+    form = _form(site)
+    if form is None:
+        return None
+    for statement in statements_at(module, site.line):
+        if len(statement.body) != 1 or not isinstance(statement.body[0], cst.Assert):
+            continue
+        check = statement.body[0]
+        if form == "tensor" and isinstance(check.test, cst.BooleanOperation):
+            return None  # `a and b` on tensors asks Python for a bool again
+        code = _check_call(form, expression_code(check.test), check.msg, negate_tensor=False)
+        if code is None:
+            return None
+        rewritten = ensure_import(replace_run(module, statement, 1, [_statement(code, statement)]), "torch")
+        function = "torch._check" if form == "symbolic" else "torch._assert_async"
+        return Rewrite("assert-to-check", f"assert with {function} instead of Python's assert (line {site.line})",
+                       "assert asks Python for the truth of a value Dynamo only knows at run time", site.line, rewritten.code)
+    return None
+
+
+def _raised_message(branch: cst.If) -> tuple[str, cst.BaseExpression | None] | None:
+    """(exception name, its message) when the ``if``'s whole body is ``raise SomeError(msg)``."""
+    body = branch.body
+    if not isinstance(body, cst.IndentedBlock) or len(body.body) != 1 or branch.orelse is not None:
+        return None
+    line = body.body[0]
+    if not isinstance(line, cst.SimpleStatementLine) or len(line.body) != 1 or not isinstance(line.body[0], cst.Raise):
+        return None
+    raised = line.body[0].exc
+    if not isinstance(raised, cst.Call) or line.body[0].cause is not None:
+        return None
+    name = dotted_name(raised.func)
+    if not name.rpartition(".")[2].endswith(("Error", "Exception")):
+        return None
+    if len(raised.args) > 1 or any(arg.keyword is not None or arg.star for arg in raised.args):
+        return None
+    return name, (raised.args[0].value if raised.args else None)
+
+
+def guard_to_check(module: cst.Module, _source: str, site: BreakSite) -> Rewrite | None:
+    form = _form(site)
+    if form is None:
+        return None
+    for branch in reversed(ifs_at(module, site.line)):
+        raised = _raised_message(branch)
+        if raised is None:
+            continue
+        exception, message = raised
+        if form == "tensor":
+            if isinstance(branch.test, cst.BooleanOperation):
+                return None
+            code = _check_call(form, expression_code(branch.test), message, negate_tensor=True)
+        else:
+            code = _check_call(form, _negated(branch.test), message, negate_tensor=False)
+        if code is None:
+            return None
+        rewritten = ensure_import(replace_run(module, branch, 1, [_statement(code, branch)]), "torch")
+        function = "torch._check" if form == "symbolic" else "torch._assert_async"
+        return Rewrite("guard-to-check",
+                       f"check with {function} instead of raising {exception} (line {site.line}); "
+                       f"under compile a failed check raises RuntimeError, not {exception}",
+                       "the validation branches on a value Dynamo only knows at run time", site.line, rewritten.code)
+    return None

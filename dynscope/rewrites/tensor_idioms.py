@@ -1,0 +1,127 @@
+"""Tensor idioms Dynamo refuses, and the ones it takes.
+
+- ``drop-requires-grad``: ``t.requires_grad_()`` on an intermediate inside compiled code
+  ("requires_grad_() intermediate leaked as output", "Unsupported Tensor.requires_grad_() call"):
+  MRA returns ``torch.zeros_like(query).requires_grad_()`` when its kernel is missing. Dropping it
+  keeps the values; whether anything needed the gradient is what the trial's outputs (and
+  gradients, when the program trains) prove.
+- ``deepcopy-to-clone``: ``copy.deepcopy(t)`` of a tensor → ``t.clone()`` (a fresh copy of the
+  values, which is what a deepcopy of a plain tensor gives).
+- ``floor-div-ints``: ``torch.div(a, b, rounding_mode="floor")`` on Python ints (sizes) makes a
+  tensor of a size ("Data dependent operator"); ``a // b`` keeps a Python int.
+"""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from dynscope.rewrites import BreakSite, Rewrite
+from dynscope.rewrites.locate import (
+    dotted_name,
+    ensure_import,
+    expression_code,
+    mentions,
+    parents,
+    replace,
+    replace_run,
+    statements_at,
+    walk,
+)
+from dynscope.rewrites.scalar_sizes import plainly_tensor
+
+
+def _requires_grad_call(node: cst.CSTNode) -> cst.Call | None:
+    if not isinstance(node, cst.Call) or not isinstance(node.func, cst.Attribute) or node.func.attr.value != "requires_grad_":
+        return None
+    if len(node.args) > 1 or (node.args and not (isinstance(node.args[0].value, cst.Name) and node.args[0].value.value == "True")):
+        return None  # requires_grad_(False) and keywords: another intent
+    return node
+
+
+def drop_requires_grad(module: cst.Module, _source: str, site: BreakSite) -> Rewrite | None:
+    if not mentions(site, "requires_grad"):
+        return None
+    for statement in statements_at(module, site.line):
+        calls = [call for call in map(_requires_grad_call, walk(statement)) if call is not None]
+        if len(calls) != 1:
+            continue
+        call = calls[0]
+        assert isinstance(call.func, cst.Attribute)
+        receiver = call.func.value
+        if len(statement.body) == 1 and isinstance(statement.body[0], cst.Expr) and statement.body[0].value is call:
+            # a statement of its own: drop it (a lone statement in its block leaves `pass`)
+            holder = parents(module).get(statement)
+            alone = isinstance(holder, cst.IndentedBlock) and len(holder.body) == 1
+            kept: list[cst.BaseStatement] = [cst.SimpleStatementLine(body=[cst.Pass()], leading_lines=statement.leading_lines)] \
+                if alone else []
+            if statement.leading_lines and not alone:
+                return None  # comments above it would go with it
+            rewritten = replace_run(module, statement, 1, kept)
+        else:
+            rewritten = replace(module, call, receiver.with_changes(lpar=[], rpar=[]) if isinstance(receiver, cst.Call) else receiver)
+        return Rewrite("drop-requires-grad", f"drop .requires_grad_() on {expression_code(receiver)} (line {site.line})",
+                       "requires_grad_() on a tensor made inside the compiled code asks autograd for a leaf Dynamo "
+                       "cannot make", site.line, rewritten.code)
+    return None
+
+
+def deepcopy_to_clone(module: cst.Module, _source: str, site: BreakSite) -> Rewrite | None:
+    if not mentions(site, "deepcopy"):
+        return None
+    of_tensor = "tensor" in f"{site.gb_type} {site.reason}".lower()
+    for statement in statements_at(module, site.line):
+        for call in walk(statement):
+            if not isinstance(call, cst.Call) or dotted_name(call.func) not in ("copy.deepcopy", "deepcopy"):
+                continue
+            if len(call.args) != 1 or call.args[0].keyword is not None or call.args[0].star:
+                continue
+            value = call.args[0].value
+            if not (of_tensor or plainly_tensor(value)):
+                continue  # a module or a dict: clone() is no answer
+            needs_parens = not isinstance(value, (cst.Name, cst.Attribute, cst.Call, cst.Subscript))
+            clone = cst.parse_expression(f"({expression_code(value)}).clone()" if needs_parens else f"{expression_code(value)}.clone()")
+            rewritten = replace(module, call, clone)
+            return Rewrite("deepcopy-to-clone", f"copy the tensor with .clone() instead of copy.deepcopy (line {site.line})",
+                           "copy.deepcopy of a tensor cannot be traced; clone() makes the same copy inside the graph",
+                           site.line, rewritten.code)
+    return None
+
+
+_OPERAND_SAFE = (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.Integer)
+
+
+def _floor_div_operands(call: cst.Call) -> tuple[cst.BaseExpression, cst.BaseExpression] | None:
+    if dotted_name(call.func) != "torch.div" or len(call.args) != 3:
+        return None
+    first, second, mode = call.args
+    if first.keyword is not None or second.keyword is not None or first.star or second.star:
+        return None
+    if mode.keyword is None or mode.keyword.value != "rounding_mode" or not isinstance(mode.value, cst.SimpleString) \
+            or mode.value.evaluated_value != "floor":
+        return None  # "trunc" differs from // on negative numbers
+    if plainly_tensor(first.value) or plainly_tensor(second.value):
+        return None
+    return first.value, second.value
+
+
+def floor_div_ints(module: cst.Module, _source: str, site: BreakSite) -> Rewrite | None:
+    if not mentions(site, "data dependent operator", "data-dependent", "div", "could not guard", "unbacked"):
+        return None
+    for statement in statements_at(module, site.line):
+        for call in walk(statement):
+            if not isinstance(call, cst.Call):
+                continue
+            operands = _floor_div_operands(call)
+            if operands is None:
+                continue
+            left, right = (expression_code(o) if isinstance(o, _OPERAND_SAFE) else f"({expression_code(o)})" for o in operands)
+            holder = parents(module).get(call)
+            # `2 * torch.div(a, b)` is `2 * (a // b)`, not `(2 * a) // b`
+            wrap = isinstance(holder, (cst.BinaryOperation, cst.UnaryOperation, cst.Attribute, cst.Subscript)) or \
+                (isinstance(holder, cst.Call) and holder.func is call)
+            division = cst.parse_expression(f"({left} // {right})" if wrap else f"{left} // {right}")
+            rewritten = replace(module, call, division)
+            return Rewrite("floor-div-ints", f"divide the sizes with // instead of torch.div (line {site.line})",
+                           "torch.div on Python ints makes a tensor out of a size, so what follows is data-dependent",
+                           site.line, ensure_import(rewritten, "torch").code)
+    return None
