@@ -17,7 +17,7 @@ def main() -> None:
     torch.manual_seed(0)
     config = DbrxConfig(
         vocab_size=32, d_model=16, n_heads=2, n_layers=2, max_seq_len=32,
-        attn_config={"kv_n_heads": 1, "clip_qkv": 8.0},
+        attn_config={"kv_n_heads": 1, "clip_qkv": 8.0, "rope_theta": 10000.0},
         ffn_config={"ffn_hidden_size": 32, "moe_num_experts": 4, "moe_top_k": 2},
     )
     model = DbrxModel(config).eval()

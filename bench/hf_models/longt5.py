@@ -22,10 +22,11 @@ def main() -> None:
     model = LongT5Model(config).eval()
     compiled = torch.compile(model, backend=args.backend)
     input_ids = torch.randint(0, 32, (2, 16))
+    attention_mask = torch.ones_like(input_ids)  # without it the compiled encoder fails (the mask stays None)
     decoder_input_ids = torch.randint(0, 32, (2, 4))
     with torch.no_grad():
         for _ in range(args.calls):
-            out = compiled(input_ids=input_ids, decoder_input_ids=decoder_input_ids).last_hidden_state
+            out = compiled(input_ids=input_ids, attention_mask=attention_mask, decoder_input_ids=decoder_input_ids).last_hidden_state
     print(f"output mean abs: {out.abs().mean().item():.6f}")
 
 
