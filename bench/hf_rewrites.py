@@ -99,7 +99,7 @@ def result_of(model: str, fix: dict[str, Any], before: dict[str, Any], after: di
     elif not verified:
         status = f"combined {combined.get('verdict')}" + ("" if combined.get("correct") is not False else ", outputs differ")
     else:
-        status = "verified"
+        status = f"verified ({combined.get('verdict')})"
     final = after if verified and after is not None else before
     trials = fix.get("trials", [])
     remedies = tuple(combined.get("remedies", [])) if combined else ()
@@ -121,6 +121,11 @@ def _ms(seconds: float | None) -> str:
 
 def _ratio(after: float | None, before: float | None) -> str:
     return "-" if after is None or before is None or before <= 0 else f"{after / before:.2f}"
+
+
+def _clip(text: str, width: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def format_table(results: list[ModelResult]) -> str:
@@ -152,7 +157,7 @@ def format_table(results: list[ModelResult]) -> str:
     if left:
         lines.append("")
         lines.append("sites left (model, file:line, torch's gb_type, occurrences):")
-        lines.extend(f"  {m:20} {s.file}:{s.line}  [{s.gb_type}]  ×{s.count}" for m, s in left)
+        lines.extend(f"  {m:20} {s.file}:{s.line}  [{_clip(s.gb_type, 70)}]  ×{s.count}" for m, s in left)
     return "\n".join(lines)
 
 
