@@ -7,8 +7,9 @@ its combined run of the verified remedies (source rewrites from the catalogue, s
 only when the combined run was verified (verdict fixed or improved, outputs equal); otherwise it equals "before".
 Steady state is `explain --profile`'s per-call time of the compiled model over the calls that did not compile.
 
-    python bench/hf_rewrites.py [--models reformer,mra,...] [--budget 420] [--jobs 1] [--calls 6] [--out DIR]
-    python bench/hf_rewrites.py --table DIR/results.json     # print the table of a recorded run again
+    python bench/hf_rewrites.py [--models reformer,mra,...] [--budget 420] [--jobs 1] [--calls 10] [--out DIR]
+    python bench/hf_rewrites.py --table A/results.json B/results.json   # the table of recorded runs again
+                                                                         # (a model in several: the last one's row)
 
 Slow (tens of seconds per run, several runs per model): not part of the test suite. `--jobs 1` (the default)
 keeps the runs of one model from sharing the cores, so their times compare.
@@ -60,6 +61,7 @@ class ModelResult:
     runs: int  # fix's runs, the baseline included
     remedies: tuple[str, ...] = ()  # the combined run's remedy lines
     rules: tuple[str, ...] = ()  # catalogue rules among the verified rewrites
+    settings: tuple[str, ...] = ()  # the combined run's other remedies (settings, wrappers): not source rewrites
     left: tuple[Site, ...] = field(default_factory=tuple)
 
     @property
@@ -105,6 +107,8 @@ def result_of(model: str, fix: dict[str, Any], before: dict[str, Any], after: di
     remedies = tuple(combined.get("remedies", [])) if combined else ()
     rules = sorted({t["rewrite"]["rule"] for t in trials
                     if t.get("rewrite") and t.get("remedy") in remedies and t.get("verdict") in ("fixed", "improved")})
+    rewritten = {t.get("remedy") for t in trials if t.get("rewrite")}
+    settings = tuple(dict.fromkeys(r for r in remedies if r not in rewritten))
     return ModelResult(
         model=model, status=status,
         breaks_before=before["totals"]["graph_breaks"], breaks_after=final["totals"]["graph_breaks"],
@@ -112,7 +116,7 @@ def result_of(model: str, fix: dict[str, Any], before: dict[str, Any], after: di
         outputs_equal=None if combined is None else combined.get("correct"),
         steady_before_s=steady_per_call(before), steady_after_s=steady_per_call(final),
         fix_wall_s=float(fix["wall_s"]), plain_s=plain_s, runs=int(fix["runs"]),
-        remedies=remedies, rules=tuple(rules), left=sites_of(final))
+        remedies=remedies, rules=tuple(rules), settings=settings if verified else (), left=sites_of(final))
 
 
 def _ms(seconds: float | None) -> str:
@@ -121,6 +125,10 @@ def _ms(seconds: float | None) -> str:
 
 def _ratio(after: float | None, before: float | None) -> str:
     return "-" if after is None or before is None or before <= 0 else f"{after / before:.2f}"
+
+
+def _settings(r: ModelResult) -> str:
+    return f" + {len(r.settings)} setting{'s' if len(r.settings) > 1 else ''}" if r.settings else ""
 
 
 def _clip(text: str, width: int) -> str:
@@ -141,7 +149,7 @@ def format_table(results: list[ModelResult]) -> str:
             f"{equal:>5} {f'{_ms(r.steady_before_s)}→{_ms(r.steady_after_s)}':>15} "
             f"{_ratio(r.steady_after_s, r.steady_before_s):>5} {r.fix_wall_s:6.0f} "
             f"{'-' if r.plain_s is None else f'{r.plain_s:.0f}':>7} {'-' if goal is None else f'{goal:.0f}':>6}  "
-            f"{r.status}; {', '.join(r.rules) or '-'}")
+            f"{r.status}; {', '.join(r.rules) or '-'}{_settings(r)}")
     before = sum(r.breaks_before for r in results)
     after = sum(r.breaks_after for r in results)
     d_before = sum(r.distinct_before for r in results)
@@ -153,6 +161,11 @@ def format_table(results: list[ModelResult]) -> str:
     lines.append(f"{'total':20} {f'{before}→{after}':>9} {f'{d_before}→{d_after}':>8}   occurrences removed: "
                  f"{before - after} of {before} ({removed:.0f}%); outputs equal on {equal_all} of {len(results)} "
                  f"combined runs; slower steady state on {slower}")
+    settings = [(r.model, s) for r in results for s in r.settings]
+    if settings:
+        lines.append("")
+        lines.append("settings and wrappers in the verified combined runs (not source rewrites):")
+        lines.extend(f"  {m:20} {s}" for m, s in settings)
     left = [(r.model, s) for r in results for s in r.left]
     if left:
         lines.append("")
@@ -170,6 +183,7 @@ def load_results(path: Path) -> list[ModelResult]:
         row = dict(row)
         row["remedies"] = tuple(row.get("remedies", ()))
         row["rules"] = tuple(row.get("rules", ()))
+        row["settings"] = tuple(row.get("settings", ()))
         row["left"] = tuple(Site(**s) for s in row.get("left", ()))
         out.append(ModelResult(**row))
     return out
@@ -217,14 +231,18 @@ def main() -> None:
     parser.add_argument("--models", default=",".join(models), help="comma-separated names from bench/hf_models/")
     parser.add_argument("--budget", type=float, default=420.0, help="fix's --budget per model, seconds")
     parser.add_argument("--jobs", type=int, default=1, help="fix's --jobs (1: run times compare)")
-    parser.add_argument("--calls", type=int, default=6, help="compiled calls per run (steady state: those that do not compile)")
+    parser.add_argument("--calls", type=int, default=10, help="compiled calls per run (steady state: those that do not compile)")
     parser.add_argument("--backend", default="eager")
     parser.add_argument("--no-plain", action="store_true", help="skip the plain timed run (no fix-time goal)")
     parser.add_argument("--out", type=Path, default=None, help="where fix's runs and results.json go (default: a new temp dir)")
-    parser.add_argument("--table", type=Path, default=None, help="print the table of a recorded results.json and stop")
+    parser.add_argument("--table", type=Path, nargs="+", default=None,
+                        help="print the table of recorded results.json files and stop (a model in several: the last row)")
     args = parser.parse_args()
     if args.table is not None:
-        print(format_table(load_results(args.table)))
+        rows: dict[str, ModelResult] = {}
+        for path in args.table:
+            rows.update((r.model, r) for r in load_results(path))
+        print(format_table(list(rows.values())))
         return
     unknown = [m for m in args.models.split(",") if m not in models]
     if unknown:
