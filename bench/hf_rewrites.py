@@ -196,7 +196,8 @@ def save_results(path: Path, results: list[ModelResult], meta: dict[str, Any]) -
 def _summary(capture: str) -> dict[str, Any]:
     out = subprocess.run([sys.executable, "-m", "dynscope", "summary", "--json", capture], check=True,
                          capture_output=True, text=True)
-    return json.loads(out.stdout)
+    doc: dict[str, Any] = json.loads(out.stdout)
+    return doc
 
 
 def _env() -> dict[str, str]:
