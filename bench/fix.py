@@ -21,7 +21,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-PROGRAMS = ("tests/programs/fix_model.py", "examples/graph_breaks.py", "examples/recompiles.py")
+PROGRAMS = ("tests/programs/fix_model.py", "examples/graph_breaks.py", "examples/recompiles.py",
+            "examples/source_breaks.py")
 
 
 def timed(cmd: list[str], cwd: str) -> float:

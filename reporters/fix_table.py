@@ -41,7 +41,7 @@ def render_fix(doc: FixDocument, console: Console) -> None:
         finally:
             console.width = width
         for row in doc.trials:
-            if row.verdict in ("failed", "worse") and row.why:
+            if row.verdict in ("failed", "worse", "moved to eager") and row.why:
                 console.print(f"  [{_STYLE[row.verdict]}]{escape(row.verdict)}[/] {escape(row.remedy)}: "
                               f"{escape(row.why)}", soft_wrap=True)
     combined = doc.combined
@@ -52,6 +52,8 @@ def render_fix(doc: FixDocument, console: Console) -> None:
                       f"[{style}]{escape(combined.verdict)}[/] — breaks {base and base.graph_breaks} → "
                       f"{after and after.graph_breaks}, recompiles {base and base.recompiles} → {after and after.recompiles}"
                       f"{', outputs equal' if combined.correct else ''}", soft_wrap=True)
+        for note in combined.conflicts:  # a rewrite left out: it changed lines an earlier one changed
+            console.print(f"  [yellow]left out[/] {escape(note)}", soft_wrap=True)
         if combined.verdict in ("fixed", "improved"):
             console.print("[bold]The change to make[/] (verified together in one run):")
             patch = combined.patch

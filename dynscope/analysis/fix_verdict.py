@@ -188,12 +188,13 @@ def judge(baseline: RunFacts, trial: RunFacts, targets: list[str], *, rtol: floa
     return Verdict("no change", True, comparison.max_abs_diff, f"the problem is still there{note}")
 
 
-def moved_to_eager(verdict: Verdict, baseline: Metrics | None, trial: Metrics | None) -> Verdict:
-    """A graph break judged fixed whose record vanished while the number of graphs did not fall:
-    the code left the graph (``torch.compiler.disable`` on the function that broke), it was not
-    made traceable. Applied to graph-break rows only (dynscope/fix/session.py)."""
-    if verdict.verdict != "fixed" or baseline is None or trial is None or baseline.graphs is None \
-            or trial.graphs is None or trial.graphs < baseline.graphs:
+def moved_to_eager(verdict: Verdict, baseline: Metrics | None, trial: Metrics | None, gone: bool) -> Verdict:
+    """A graph break whose record vanished (``gone``: every targeted break), judged fixed or
+    improved, while the number of graphs did not fall: the code left the graph
+    (``torch.compiler.disable`` on the function that broke), it was not made traceable. Applied
+    to graph-break rows only (dynscope/fix/session.py)."""
+    if verdict.verdict not in ("fixed", "improved") or not gone or baseline is None or trial is None \
+            or baseline.graphs is None or trial.graphs is None or trial.graphs < baseline.graphs:
         return verdict
     return Verdict("moved to eager", verdict.correct, verdict.max_abs_diff,
                    f"the break's record is gone but graphs {baseline.graphs} → {trial.graphs}: that code runs in "

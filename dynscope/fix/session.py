@@ -123,9 +123,11 @@ def _run(options: Options, say: Callable[[str], None], starter: Starter) -> FixD
         if remedy.tried:
             trial = TrialRun(f"{stem}-{numbers[stem]}", [remedy.action, *remedy.also], options.out_dir, options.cwd, options.profile)
         runs.append((remedy, targets, trial))
-    # A fallback waits for the first trials only where one of them targets its problems (a source
-    # rewrite waits for the settings tried on its break; one alone on its break starts at once).
-    backed = {p.key for r, ts, t in runs if t is not None and not r.fallback for p in ts}
+    # A fallback waits for the first trials only where one of them targets its problems: a source
+    # rewrite waits for the settings tried on its break (they need no change to the code), not for
+    # torch.compiler.disable (which moves the code out of the graph: the rewrite is tried first).
+    backed = {p.key for r, ts, t in runs if t is not None and not r.fallback
+              and not (r.rule is None and isinstance(r.action, DisableFunction)) for p in ts}
 
     def waits(remedy: Remedy, targets: list[FixProblem]) -> bool:
         return remedy.fallback and any(p.key in backed for p in targets)
@@ -251,7 +253,7 @@ def _judge(base: RunFacts, trial: RunFacts, targets: list[str], options: Options
     are "moved to eager" (analysis/fix_verdict.moved_to_eager), not fixed."""
     v = judge(base, trial, targets, rtol=options.rtol, atol=options.atol, check_stdout=options.check_stdout)
     if targets and all(k.startswith("break|") for k in targets):
-        return moved_to_eager(v, base.metrics, trial.metrics)
+        return moved_to_eager(v, base.metrics, trial.metrics, all(k not in trial.problems for k in targets))
     return v
 
 

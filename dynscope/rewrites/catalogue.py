@@ -11,6 +11,7 @@ from dynscope.rewrites import (
     BreakSite,
     Rewrite,
     checks,
+    compiling_clauses,
     iterators,
     logging_calls,
     numpy_calls,
@@ -38,10 +39,13 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("drop-requires-grad", tensor_idioms.drop_requires_grad),
     ("deepcopy-to-clone", tensor_idioms.deepcopy_to_clone),
     ("generator-to-list", iterators.generators_to_lists),
+    ("drop-compiling-clause", compiling_clauses.drop_compiling_clause),
 )
 
 # rules whose match already is the hidden cause (they say it more exactly than cause_of can)
 _NAME_THEIR_CAUSE = frozenset({"numpy-int-math", "floor-div-ints"})
+# rules whose cause says why, where cause_of says what failed: both are shown
+_ADD_TO_THEIR_CAUSE = frozenset({"drop-compiling-clause"})
 
 
 def rewrites_for(source: str, site: BreakSite) -> list[Rewrite]:
@@ -57,7 +61,9 @@ def rewrites_for(source: str, site: BreakSite) -> list[Rewrite]:
     for _name, rule in RULES:
         rewrite = rule(module, source, site)
         if rewrite is not None and rewrite.source != source:
-            if named is not None and rewrite.rule not in _NAME_THEIR_CAUSE:
+            if named is not None and rewrite.rule in _ADD_TO_THEIR_CAUSE:
+                rewrite = dataclasses.replace(rewrite, cause=f"{named}; {rewrite.cause}")
+            elif named is not None and rewrite.rule not in _NAME_THEIR_CAUSE:
                 rewrite = dataclasses.replace(rewrite, cause=named)
             found.append(rewrite)
     return found

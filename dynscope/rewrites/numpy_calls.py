@@ -56,11 +56,13 @@ def numpy_names(module: cst.Module) -> set[str]:
 
 
 def _numpy_function(call: cst.CSTNode, numpy: set[str]) -> str | None:
-    """``lcm`` for ``np.lcm(...)``; None for calls that are not ``<numpy>.<function>(...)``."""
+    """``lcm`` for ``np.lcm(...)``, ``random.seed`` for ``np.random.seed(...)``; None for calls outside NumPy."""
     if not isinstance(call, cst.Call) or not isinstance(call.func, cst.Attribute):
         return None
-    owner = dotted_name(call.func.value)
-    return call.func.attr.value if owner in numpy else None
+    root, _, inner = dotted_name(call.func.value).partition(".")
+    if root not in numpy:
+        return None
+    return f"{inner}.{call.func.attr.value}" if inner else call.func.attr.value
 
 
 # ---- numpy-int-math -------------------------------------------------------------------------------
@@ -174,12 +176,21 @@ def numpy_to_torch(module: cst.Module, _source: str, site: BreakSite) -> Rewrite
 
 # ---- disable-numpy-helper -------------------------------------------------------------------------
 
-def is_numpy_helper(function: cst.FunctionDef, numpy: set[str]) -> bool:
+_SMALL_HELPER = 30  # statements: a function this short that converts to NumPy and back is a helper
+
+
+def is_numpy_helper(function: cst.FunctionDef, numpy: set[str], *, small_with_torch: bool = False) -> bool:
     """Whether a function works on the host with NumPy: draws from ``np.random`` or builds arrays, and
     touches no torch (a function that also computes with tensors would take its tensor work out of
-    the graph: that is not a helper)."""
-    if "torch" in names_in(function.body):
+    the graph: that is not a helper), unless ``small_with_torch``: then a short function (IBert's
+    ``batch_frexp``: tensor -> NumPy -> tensor) that calls NumPy at all qualifies."""
+    if function.name.value in ("forward", "__call__"):
         return False
+    if "torch" in names_in(function.body):
+        statements = sum(1 for node in walk(function.body) if isinstance(node, cst.SimpleStatementLine))
+        if not small_with_torch or statements > _SMALL_HELPER:
+            return False
+        return any(isinstance(node, cst.Call) and _numpy_function(node, numpy) is not None for node in walk(function.body))
     for node in walk(function.body):
         if isinstance(node, cst.Attribute) and dotted_name(node.value) in numpy and node.attr.value == "random":
             return True
@@ -204,7 +215,9 @@ def disable_numpy_helper(module: cst.Module, _source: str, site: BreakSite) -> R
             helper = functions.get(name)
             if helper is not None and helper not in candidates and is_numpy_helper(helper, numpy):
                 candidates.append(helper)
-    if around and around[-1] not in candidates and is_numpy_helper(around[-1], numpy):
+    # the break inside a short function that goes through NumPy (IBert's batch_frexp breaks at np.frexp
+    # and again at the decimal loop after it): that function is the helper
+    if around and around[-1] not in candidates and is_numpy_helper(around[-1], numpy, small_with_torch=True):
         candidates.append(around[-1])
     for helper in candidates:
         if _already_disabled(helper):

@@ -32,6 +32,7 @@ from dynscope.rewrites.locate import (
     positions,
     replace,
     replace_run,
+    walk,
 )
 from dynscope.rewrites.locate import ensure_import as _ensure_import
 
@@ -119,6 +120,8 @@ def _where_for_if(module: cst.Module, branch: cst.If) -> tuple[int, cst.SimpleSt
             if other_assign is None or other_assign[0] != name:
                 return None
             fallback = other_assign[1]
+        if _slices(value) or _slices(fallback):
+            return None
         assign = cst.Assign(targets=[cst.AssignTarget(cst.Name(name))], value=_call("torch.where", predicate, value, fallback))
         return 1, _statement_line(assign, branch)
     then_value = _returned(then)
@@ -127,6 +130,8 @@ def _where_for_if(module: cst.Module, branch: cst.If) -> tuple[int, cst.SimpleSt
     if otherwise is not None:
         else_value = _returned(otherwise)
         if else_value is None:
+            return None
+        if _slices(then_value) or _slices(else_value):
             return None
         return 1, _statement_line(cst.Return(_call("torch.where", predicate, then_value, else_value)), branch)
     # early return: `if c: return a` then `return b` as the next statement
@@ -138,7 +143,7 @@ def _where_for_if(module: cst.Module, branch: cst.If) -> tuple[int, cst.SimpleSt
     if not isinstance(following, cst.SimpleStatementLine) or len(following.body) != 1:
         return None
     else_value = _returned(following.body[0])
-    if else_value is None:
+    if else_value is None or _slices(then_value) or _slices(else_value):
         return None
     return 2, _statement_line(cst.Return(_call("torch.where", predicate, then_value, else_value)), branch, following)
 
@@ -148,8 +153,18 @@ def _ifexp_at(module: cst.Module, line: int) -> list[cst.IfExp]:
     return [node for node in where if isinstance(node, cst.IfExp) and where[node.test].start.line <= line <= where[node.test].end.line]
 
 
+def _on_numpy(site: BreakSite) -> bool:
+    """torch says the value branched on is a NumPy one (Reformer's np.lcm): not a tensor to pick with."""
+    return "numpy" in f"{site.gb_type} {site.reason}".lower()
+
+
+def _slices(expression: cst.BaseExpression) -> bool:
+    """An arm that slices (``x[:, :n]``) gives another shape than the value it would replace."""
+    return any(isinstance(node, cst.Slice) for node in walk(expression))
+
+
 def tensor_where(module: cst.Module, _source: str, site: BreakSite) -> Rewrite | None:
-    if not mentions(site, *_BREAK_WORDS):
+    if not mentions(site, *_BREAK_WORDS) or _on_numpy(site):
         return None
     for branch in reversed(ifs_at(module, site.line)):
         change = _where_for_if(module, branch)
@@ -160,7 +175,7 @@ def tensor_where(module: cst.Module, _source: str, site: BreakSite) -> Rewrite |
         return _rewrite("tensor-where", f"pick with torch.where instead of branching on a tensor (line {site.line})", site, rewritten)
     for conditional in reversed(_ifexp_at(module, site.line)):
         predicate = _predicate(conditional.test)
-        if predicate is None or has_comment(conditional):
+        if predicate is None or has_comment(conditional) or _slices(conditional.body) or _slices(conditional.orelse):
             continue
         where_call = _call("torch.where", predicate, conditional.body, conditional.orelse)
         return _rewrite("tensor-where", f"pick with torch.where instead of a conditional expression on a tensor (line {site.line})",
@@ -214,7 +229,7 @@ def _target_of(block: cst.BaseSuite) -> str | None:
 
 
 def tensor_cond(module: cst.Module, _source: str, site: BreakSite) -> Rewrite | None:
-    if not mentions(site, *_BREAK_WORDS):
+    if not mentions(site, *_BREAK_WORDS) or _on_numpy(site):
         return None
     for branch in reversed(ifs_at(module, site.line)):
         if _where_for_if(module, branch) is not None:

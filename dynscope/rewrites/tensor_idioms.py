@@ -38,10 +38,58 @@ def _requires_grad_call(node: cst.CSTNode) -> cst.Call | None:
     return node
 
 
+def _requires_grad_assignment(statement: cst.SimpleStatementLine) -> str | None:
+    """``x`` for the statement ``x.requires_grad = True`` (HuBERT, wav2vec2: "setattr() on Tensor.requires_grad")."""
+    if len(statement.body) != 1 or not isinstance(statement.body[0], cst.Assign) or len(statement.body[0].targets) != 1:
+        return None
+    target = statement.body[0].targets[0].target
+    value = statement.body[0].value
+    if isinstance(target, cst.Attribute) and target.attr.value == "requires_grad" and isinstance(value, cst.Name) \
+            and value.value == "True":
+        return expression_code(target.value)
+    return None
+
+
+def _plain_test(test: cst.BaseExpression) -> bool:
+    """A condition with nothing to run: names, attributes, ``and`` / ``or`` / ``not``, comparisons."""
+    return not any(isinstance(node, (cst.Call, cst.Subscript, cst.NamedExpr, cst.Await, cst.Yield)) for node in walk(test))
+
+
+def _drop_statement(module: cst.Module, statement: cst.SimpleStatementLine) -> cst.Module | None:
+    """``module`` without ``statement``: an ``if`` that held only it goes too (when its condition runs
+    nothing); a block it was alone in keeps ``pass``; None when comments above it would go with it."""
+    holders = parents(module)
+    block = holders.get(statement)
+    if isinstance(block, cst.IndentedBlock) and len(block.body) == 1:
+        branch = holders.get(block)
+        if isinstance(branch, cst.If) and branch.orelse is None and _plain_test(branch.test) and not any(
+                isinstance(node, cst.Comment) for node in walk(branch.body)):
+            siblings = holders.get(branch)
+            if isinstance(siblings, (cst.IndentedBlock, cst.Module)):
+                following = list(siblings.body)
+                index = following.index(branch)
+                blank = [line for line in branch.leading_lines if line.comment is None]
+                after = following[index + 1] if index + 1 < len(following) else None
+                if isinstance(after, (cst.SimpleStatementLine, cst.BaseCompoundStatement)) and blank and not after.leading_lines:
+                    return replace_run(module, branch, 2, [after.with_changes(leading_lines=blank)])
+                return replace_run(module, branch, 1, [])
+        return replace_run(module, statement, 1, [cst.SimpleStatementLine(body=[cst.Pass()], leading_lines=statement.leading_lines)])
+    if statement.leading_lines and any(line.comment is not None for line in statement.leading_lines):
+        return None
+    return replace_run(module, statement, 1, [])
+
+
 def drop_requires_grad(module: cst.Module, _source: str, site: BreakSite) -> Rewrite | None:
     if not mentions(site, "requires_grad"):
         return None
     for statement in statements_at(module, site.line):
+        tensor = _requires_grad_assignment(statement)
+        if tensor is not None:
+            dropped = _drop_statement(module, statement)
+            if dropped is None:
+                return None
+            return Rewrite("drop-requires-grad", f"drop `{tensor}.requires_grad = True` (line {site.line})",
+                           "setting requires_grad on a tensor inside the compiled code cannot be traced", site.line, dropped.code)
         calls = [call for call in map(_requires_grad_call, walk(statement)) if call is not None]
         if len(calls) != 1:
             continue
@@ -49,14 +97,10 @@ def drop_requires_grad(module: cst.Module, _source: str, site: BreakSite) -> Rew
         assert isinstance(call.func, cst.Attribute)
         receiver = call.func.value
         if len(statement.body) == 1 and isinstance(statement.body[0], cst.Expr) and statement.body[0].value is call:
-            # a statement of its own: drop it (a lone statement in its block leaves `pass`)
-            holder = parents(module).get(statement)
-            alone = isinstance(holder, cst.IndentedBlock) and len(holder.body) == 1
-            kept: list[cst.BaseStatement] = [cst.SimpleStatementLine(body=[cst.Pass()], leading_lines=statement.leading_lines)] \
-                if alone else []
-            if statement.leading_lines and not alone:
-                return None  # comments above it would go with it
-            rewritten = replace_run(module, statement, 1, kept)
+            dropped = _drop_statement(module, statement)
+            if dropped is None:
+                return None
+            rewritten = dropped
         else:
             rewritten = replace(module, call, receiver.with_changes(lpar=[], rpar=[]) if isinstance(receiver, cst.Call) else receiver)
         return Rewrite("drop-requires-grad", f"drop .requires_grad_() on {expression_code(receiver)} (line {site.line})",

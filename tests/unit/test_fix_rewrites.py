@@ -146,11 +146,15 @@ M = Metrics(2, 0, 0, 1.0, 1.0, graphs=3)
 
 def test_a_break_that_vanishes_while_the_graphs_stay_is_moved_to_eager():
     fixed = Verdict("fixed", True, 0.0, "the problem is gone, nothing new, outputs equal")
-    assert moved_to_eager(fixed, M, Metrics(1, 0, 0, 1.0, 1.0, graphs=3)).verdict == "moved to eager"
-    assert moved_to_eager(fixed, M, Metrics(1, 0, 0, 1.0, 1.0, graphs=2)) == fixed  # fewer graphs: fixed
-    assert moved_to_eager(fixed, M, Metrics(1, 0, 0, 1.0, 1.0)) == fixed  # not measured: as judged
+    assert moved_to_eager(fixed, M, Metrics(1, 0, 0, 1.0, 1.0, graphs=3), True).verdict == "moved to eager"
+    assert moved_to_eager(fixed, M, Metrics(1, 0, 0, 1.0, 1.0, graphs=2), True) == fixed  # fewer graphs: fixed
+    assert moved_to_eager(fixed, M, Metrics(1, 0, 0, 1.0, 1.0), True) == fixed  # not measured: as judged
+    # torch.compiler.disable: its target gone, a break of its own at the call: improved, yet moved to eager
+    improved = Verdict("improved", True, 0.0, "the problem is gone; but new: break Skip calling")
+    assert moved_to_eager(improved, M, Metrics(2, 0, 0, 1.0, 1.0, graphs=4), True).verdict == "moved to eager"
+    assert moved_to_eager(improved, M, Metrics(1, 0, 0, 1.0, 1.0, graphs=3), False) == improved  # only fewer
     failed = Verdict("failed", False, 1.0, "outputs differ")
-    assert moved_to_eager(failed, M, Metrics(1, 0, 0, 1.0, 1.0, graphs=3)) == failed
+    assert moved_to_eager(failed, M, Metrics(1, 0, 0, 1.0, 1.0, graphs=3), True) == failed
 
 
 def test_diff_files_put_each_library_in_its_own_diff(tmp_path: Path):
@@ -181,3 +185,37 @@ def test_lines_of_changed_text_map_back_to_the_files_lines():
     old = "a\nlog()\nb\nc\n"
     new = "a\nif x:\n    log()\nb\nc\n"
     assert line_map(old, new) == {1: 1, 2: 2, 3: 2, 4: 3, 5: 4}
+
+
+def _doc_with(combined):
+    from dynscope.analysis.fix_document import Baseline, FixDocument
+
+    return FixDocument(("m.py",), "/p", None, "/out", Baseline(None, 0, "b", None), (), (), combined, 1, 1, 1.0, 1.0,
+                       True, "/dev/null", True, True, False, 1e-5, 1e-5)
+
+
+def test_fix_apply_shows_the_change_then_writes_it_and_diff_writes_the_files(tree: Path):
+    import argparse
+    import io
+
+    from rich.console import Console
+
+    from dynscope.analysis.fix_document import Combined
+    from dynscope.commands.fix import _write_changes
+
+    path = tree / "prog" / "model.py"
+    edit = SourceEdit(SourceFile(str(path), PROGRAM, "model.py"), PROGRAM.replace("x + 1", "x + 2"))
+    out = io.StringIO()
+    console = Console(file=out, width=200)
+    unverified = Combined(("r",), "p", True, "failed", "outputs differ", correct=False, edits=(edit,))
+    args = argparse.Namespace(diff=str(tree / "d.diff"), apply=True, capture=None)
+    _write_changes(_doc_with(unverified), args, console, str(tree / "prog"))
+    assert "nothing written" in out.getvalue() and not (tree / "d.diff").exists() and path.read_text() == PROGRAM
+    verified = Combined(("r",), "p", True, "fixed", "gone", correct=True, edits=(edit,),
+                        settings=("torch._dynamo.config.capture_scalar_outputs = True",))
+    _write_changes(_doc_with(verified), args, console, str(tree / "prog"))
+    shown = out.getvalue()
+    assert shown.index("-    y = x + 1") < shown.index("changed model.py")  # the diff is shown before it is written
+    assert "capture_scalar_outputs = True" in shown
+    assert (tree / "d.diff").read_text() == edit.diff() and path.read_text() == edit.new
+    assert (tree / "prog" / "model.py.orig").read_text() == PROGRAM

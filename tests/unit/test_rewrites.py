@@ -657,9 +657,15 @@ def test_a_host_side_numpy_helper_gets_compiler_disable(line: int) -> None:
     assert "_bigbird_block_rand_mask" in rewrite.title
 
 
-def test_disable_numpy_helper_declines_a_function_that_also_computes_with_torch() -> None:
-    source = BIGBIRD.replace("return rand_attn\n", "return torch.from_numpy(rand_attn)\n")
-    assert_declines(source, 15, SKIPPED, "disable-numpy-helper")
+def test_disable_numpy_helper_declines_forward_and_long_functions_that_compute_with_torch() -> None:
+    # BigBird's attention seeds NumPy itself: disabling it would take the whole attention out of the graph
+    forward = "import numpy as np\nimport torch\n\ndef forward(x):\n    np.random.seed(0)\n    return x * torch.tensor(np.random.rand(3))\n"
+    assert_declines(forward, 5, SKIPPED, "disable-numpy-helper")
+    long_body = "".join(f"    x = torch.relu(x + {i})\n" for i in range(40))
+    attention = f"import numpy as np\nimport torch\n\ndef attention(x):\n    np.random.seed(0)\n{long_body}    return x\n"
+    assert_declines(attention, 5, SKIPPED, "disable-numpy-helper")
+    short_body = "".join(f"    x = torch.relu(x + {i})\n" for i in range(4))
+    assert "disable-numpy-helper" in candidates(attention.replace(long_body, short_body), 5, SKIPPED)
 
 
 def test_disable_numpy_helper_declines_a_helper_already_disabled() -> None:
@@ -739,15 +745,48 @@ def test_a_requires_grad_statement_is_dropped_or_left_as_pass() -> None:
         ''', removed=1)
     check('''
         def forward(x, y):
-            if x.is_leaf:
+            if needs_grad(x):
                 y.requires_grad_()
             return y
         ''', 3, "Unsupported Tensor.requires_grad_() call", "drop-requires-grad", '''
         def forward(x, y):
-            if x.is_leaf:
+            if needs_grad(x):
                 pass
             return y
         ''', removed=1)
+
+
+def test_setting_requires_grad_drops_the_if_that_only_did_that_hubert() -> None:
+    # transformers/models/hubert/modeling_hubert.py, HubertFeatureEncoder.forward
+    check('''
+        class HubertFeatureEncoder:
+            def forward(self, input_values):
+                hidden_states = input_values[:, None]
+
+                # make sure hidden_states require grad for gradient_checkpointing
+                if self._requires_grad and self.training:
+                    hidden_states.requires_grad = True
+
+                for conv_layer in self.conv_layers:
+                    hidden_states = conv_layer(hidden_states)
+                return hidden_states
+        ''', 7, "setattr() on Tensor.requires_grad", "drop-requires-grad", '''
+        class HubertFeatureEncoder:
+            def forward(self, input_values):
+                hidden_states = input_values[:, None]
+
+                for conv_layer in self.conv_layers:
+                    hidden_states = conv_layer(hidden_states)
+                return hidden_states
+        ''')
+
+
+def test_setting_requires_grad_keeps_an_if_that_runs_something() -> None:
+    found = candidates("def forward(x):\n    if check(x):\n        x.requires_grad = True\n    return x\n", 3,
+                       "setattr() on Tensor.requires_grad")
+    assert found["drop-requires-grad"].source == "def forward(x):\n    if check(x):\n        pass\n    return x\n"
+    assert_declines("def forward(x):\n    x.requires_grad = False\n    return x\n", 2, "setattr() on Tensor.requires_grad",
+                    "drop-requires-grad")
 
 
 def test_drop_requires_grad_declines_false_and_other_breaks() -> None:
@@ -812,11 +851,65 @@ def test_cause_of_names_the_exception_and_its_origin_behind_observed_exception()
     assert cause_of("Observed exception", "no context recorded", "") is None
 
 
-def test_a_rewrite_carries_the_named_cause() -> None:
+def test_a_branch_on_a_numpy_value_is_no_tensor_branch() -> None:
     source = "import numpy as np\n\ndef forward(x):\n    if x.sum() > 0:\n        x = x * 2\n    return x\n"
-    found = candidates(source, 4, BRANCH, "attempted to jump with NumpyNdarrayVariable()")
-    assert "NumPy value" in found["tensor-where"].cause
-    assert "NumPy" not in candidates(source, 4, BRANCH, BRANCH_REASON)["tensor-where"].cause
+    assert "tensor-where" not in candidates(source, 4, BRANCH, "attempted to jump with NumpyNdarrayVariable()")
+    assert "tensor-where" in candidates(source, 4, BRANCH, BRANCH_REASON)
+
+
+# SwitchTransformers' stack forward (transformers 5.24), cut down
+SWITCH = '''
+    def forward(self, inputs_embeds, attention_mask=None):
+        batch_size, seq_length = inputs_embeds.shape[:2]
+        if attention_mask is None and not is_torchdynamo_compiling():
+            # required mask seq length can be calculated via length of past cache
+            attention_mask = torch.ones(batch_size, seq_length)
+
+        causal_mask = attention_mask[:, None, None, :]
+        return inputs_embeds * causal_mask
+    '''
+
+SWITCH_OBSERVED = "Observed exception\n  Developer debug context: raised exception TypeError(\"'NoneType' object is not subscriptable\")"
+
+
+def test_a_not_compiling_clause_that_leaves_a_name_unset_is_dropped_with_the_exception_named() -> None:
+    rewrite = check(SWITCH, 7, "Observed exception", "drop-compiling-clause",
+                    SWITCH.replace(" and not is_torchdynamo_compiling()", ""), reason=SWITCH_OBSERVED, removed=1)
+    assert rewrite.cause.startswith("TypeError(\"'NoneType' object is not subscriptable\") is raised")
+    assert "attention_mask" in rewrite.cause and "attention_mask" in rewrite.title
+
+
+def test_drop_compiling_clause_declines_when_the_line_reads_nothing_the_if_sets() -> None:
+    assert_declines(SWITCH.replace("causal_mask = attention_mask[:, None, None, :]", "causal_mask = inputs_embeds[:, None]"),
+                    7, "Observed exception", "drop-compiling-clause", SWITCH_OBSERVED)
+    assert_declines(SWITCH.replace(" and not is_torchdynamo_compiling()", " and not ready()"), 7, "Observed exception",
+                    "drop-compiling-clause", SWITCH_OBSERVED)
+
+
+# IBert's batch_frexp (transformers/models/ibert/quant_modules.py), cut down: tensor -> NumPy -> tensor
+IBERT = '''
+    import decimal
+
+    import numpy as np
+    import torch
+
+
+    def batch_frexp(inputs, max_bit=31):
+        shape_of_input = inputs.size()
+        inputs = inputs.view(-1)
+        output_m, output_e = np.frexp(inputs.cpu().numpy())
+        tmp_m = []
+        for m in output_m:
+            tmp_m.append(int(decimal.Decimal(m * (2**max_bit)).quantize(decimal.Decimal(1))))
+        output_m = np.array(tmp_m)
+        return torch.from_numpy(output_m).view(shape_of_input), torch.from_numpy(output_e).view(shape_of_input)
+    '''
+
+
+@pytest.mark.parametrize("line", [10, 13])
+def test_a_short_function_through_numpy_and_back_is_a_helper_too(line: int) -> None:
+    check(IBERT, line, "attempted to trace numpy function unsupported by PyTorch", "disable-numpy-helper",
+          IBERT.replace("    def batch_frexp", "    @torch.compiler.disable\n    def batch_frexp"), removed=0)
 
 
 # ---- 9. generators and iterators ------------------------------------------------------------------
