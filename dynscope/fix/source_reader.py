@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import os
 import site
+import sys
 import sysconfig
 from collections.abc import Iterable
 from importlib import metadata
@@ -34,6 +35,9 @@ def library_dirs() -> list[str]:
     except AttributeError:  # some virtualenvs' site module lacks it
         pass
     paths.append(site.getusersitepackages() if site.ENABLE_USER_SITE else None)
+    # A site-packages another environment lends through a .pth file (a venv layered on a shared one) holds
+    # installed packages too: on sys.path, named as every installer names them.
+    paths += [p for p in sys.path if os.path.basename(os.path.normpath(p)) in ("site-packages", "dist-packages")]
     for path in paths:
         if path and os.path.isdir(path):
             real = os.path.realpath(path)

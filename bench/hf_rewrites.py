@@ -1,0 +1,270 @@
+"""What `dynscope fix` does to real Hugging Face models: break occurrences and distinct break sites before → after,
+outputs equal, steady-state time per call before → after, and fix's wall time against one plain run.
+
+Each program of bench/hf_models/ (a transformers model built from a tiny config, no download) runs once plainly
+(timed) and once under `dynscope fix --profile` with a per-model budget; the table compares fix's baseline run with
+its combined run of the verified remedies (source rewrites from the catalogue, settings, wrappers). "After" counts
+only when the combined run was verified (verdict fixed or improved, outputs equal); otherwise it equals "before".
+Steady state is `explain --profile`'s per-call time of the compiled model over the calls that did not compile.
+
+    python bench/hf_rewrites.py [--models reformer,mra,...] [--budget 420] [--jobs 1] [--calls 10] [--out DIR]
+    python bench/hf_rewrites.py --table A/results.json B/results.json   # the table of recorded runs again
+                                                                         # (a model in several: the last one's row)
+
+Slow (tens of seconds per run, several runs per model): not part of the test suite. `--jobs 1` (the default)
+keeps the runs of one model from sharing the cores, so their times compare.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+MODELS_DIR = REPO / "bench" / "hf_models"
+SCHEMA = "dynscope.hf-bench/1"
+
+
+@dataclass(frozen=True)
+class Site:
+    """A distinct break left after fix (or before it, when nothing was verified)."""
+
+    file: str  # shortened: from the package directory on ("transformers/models/...")
+    line: int
+    gb_type: str
+    count: int
+
+
+@dataclass(frozen=True)
+class ModelResult:
+    """One model's row."""
+
+    model: str
+    status: str  # "verified": the combined run was proven; else why the after-columns equal before
+    breaks_before: int
+    breaks_after: int
+    distinct_before: int
+    distinct_after: int
+    outputs_equal: bool | None  # of the combined run; None: no combined run
+    steady_before_s: float | None  # per call, calls that did not compile
+    steady_after_s: float | None
+    fix_wall_s: float
+    plain_s: float | None
+    runs: int  # fix's runs, the baseline included
+    remedies: tuple[str, ...] = ()  # the combined run's remedy lines
+    rules: tuple[str, ...] = ()  # catalogue rules among the verified rewrites
+    settings: tuple[str, ...] = ()  # the combined run's other remedies (settings, wrappers): not source rewrites
+    left: tuple[Site, ...] = field(default_factory=tuple)
+
+    @property
+    def fix_goal_s(self) -> float | None:
+        """The issue's bound on fix's wall time: (1 + trials ÷ 2) × one plain run."""
+        return None if self.plain_s is None else (1 + (self.runs - 1) / 2) * self.plain_s
+
+
+def short_path(path: str) -> str:
+    """A file path from its site-packages entry on (``transformers/models/x.py``), else as given."""
+    marker = "site-packages/"
+    return path.split(marker, 1)[1] if marker in path else path
+
+
+def steady_per_call(summary: dict[str, Any]) -> float | None:
+    """The compiled entries' steady per-call time in a profiled summary (calls that did not compile)."""
+    runtime = summary.get("runtime") or {}
+    entries = runtime.get("entries") or []
+    calls = sum(e.get("calls", 0) - e.get("compiling_calls", 0) for e in entries)
+    steady = sum(e.get("steady_s") or 0.0 for e in entries)
+    return steady / calls if calls > 0 else None
+
+
+def sites_of(summary: dict[str, Any]) -> tuple[Site, ...]:
+    return tuple(Site(short_path(b["file"] or "?"), int(b["line"] or 0), b.get("gb_type") or b["headline"], int(b["count"]))
+                 for b in summary.get("graph_breaks", []))
+
+
+def result_of(model: str, fix: dict[str, Any], before: dict[str, Any], after: dict[str, Any] | None,
+              plain_s: float | None) -> ModelResult:
+    """One row from fix's JSON and the summaries (``summary --json``) of its baseline and combined captures."""
+    combined = fix.get("combined")
+    verified = (combined is not None and combined.get("verdict") in ("fixed", "improved")
+                and combined.get("correct") is True and after is not None)
+    if combined is None:
+        status = "nothing verified"
+    elif not verified:
+        status = f"combined {combined.get('verdict')}" + ("" if combined.get("correct") is not False else ", outputs differ")
+    else:
+        status = f"verified ({combined.get('verdict')})"
+    final = after if verified and after is not None else before
+    trials = fix.get("trials", [])
+    remedies = tuple(combined.get("remedies", [])) if combined else ()
+    rules = sorted({t["rewrite"]["rule"] for t in trials
+                    if t.get("rewrite") and t.get("remedy") in remedies and t.get("verdict") in ("fixed", "improved")})
+    rewritten = {t.get("remedy") for t in trials if t.get("rewrite")}
+    settings = tuple(dict.fromkeys(r for r in remedies if r not in rewritten))
+    return ModelResult(
+        model=model, status=status,
+        breaks_before=before["totals"]["graph_breaks"], breaks_after=final["totals"]["graph_breaks"],
+        distinct_before=before["totals"]["distinct_graph_breaks"], distinct_after=final["totals"]["distinct_graph_breaks"],
+        outputs_equal=None if combined is None else combined.get("correct"),
+        steady_before_s=steady_per_call(before), steady_after_s=steady_per_call(final),
+        fix_wall_s=float(fix["wall_s"]), plain_s=plain_s, runs=int(fix["runs"]),
+        remedies=remedies, rules=tuple(rules), settings=settings if verified else (), left=sites_of(final))
+
+
+def _ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1000:.2f}"
+
+
+def _ratio(after: float | None, before: float | None) -> str:
+    return "-" if after is None or before is None or before <= 0 else f"{after / before:.2f}"
+
+
+def _settings(r: ModelResult) -> str:
+    return f" + {len(r.settings)} setting{'s' if len(r.settings) > 1 else ''}" if r.settings else ""
+
+
+def _clip(text: str, width: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def format_table(results: list[ModelResult]) -> str:
+    """The table, a totals line with the share of break occurrences removed, and the sites left."""
+    head = (f"{'model':20} {'breaks':>9} {'distinct':>8} {'equal':>5} {'ms/call':>15} {'x':>5} "
+            f"{'fix s':>6} {'plain s':>7} {'goal s':>6}  status; rules")
+    lines = [head, "-" * len(head)]
+    for r in results:
+        equal = {True: "yes", False: "NO", None: "-"}[r.outputs_equal]
+        goal = r.fix_goal_s
+        lines.append(
+            f"{r.model:20} {f'{r.breaks_before}→{r.breaks_after}':>9} {f'{r.distinct_before}→{r.distinct_after}':>8} "
+            f"{equal:>5} {f'{_ms(r.steady_before_s)}→{_ms(r.steady_after_s)}':>15} "
+            f"{_ratio(r.steady_after_s, r.steady_before_s):>5} {r.fix_wall_s:6.0f} "
+            f"{'-' if r.plain_s is None else f'{r.plain_s:.0f}':>7} {'-' if goal is None else f'{goal:.0f}':>6}  "
+            f"{r.status}; {', '.join(r.rules) or '-'}{_settings(r)}")
+    before = sum(r.breaks_before for r in results)
+    after = sum(r.breaks_after for r in results)
+    d_before = sum(r.distinct_before for r in results)
+    d_after = sum(r.distinct_after for r in results)
+    removed = 100.0 * (before - after) / before if before else 0.0
+    equal_all = sum(1 for r in results if r.outputs_equal is True)
+    slower = sum(1 for r in results if r.steady_before_s and r.steady_after_s and r.steady_after_s > r.steady_before_s)
+    lines.append("-" * len(head))
+    lines.append(f"{'total':20} {f'{before}→{after}':>9} {f'{d_before}→{d_after}':>8}   occurrences removed: "
+                 f"{before - after} of {before} ({removed:.0f}%); outputs equal on {equal_all} of {len(results)} "
+                 f"combined runs; slower steady state on {slower}")
+    settings = [(r.model, s) for r in results for s in r.settings]
+    if settings:
+        lines.append("")
+        lines.append("settings and wrappers in the verified combined runs (not source rewrites):")
+        lines.extend(f"  {m:20} {s}" for m, s in settings)
+    left = [(r.model, s) for r in results for s in r.left]
+    if left:
+        lines.append("")
+        lines.append("sites left (model, file:line, torch's gb_type, occurrences):")
+        lines.extend(f"  {m:20} {s.file}:{s.line}  [{_clip(s.gb_type, 70)}]  ×{s.count}" for m, s in left)
+    return "\n".join(lines)
+
+
+def load_results(path: Path) -> list[ModelResult]:
+    doc = json.loads(path.read_text())
+    if doc.get("schema") != SCHEMA:
+        raise SystemExit(f"{path}: not a {SCHEMA} file")
+    out = []
+    for row in doc["models"]:
+        row = dict(row)
+        row["remedies"] = tuple(row.get("remedies", ()))
+        row["rules"] = tuple(row.get("rules", ()))
+        row["settings"] = tuple(row.get("settings", ()))
+        row["left"] = tuple(Site(**s) for s in row.get("left", ()))
+        out.append(ModelResult(**row))
+    return out
+
+
+def save_results(path: Path, results: list[ModelResult], meta: dict[str, Any]) -> None:
+    path.write_text(json.dumps({"schema": SCHEMA, **meta, "models": [asdict(r) for r in results]}, indent=1) + "\n")
+
+
+def _summary(capture: str) -> dict[str, Any]:
+    out = subprocess.run([sys.executable, "-m", "dynscope", "summary", "--json", capture], check=True,
+                         capture_output=True, text=True)
+    doc: dict[str, Any] = json.loads(out.stdout)
+    return doc
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+
+
+def run_model(model: str, args: argparse.Namespace, out: Path) -> ModelResult:
+    script = MODELS_DIR / f"{model}.py"
+    program = [str(script), "--backend", args.backend, "--calls", str(args.calls)]
+    plain_s: float | None = None
+    if not args.no_plain:
+        with tempfile.TemporaryDirectory() as tmp:
+            started = time.perf_counter()
+            subprocess.run([sys.executable, *program], check=True, cwd=tmp, env=_env(),
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=args.budget)
+            plain_s = time.perf_counter() - started
+    fix_json = out / f"{model}.fix.json"
+    subprocess.run([sys.executable, "-m", "dynscope", "fix", "--profile", "--budget", str(args.budget),
+                    "--jobs", str(args.jobs), "--out", str(out / f"{model}-fix"), "-o", str(fix_json), *program],
+                   cwd=out, env=_env(), stdout=subprocess.DEVNULL, stderr=(out / f"{model}.fix.err").open("w"),
+                   timeout=args.budget + 300)
+    fix = json.loads(fix_json.read_text())
+    before = _summary(fix["baseline"]["capture"])
+    combined = fix.get("combined") or {}
+    after = _summary(combined["capture"]) if combined.get("capture") else None
+    return result_of(model, fix, before, after, plain_s)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    models = sorted(p.stem for p in MODELS_DIR.glob("*.py"))
+    parser.add_argument("--models", default=",".join(models), help="comma-separated names from bench/hf_models/")
+    parser.add_argument("--budget", type=float, default=420.0, help="fix's --budget per model, seconds")
+    parser.add_argument("--jobs", type=int, default=1, help="fix's --jobs (1: run times compare)")
+    parser.add_argument("--calls", type=int, default=10, help="compiled calls per run (steady state: those that do not compile)")
+    parser.add_argument("--backend", default="eager")
+    parser.add_argument("--no-plain", action="store_true", help="skip the plain timed run (no fix-time goal)")
+    parser.add_argument("--out", type=Path, default=None, help="where fix's runs and results.json go (default: a new temp dir)")
+    parser.add_argument("--table", type=Path, nargs="+", default=None,
+                        help="print the table of recorded results.json files and stop (a model in several: the last row)")
+    args = parser.parse_args()
+    if args.table is not None:
+        rows: dict[str, ModelResult] = {}
+        for path in args.table:
+            rows.update((r.model, r) for r in load_results(path))
+        print(format_table(list(rows.values())))
+        return
+    unknown = [m for m in args.models.split(",") if m not in models]
+    if unknown:
+        raise SystemExit(f"unknown model(s): {', '.join(unknown)} (known: {', '.join(models)})")
+    out = args.out or Path(tempfile.mkdtemp(prefix="hf-bench-"))
+    out.mkdir(parents=True, exist_ok=True)
+    results: list[ModelResult] = []
+    meta = {"budget_s": args.budget, "jobs": args.jobs, "calls": args.calls, "backend": args.backend}
+    for model in args.models.split(","):
+        started = time.perf_counter()
+        try:
+            results.append(run_model(model, args, out))
+        except (subprocess.SubprocessError, OSError, KeyError, json.JSONDecodeError) as exc:
+            print(f"{model}: failed after {time.perf_counter() - started:.0f} s: {type(exc).__name__}: {exc}",
+                  file=sys.stderr, flush=True)
+            continue
+        save_results(out / "results.json", results, meta)
+        print(f"{model}: done in {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
+    print(format_table(results))
+    print(f"\nresults: {out / 'results.json'}")
+
+
+if __name__ == "__main__":
+    main()

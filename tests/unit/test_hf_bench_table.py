@@ -1,0 +1,80 @@
+"""bench/hf_rewrites.py's table (the bench itself runs real models for minutes: not in the suite): its rows and
+totals from a recorded run, and which run a row's "after" columns come from."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+RECORDED = REPO / "tests" / "data" / "hf_bench" / "results.json"
+
+
+@pytest.fixture(scope="module")
+def bench() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("hf_rewrites", REPO / "bench" / "hf_rewrites.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses resolve their module's annotations through sys.modules
+    spec.loader.exec_module(module)
+    return module
+
+
+def _summary(breaks: list[tuple[str, int, int]], steady_s: float, calls: int) -> dict[str, Any]:
+    return {"totals": {"graph_breaks": sum(c for _, _, c in breaks), "distinct_graph_breaks": len(breaks)},
+            "graph_breaks": [{"file": f"/venv/lib/python3.11/site-packages/{f}", "line": line, "gb_type": "Data dependent operator",
+                              "headline": "Data dependent operator", "count": c} for f, line, c in breaks],
+            "runtime": {"profiled": True, "entries": [{"calls": calls, "compiling_calls": 1, "steady_s": steady_s}]}}
+
+
+def _fix(verdict: str, correct: bool | None) -> dict[str, Any]:
+    rewrite = {"rule": "numpy-int-math", "cause": "", "file": "transformers/m.py", "package": "transformers", "version": "5"}
+    return {"wall_s": 90.0, "runs": 4,
+            "trials": [{"remedy": "np.lcm -> math.lcm", "verdict": "fixed", "rewrite": rewrite},
+                       {"remedy": "capture_scalar_outputs = True", "verdict": "worse"}],
+            "combined": {"remedies": ["np.lcm -> math.lcm", "capture_scalar_outputs = True"], "verdict": verdict,
+                         "correct": correct, "capture": "c.dynscope"}}
+
+
+def test_a_verified_combined_run_gives_the_after_columns(bench: ModuleType) -> None:
+    before = _summary([("transformers/m.py", 169, 3), ("transformers/m.py", 271, 2)], steady_s=0.5, calls=6)
+    after = _summary([("transformers/m.py", 271, 2)], steady_s=0.25, calls=6)
+    row = bench.result_of("reformer", _fix("improved", True), before, after, plain_s=30.0)
+    assert (row.breaks_before, row.breaks_after, row.distinct_before, row.distinct_after) == (5, 2, 2, 1)
+    assert row.steady_before_s == pytest.approx(0.1) and row.steady_after_s == pytest.approx(0.05)
+    assert row.rules == ("numpy-int-math",) and row.status == "verified (improved)"
+    assert row.settings == ("capture_scalar_outputs = True",)  # a setting is not counted as a rewrite
+    assert [(s.file, s.line, s.count) for s in row.left] == [("transformers/m.py", 271, 2)]
+    assert row.fix_goal_s == pytest.approx((1 + 3 / 2) * 30.0)
+
+
+def test_an_unverified_combined_run_leaves_after_equal_to_before(bench: ModuleType) -> None:
+    before = _summary([("transformers/m.py", 169, 3)], steady_s=0.5, calls=6)
+    after = _summary([], steady_s=0.1, calls=6)  # fewer breaks, but the outputs differ: no win to count
+    row = bench.result_of("reformer", _fix("failed", False), before, after, plain_s=None)
+    assert (row.breaks_after, row.distinct_after, row.steady_after_s) == (3, 1, row.steady_before_s)
+    assert row.status == "combined failed, outputs differ" and row.outputs_equal is False and row.fix_goal_s is None
+
+
+def test_the_recorded_table_adds_up(bench: ModuleType) -> None:
+    results = bench.load_results(RECORDED)
+    table = bench.format_table(results)
+    rows = {line.split()[0]: line for line in table.splitlines()[2:2 + len(results)]}
+    assert sorted(rows) == sorted(r.model for r in results)
+    for r in results:
+        assert f"{r.breaks_before}→{r.breaks_after}" in rows[r.model].split()[1]
+    before = sum(r.breaks_before for r in results)
+    after = sum(r.breaks_after for r in results)
+    total = next(line for line in table.splitlines() if line.startswith("total"))
+    match = re.search(r"occurrences removed: (\d+) of (\d+) \((\d+)%\)", total)
+    assert match is not None
+    assert (int(match[1]), int(match[2]), int(match[3])) == (before - after, before, round(100 * (before - after) / before))
+    for r in results:
+        for site in r.left:
+            assert f"{site.file}:{site.line}" in table
