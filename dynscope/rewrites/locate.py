@@ -42,24 +42,35 @@ def all_nodes(module: cst.Module) -> Iterator[cst.CSTNode]:
 
 
 
+_kinds: list[tuple[cst.Module, dict[type[cst.CSTNode], list[tuple[cst.CSTNode, CodeRange]]]]] = []
+
+
+def nodes_of_kind(module: cst.Module, kind: type[CSTNodeT]) -> list[tuple[CSTNodeT, CodeRange]]:
+    """Every node of one kind in ``module`` with its span (cached: every rule asks for statements)."""
+    if not _kinds or _kinds[0][0] is not module:
+        _kinds[:] = [(module, {})]
+    by_kind = _kinds[0][1]
+    if kind not in by_kind:
+        by_kind[kind] = [(node, span) for node, span in positions(module).items() if isinstance(node, kind)]
+    return by_kind[kind]  # type: ignore[return-value]  # filled by isinstance(node, kind) above
+
+
 def statements_at(module: cst.Module, line: int) -> list[cst.SimpleStatementLine]:
     """The simple statements (one-line statements: calls, assignments, asserts) that span ``line``."""
-    return [node for node, where in positions(module).items()
-            if isinstance(node, cst.SimpleStatementLine) and where.start.line <= line <= where.end.line]
+    return [node for node, where in nodes_of_kind(module, cst.SimpleStatementLine) if where.start.line <= line <= where.end.line]
 
 
 def ifs_at(module: cst.Module, line: int) -> list[cst.If]:
     """The ``if`` / ``elif`` statements whose condition spans ``line`` (where Dynamo reports a branch)."""
     where = positions(module)
-    return [node for node, span in where.items()
-            if isinstance(node, cst.If) and where[node.test].start.line <= line <= where[node.test].end.line
-            and span.start.line <= line]
+    return [node for node, span in nodes_of_kind(module, cst.If)
+            if where[node.test].start.line <= line <= where[node.test].end.line and span.start.line <= line]
 
 
 def functions_around(module: cst.Module, line: int) -> list[cst.FunctionDef]:
     """The functions whose body spans ``line``, innermost last."""
-    found = [(span.start.line, node) for node, span in positions(module).items()
-             if isinstance(node, cst.FunctionDef) and span.start.line <= line <= span.end.line]
+    found = [(span.start.line, node) for node, span in nodes_of_kind(module, cst.FunctionDef)
+             if span.start.line <= line <= span.end.line]
     return [node for _start, node in sorted(found, key=lambda pair: pair[0])]
 
 

@@ -82,10 +82,11 @@ def _augmented(statement: cst.BaseSmallStatement | None) -> tuple[str, cst.BaseE
         return None
     operator_code = cst.Module(body=[]).code_for_node(statement.operator).strip().rstrip("=")
     name = statement.target.value
-    value = cst.parse_expression(f"{name} {operator_code} ({expression_code(statement.value)})")
-    if isinstance(statement.value, (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.Integer, cst.Float)):
-        value = cst.parse_expression(f"{name} {operator_code} {expression_code(statement.value)}")
-    return name, value
+    operand = expression_code(statement.value)
+    # `y -= a + b` is `y - (a + b)`: parentheses unless the operand is atomic
+    if not isinstance(statement.value, (cst.Name, cst.Attribute, cst.Call, cst.Subscript, cst.Integer, cst.Float)):
+        operand = f"({operand})"
+    return name, cst.parse_expression(f"{name} {operator_code} {operand}")
 
 
 def _returned(statement: cst.BaseSmallStatement | None) -> cst.BaseExpression | None:

@@ -936,3 +936,17 @@ def test_generators_and_iterators_become_lists(before: str, after: str) -> None:
 def test_generator_to_list_declines(line: str) -> None:
     gb_type = BRANCH if line == "return sum(t for t in xs)" else "Attempt to trace generator"
     assert_declines(f"def forward(xs, it):\n    {line}\n", 2, gb_type, "generator-to-list", BRANCH_REASON)
+
+
+def test_an_augmented_arm_keeps_its_operand_grouped() -> None:
+    check('''
+        def forward(x, a, b):
+            if x.sum() > 0:
+                x -= a + b
+            return x
+        ''', 2, BRANCH, "tensor-where", '''
+        import torch
+        def forward(x, a, b):
+            x = torch.where(x.sum() > 0, x - (a + b), x)
+            return x
+        ''')
