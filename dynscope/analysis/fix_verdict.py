@@ -360,8 +360,9 @@ def pick_combined(results: Sequence[tuple[str, Verdict_, Sequence[str], Metrics 
     run): only the remedies that won (``fixed``, ``improved``; a trade-off never enters). Best first:
     a fixed remedy before an improved one (never left out for one whose run ended worse), then the
     fewest breaks and recompiles its whole run had, then the most problems covered, then a change
-    ``kept_in_code`` (a source rewrite: the written diff alone reproduces it), then table order; each taken while it covers a problem not yet covered and does not ``conflict`` with
-    one already taken (``mark_dynamic(x, 1)`` and ``dynamic=True``: the better whole run is kept)."""
+    ``kept_in_code`` (a source rewrite: the written diff alone reproduces it), then table order;
+    each taken while it covers a problem not yet covered and does not ``conflict`` with one already
+    taken (``mark_dynamic(x, 1)`` and ``dynamic=True``: the better whole run is kept)."""
     rank: dict[Verdict_, int] = {"fixed": 0, "improved": 1}
     covers: dict[str, dict[str, int]] = {}  # remedy -> problem -> rank
     order: list[str] = []
