@@ -354,13 +354,15 @@ def _short(key: str) -> str:
 
 
 def pick_combined(results: Sequence[tuple[str, Verdict_, Sequence[str], Metrics | None]],
-                  conflict: Callable[[str, str], bool] = lambda _a, _b: False) -> list[str]:
+                  conflict: Callable[[str, str], bool] = lambda _a, _b: False,
+                  kept_in_code: Callable[[str], bool] = lambda _k: False) -> list[str]:
     """Remedies to combine, from (remedy key, verdict, the target keys it won on, metrics of its
     run): only the remedies that won (``fixed``, ``improved``; a trade-off never enters). Best first:
     a fixed remedy before an improved one (never left out for one whose run ended worse), then the
-    fewest breaks and recompiles its whole run had, then the most problems covered, then table
-    order; each taken while it covers a problem not yet covered and does not ``conflict`` with
-    one already taken (``mark_dynamic(x, 1)`` and ``dynamic=True``: the better whole run is kept)."""
+    fewest breaks and recompiles its whole run had, then the most problems covered, then a change
+    ``kept_in_code`` (a source rewrite: the written diff alone reproduces it), then table order;
+    each taken while it covers a problem not yet covered and does not ``conflict`` with one already
+    taken (``mark_dynamic(x, 1)`` and ``dynamic=True``: the better whole run is kept)."""
     rank: dict[Verdict_, int] = {"fixed": 0, "improved": 1}
     covers: dict[str, dict[str, int]] = {}  # remedy -> problem -> rank
     order: list[str] = []
@@ -372,7 +374,8 @@ def pick_combined(results: Sequence[tuple[str, Verdict_, Sequence[str], Metrics 
         if verdict in rank:
             for t in targets:
                 covers.setdefault(key, {})[t] = min(rank[verdict], covers.get(key, {}).get(t, 9))
-    candidates = sorted(covers, key=lambda k: (min(covers[k].values()), left[k], -len(covers[k]), order.index(k)))
+    candidates = sorted(covers, key=lambda k: (min(covers[k].values()), left[k], -len(covers[k]),
+                                                not kept_in_code(k), order.index(k)))
     uncovered = {t for c in covers.values() for t in c}
     chosen: list[str] = []
     for key in candidates:

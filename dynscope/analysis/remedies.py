@@ -391,8 +391,9 @@ def _rewrite_applies(p: FixProblem, _features: Features) -> bool:
 
 def _rewrite_remedies(p: FixProblem, _features: Features, read: SourceReader) -> list[Remedy]:
     """The catalogue's rewrites of the file the break is in (dynscope/rewrites), each a remedy
-    run through the trial's shadow. Tried only when no other remedy fixed the break (a setting
-    needs no change to the code), and before ``torch.compiler.disable`` is believed: that one
+    run through the trial's shadow. Tried in the first batch beside the settings on the same break
+    (both a setting and a code change are proven; the combined change prefers the rewrite on a
+    tie), and before ``torch.compiler.disable`` is believed: that one
     only moves the code to eager. A library's file is rewritten where it is (the user ran fix
     to have its breaks fixed); the title names the package and its version."""
     from dynscope.rewrites import BreakSite
@@ -414,7 +415,7 @@ def _rewrite_remedies(p: FixProblem, _features: Features, read: SourceReader) ->
             f"rewrite:{rewrite.rule}:{source.shown}:{rewrite.line}",
             f"{rewrite.title}{with_settings}{where} ({_base(source.shown)})", "source",
             ChangeSource(((source.path, rewrite.source),)), (f"import torch\n{head}\n" if head else "") + edit.diff(),
-            fallback=True, edits=(edit,), rule=rewrite.rule, cause=rewrite.cause, also=settings))
+            edits=(edit,), rule=rewrite.rule, cause=rewrite.cause, also=settings))
     return remedies
 
 

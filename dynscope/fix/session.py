@@ -137,9 +137,9 @@ def _run(options: Options, say: Callable[[str], None], starter: Starter) -> FixD
         if remedy.tried:
             trial = TrialRun(f"{stem}-{numbers[stem]}", [remedy.action, *remedy.also], options.out_dir, options.cwd, options.profile)
         runs.append((remedy, targets, trial))
-    # A fallback waits for the first trials only where one of them targets its problems: a source
-    # rewrite waits for the settings tried on its break (they need no change to the code), not for
-    # torch.compiler.disable (which moves the code out of the graph: the rewrite is tried first).
+    # A fallback (maybe_mark_dynamic after mark_dynamic) waits for the first trials only where one
+    # of them targets its problems. Source rewrites are not fallbacks: they run in the first batch
+    # beside the settings tried on their break, so both a setting and a code change are proven.
     backed = {p.key for r, ts, t in runs if t is not None and not r.fallback
               and not (r.rule is None and isinstance(r.action, DisableFunction)) for p in ts}
 
@@ -148,12 +148,15 @@ def _run(options: Options, say: Callable[[str], None], starter: Starter) -> FixD
     first = [t for r, ts, t in runs if t is not None and not waits(r, ts)]
     titles = {trial.name: remedy.title for remedy, _, trial in runs if trial is not None}
     remedy_of = {r.key: r for r, _, _ in runs}
+
+    def in_code(key: str) -> bool:  # on a tie the combined change takes the rewrite (docs/fix-json.md)
+        return remedy_of[key].rule is not None
     tried_by_user = {r.key: "--patch" if r.applies_as == "source" else "--try" for r in options.patches + options.tries}
     # The combined run is started with the trials, on the guess that every remedy works; it is
     # used only if the proven set turns out to be that guess (else it runs again at the end).
     guess = pick_combined([(r.key, "fixed", [p.key for p in ts], None) for r, ts, t in runs
                            if t is not None and not waits(r, ts) and r.key not in tried_by_user],
-                          lambda a, b: remedies_conflict(remedy_of[a], remedy_of[b]))
+                          lambda a, b: remedies_conflict(remedy_of[a], remedy_of[b]), in_code)
     speculative = None
     if len(guess) > 1:
         speculative = TrialRun("combined", combine([r for r, _, t in runs if r.key in guess and t is not None]).actions,
@@ -329,7 +332,10 @@ def _combined(program: Program, runs: list[Planned], proven: list[tuple[str, Ver
               base: RunFacts, judge: Judge, options: Options, deadline: float, estimate: float, say: Callable[[str], None],
               starter: Starter, speculative: TrialRun | None, guess: list[str]) -> Combined | None:
     remedy_of = {r.key: r for r, _, _ in runs}
-    keys = pick_combined(proven, lambda a, b: remedies_conflict(remedy_of[a], remedy_of[b]))
+
+    def in_code(key: str) -> bool:
+        return remedy_of[key].rule is not None
+    keys = pick_combined(proven, lambda a, b: remedies_conflict(remedy_of[a], remedy_of[b]), in_code)
     if not keys:
         return None
     change = combine([r for r, _, _ in runs if r.key in keys])

@@ -269,6 +269,21 @@ def test_combined_covers_each_problem_once():
     assert pick_combined([("x", "failed", ["p"], m), ("y", "worse", ["p"], m)]) == []
 
 
+def test_a_rewrite_wins_a_tie_with_a_setting_and_nothing_more():
+    m, fewer = Metrics(2, 0, 0, 0.0, None), Metrics(1, 0, 0, 0.0, None)
+    is_rewrite = {"setting": False, "rewrite:keep-tensor": True}.__getitem__
+    tie = [("setting", "fixed", ["p"], m), ("rewrite:keep-tensor", "fixed", ["p"], m)]
+    assert pick_combined(tie) == ["setting"]  # table order, when nobody says which is code
+    assert pick_combined(tie, kept_in_code=is_rewrite) == ["rewrite:keep-tensor"]
+    # the better whole run still wins, and a fixed setting beats an improving rewrite
+    assert pick_combined([("setting", "fixed", ["p"], fewer), ("rewrite:keep-tensor", "fixed", ["p"], m)],
+                         kept_in_code=is_rewrite) == ["setting"]
+    assert pick_combined([("setting", "fixed", ["p"], m), ("rewrite:keep-tensor", "improved", ["p"], m)],
+                         kept_in_code=is_rewrite) == ["setting"]
+    assert pick_combined([("setting", "fixed", ["p", "q"], m), ("rewrite:keep-tensor", "fixed", ["p"], m)],
+                         kept_in_code=is_rewrite) == ["setting"]
+
+
 def test_table_cells():
     row = TrialRow(ProblemRow("break", "/a/model.py", 41, None, ".item()", 1), "r", "k", "config", "",
                    Measured(Metrics(5, 2, 0, 21.0, None), 1), "fixed", "", Measured(Metrics(4, 2, 0, 19.0, None), 0),
