@@ -62,3 +62,13 @@ def test_the_check_sees_a_missing_file():
                                                                                   "minifier/accuracy.py"]
     assert _exists("tests/unit/hostile.py") and not _exists("minifier/accuracy.py")
     assert _PATH.findall("torch_compile_debug/*/minifier/minifier_launcher.py") == []
+
+
+def test_test_modules_have_unique_names():
+    """pytest imports test modules by their base name (the test folders are not packages): two
+    files of one name in two layers collide when one process collects both (plain pytest, or one
+    xdist worker)."""
+    names: dict[str, list[str]] = {}
+    for path in (ROOT / "tests").rglob("test_*.py"):
+        names.setdefault(path.name, []).append(str(path.relative_to(ROOT)))
+    assert {name: paths for name, paths in names.items() if len(paths) > 1} == {}

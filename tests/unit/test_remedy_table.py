@@ -107,7 +107,7 @@ CASES: dict[str, Case] = {
                  function="forward"),
         AddLoggingFunction("print"), "torch._dynamo.config.reorderable_logging_functions.add(print)",
         _problem("graph_break", _brk("Failed to trace builtin operator print", code="y = x + 1"))),
-    # Source rewrites need the file (a reader): tests/unit/test_fix_rewrites.py; without one, nothing.
+    # Source rewrites need the file (a reader): tests/unit/test_fix_rewrite_logic.py; without one, nothing.
     "source_rewrite": Case(
         None, None, None, _problem("graph_break", _brk("Failed to trace builtin operator print", code="print(x)"))),
     "compiler_disable": Case(
