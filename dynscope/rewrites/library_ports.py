@@ -99,8 +99,8 @@ _MOE_CAUSE = "a loop over the experts a data-dependent nonzero picks (the number
 # transformers 5.24 (quant_modules.py, modeling_dbrx.py, modeling_switch_transformers.py)
 PORTS: tuple[Port, ...] = (
     Port("batch_frexp", "c93751ff9d299408717da1f796ce605f6a6239456d1c3d9b84023f8a58adc157", _BATCH_FREXP,
-         "port batch_frexp() to torch: torch.frexp and round-half-away-from-zero in float64 for NumPy and decimal "
-         "(same values and dtypes)", "NumPy and decimal on tensors: np.frexp, a Python loop of decimal rounding over the "
+         "port batch_frexp() from NumPy and decimal to torch (torch.frexp, rounding half away from zero in float64: "
+         "same values and dtypes)", "NumPy and decimal on tensors: np.frexp, a Python loop of decimal rounding over the "
                                      "values, torch.from_numpy"),
     Port("DbrxExperts.forward", "fead715105d32674e82b698af3ea3872a9a76bfcd051f5e1dc7c41d0bb5a872f", _DBRX_EXPERTS_FORWARD,
          f"run DbrxExperts.forward dense, without nonzero: {_DENSE_COST}", _MOE_CAUSE),
@@ -177,7 +177,13 @@ def _ported(function: cst.FunctionDef, port: Port) -> cst.FunctionDef | None:
     body = function.body
     if _parameter_names(replacement) != _parameter_names(function) or not isinstance(body, cst.IndentedBlock):
         return None
-    return function.with_changes(body=body.with_changes(body=[*_docstring(function), *replacement.body.body]))
+    docstring = _docstring(function)
+    statements = list(replacement.body.body)
+    if docstring and len(body.body) > 1 and statements and isinstance(statements[0], (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+        # the blank lines after the docstring stay (libcst holds them above the next statement), its comments go with the old body
+        blank = [line for line in body.body[1].leading_lines if line.comment is None]
+        statements[0] = statements[0].with_changes(leading_lines=[*blank, *statements[0].leading_lines])
+    return function.with_changes(body=body.with_changes(body=[*docstring, *statements]))
 
 
 def _called_names(statement: cst.CSTNode) -> set[str]:

@@ -151,7 +151,7 @@ def test_each_fingerprint_is_the_one_of_the_transformers_code(original: str, qua
 def test_batch_frexp_is_ported_keeping_its_def_and_docstring() -> None:
     rewrite = port(IBERT_FILE, line_of(IBERT_FILE, "np.frexp"), NUMPY_BREAK)
     assert rewrite is not None
-    doc_end = BATCH_FREXP.index('"""\n\n') + 4
+    doc_end = BATCH_FREXP.index('"""\n\n') + 5  # the blank line after the docstring stays
     expected_function = BATCH_FREXP[:doc_end] + """    shape_of_input = inputs.size()
     inputs = inputs.view(-1)
     output_m, output_e = torch.frexp(inputs)
@@ -165,7 +165,7 @@ def test_batch_frexp_is_ported_keeping_its_def_and_docstring() -> None:
     compile(rewrite.source, "<ported>", "exec")
     # torch's label ("marked as skipped") hides the cause: the port names it
     assert "NumPy and decimal" in rewrite.cause
-    assert rewrite.title.startswith("port batch_frexp() to torch")
+    assert rewrite.title.startswith("port batch_frexp() from NumPy and decimal to torch")
 
 
 def test_batch_frexp_is_ported_from_its_decimal_loop_and_from_a_call_into_it() -> None:
