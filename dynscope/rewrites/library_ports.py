@@ -179,9 +179,11 @@ def _ported(function: cst.FunctionDef, port: Port) -> cst.FunctionDef | None:
         return None
     docstring = _docstring(function)
     statements = list(replacement.body.body)
-    if docstring and len(body.body) > 1 and statements and isinstance(statements[0], (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+    after_docstring = body.body[1] if docstring and len(body.body) > 1 else None
+    if isinstance(after_docstring, (cst.SimpleStatementLine, cst.BaseCompoundStatement)) and statements \
+            and isinstance(statements[0], (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
         # the blank lines after the docstring stay (libcst holds them above the next statement), its comments go with the old body
-        blank = [line for line in body.body[1].leading_lines if line.comment is None]
+        blank = [line for line in after_docstring.leading_lines if line.comment is None]
         statements[0] = statements[0].with_changes(leading_lines=[*blank, *statements[0].leading_lines])
     return function.with_changes(body=body.with_changes(body=[*docstring, *statements]))
 
