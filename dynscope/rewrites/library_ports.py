@@ -100,8 +100,8 @@ _MOE_CAUSE = "a loop over the experts a data-dependent nonzero picks (the number
 PORTS: tuple[Port, ...] = (
     Port("batch_frexp", "c93751ff9d299408717da1f796ce605f6a6239456d1c3d9b84023f8a58adc157", _BATCH_FREXP,
          "port batch_frexp() from NumPy and decimal to torch (torch.frexp, rounding half away from zero in float64: "
-         "same values and dtypes)", "NumPy and decimal on tensors: np.frexp, a Python loop of decimal rounding over the "
-                                     "values, torch.from_numpy"),
+         "same values and dtypes)",
+         "NumPy and decimal on tensors: np.frexp, a Python loop of decimal rounding over the values, torch.from_numpy"),
     Port("DbrxExperts.forward", "fead715105d32674e82b698af3ea3872a9a76bfcd051f5e1dc7c41d0bb5a872f", _DBRX_EXPERTS_FORWARD,
          f"run DbrxExperts.forward dense, without nonzero: {_DENSE_COST}", _MOE_CAUSE),
     Port("SwitchTransformersExperts.forward", "2003f104468ad7dc0052a1c4637f3c4949e13180b92bec269e4b0a7f44636eef", _SWITCH_EXPERTS_FORWARD,
@@ -192,10 +192,10 @@ def _called_names(statement: cst.CSTNode) -> set[str]:
     return {dotted_name(node.func) for node in walk(statement) if isinstance(node, cst.Call)}
 
 
-def _candidates(module: cst.Module, line: int) -> list[cst.FunctionDef]:
+def _candidates(module: cst.Module, line: int, ported_names: set[str]) -> list[cst.FunctionDef]:
     """The functions the break line is in (innermost first), then the top-level ones of this file it calls by name."""
     found = list(reversed(functions_around(module, line)))
-    called = set().union(*(_called_names(statement) for statement in statements_at(module, line)))
+    called = ported_names & set().union(*(_called_names(statement) for statement in statements_at(module, line)))
     # a plain-name call reaches a function of the module's top level only (not a method named alike)
     found += [node for node, _span in nodes_of_kind(module, cst.FunctionDef)
               if node.name.value in called and node not in found and qualified_name(module, node) == node.name.value]
@@ -204,8 +204,10 @@ def _candidates(module: cst.Module, line: int) -> list[cst.FunctionDef]:
 
 def library_port(module: cst.Module, _source: str, site: BreakSite) -> Rewrite | None:
     by_name = {port.qualname: port for port in PORTS}
-    for function in _candidates(module, site.line):
-        port = by_name.get(qualified_name(module, function))
+    last_names = {qualname.rsplit(".", 1)[-1] for qualname in by_name}
+    for function in _candidates(module, site.line, last_names):
+        # the plain name first: resolving every node's parent for qualified_name costs a large file's walk
+        port = by_name.get(qualified_name(module, function)) if function.name.value in last_names else None
         if port is None or fingerprint(function) != port.fingerprint:
             continue
         ported = _ported(function, port)
