@@ -13,6 +13,7 @@ from dynscope.rewrites import (
     checks,
     compiling_clauses,
     iterators,
+    library_ports,
     logging_calls,
     numpy_calls,
     scalar_sizes,
@@ -24,6 +25,8 @@ from dynscope.rewrites.causes import cause_of
 Rule = Callable[[cst.Module, str, BreakSite], "Rewrite | None"]
 
 RULES: tuple[tuple[str, Rule], ...] = (
+    # first: a port is proven on the exact code it matches, and fix tries only the first few candidates
+    ("library-port", library_ports.library_port),
     ("guard-logging", logging_calls.guard_logging),
     ("traced-print", logging_calls.traced_print),
     ("tensor-where", tensor_branches.tensor_where),
@@ -43,7 +46,7 @@ RULES: tuple[tuple[str, Rule], ...] = (
 )
 
 # rules whose match already is the hidden cause (they say it more exactly than cause_of can)
-_NAME_THEIR_CAUSE = frozenset({"numpy-int-math", "floor-div-ints"})
+_NAME_THEIR_CAUSE = frozenset({"numpy-int-math", "floor-div-ints", "library-port"})
 # rules whose cause says why, where cause_of says what failed: both are shown
 _ADD_TO_THEIR_CAUSE = frozenset({"drop-compiling-clause"})
 

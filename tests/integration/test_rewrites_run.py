@@ -165,3 +165,27 @@ def test_the_rewrite_removes_the_break_torch_reported_with_equal_outputs(rule: s
     rewritten, sites_after, whole_after = _run(after, f"after_{rule.replace('-', '_')}", x)
     assert sites_after == [] and whole_after, f"still breaks: {sites_after}"
     assert torch.allclose(rewritten, eager)
+
+
+def test_the_batch_frexp_port_compiles_whole_and_equals_numpy_and_decimal(tmp_path: Path) -> None:
+    """library-port on IBert's batch_frexp (transformers 5.24's text, the unit tests' fixture): the break torch
+    reports is answered by the port, which compiles whole and gives bit-identical results, ties included."""
+    fixtures = _load(Path(__file__).parents[1] / "unit" / "test_library_ports.py", "library_port_fixtures")
+    before = tmp_path / "ibert_before.py"
+    before.write_text(fixtures.IBERT_FILE + "\n\ndef forward(x):\n    m, e = batch_frexp(x)\n    return torch.stack([m.double(), e])\n",
+                      encoding="utf-8")
+    # m * 2**31 ends in .5 for these two (2**30 + .5, its negative): ROUND_HALF_UP goes away from zero, torch.round to even
+    ties = torch.tensor([(2**31 + 1) / 2**32, -(2**31 + 1) / 2**30], dtype=torch.float64)
+    x = torch.cat([torch.linspace(-1.0, 2.0, 8, dtype=torch.float64), ties])
+    eager = _load(before, "ibert_before").forward(x)
+
+    _compiled, sites, _whole = _run(before, "ibert_before_c", x)
+    assert sites, "batch_frexp must break before the port"
+    candidates = {r.rule: r for r in rewrites_for(before.read_text(encoding="utf-8"), sites[0])}
+    assert "library-port" in candidates, f"library-port did not answer {sites[0]}; got {sorted(candidates)}"
+
+    after = tmp_path / "ibert_after.py"
+    after.write_text(candidates["library-port"].source, encoding="utf-8")
+    rewritten, sites_after, whole_after = _run(after, "ibert_after", x)
+    assert sites_after == [] and whole_after, f"still breaks: {sites_after}"
+    assert torch.equal(rewritten, eager)

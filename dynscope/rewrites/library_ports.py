@@ -1,0 +1,218 @@
+"""Library ports: known torch-traceable replacements for whole library functions that break.
+
+Some breaks are not one idiom a rule can rewrite but a whole function written for eager: IBert's
+``batch_frexp`` goes through NumPy and a ``decimal`` loop over a tensor's values (46 breaks in the
+HF bench's IBert), the MoE expert loops of DBRX and SwitchTransformers iterate over the experts a
+data-dependent ``nonzero`` picks. Each was ported by hand to torch and proven (identical outputs,
+the breaks gone: /work/notes/hf_sites.md "Proven by hand").
+
+A port is (the function's qualified name in its module, the fingerprint of the exact code it was
+written for, the replacement). ``library-port`` fires when the break line lies inside such a
+function, or calls it by name, AND the function's fingerprint matches: a function changed by one
+token (another library version, a user's edit) is left alone. It replaces the body, keeping the
+``def`` line, the decorators and the docstring.
+
+The fingerprint is the sha256 of the function's code (decorators and the lines above left out)
+as Python tokens, comments and blank lines dropped, so a re-indented or re-commented copy still
+matches; ``fingerprint`` computes it for a new port.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import textwrap
+import tokenize
+from dataclasses import dataclass
+
+import libcst as cst
+
+from dynscope.rewrites import BreakSite, Rewrite
+from dynscope.rewrites.locate import (
+    dotted_name,
+    ensure_import,
+    functions_around,
+    nodes_of_kind,
+    parents,
+    replace,
+    statements_at,
+    walk,
+)
+
+
+@dataclass(frozen=True)
+class Port:
+    """One known replacement for one exact library function."""
+
+    qualname: str  # the function's name in its module: "batch_frexp", "DbrxExperts.forward"
+    fingerprint: str  # sha256 of the original's normalized code (``fingerprint``)
+    replacement: str  # the new function, whole; its body replaces the original's (same parameters)
+    what: str  # the change and its cost, for fix's table
+    cause: str  # the break's real cause in words
+
+
+_BATCH_FREXP = '''
+def batch_frexp(inputs, max_bit=31):
+    shape_of_input = inputs.size()
+    inputs = inputs.view(-1)
+    output_m, output_e = torch.frexp(inputs)
+    # decimal's ROUND_HALF_UP: ties away from zero (torch.round rounds them to even); exact in float64
+    shifted = output_m.to(torch.float64) * (2**max_bit)
+    output_m = (torch.sign(shifted) * torch.floor(torch.abs(shifted) + 0.5)).to(torch.int64)
+    output_e = float(max_bit) - output_e.to(torch.float64)
+    return output_m.view(shape_of_input), output_e.view(shape_of_input)
+'''
+
+_DBRX_EXPERTS_FORWARD = '''
+def forward(self, hidden_states, top_k_index, top_k_weights):
+    batch_size = hidden_states.shape[0]
+    hidden_states = hidden_states.reshape(-1, self.hidden_size)
+    next_states = torch.zeros_like(hidden_states, dtype=hidden_states.dtype, device=hidden_states.device)
+    split_expert_shape = (-1, self.ffn_hidden_size, self.hidden_size)
+    # every expert on every token, weighted by the token's routing weight for it (0 where not routed):
+    # the work no longer depends on which experts the router picked
+    for expert_idx in range(self.num_experts):
+        weight = (top_k_weights * (top_k_index == expert_idx)).sum(dim=-1)
+        v1 = self.mlp.v1.view(split_expert_shape)[expert_idx]
+        w1 = self.mlp.w1.view(split_expert_shape)[expert_idx]
+        w2 = self.mlp.w2.view(split_expert_shape)[expert_idx]
+        states = self.mlp(hidden_states, w1, v1, w2)
+        next_states = next_states + states.view(-1, self.hidden_size) * weight[:, None]
+    return next_states.view(batch_size, -1, self.hidden_size)
+'''
+
+_SWITCH_EXPERTS_FORWARD = '''
+def forward(self, hidden_states, selected_experts, routing_weights):
+    final_hidden_states = torch.zeros_like(hidden_states)
+    # every expert on every token, weighted by the token's routing weight for it (0 where not routed):
+    # the work no longer depends on which experts the router picked
+    for expert_idx in range(self.num_experts):
+        weight = routing_weights[:, 0] * selected_experts[:, 0, expert_idx]
+        current_hidden_states = self[f"expert_{expert_idx}"](hidden_states) * weight[:, None]
+        final_hidden_states = final_hidden_states + current_hidden_states.to(hidden_states.dtype)
+    return final_hidden_states
+'''
+
+_DENSE_COST = "every expert runs on every token: E× the expert FLOPs"
+_MOE_CAUSE = "a loop over the experts a data-dependent nonzero picks (the number of experts hit, and their tokens, are data)"
+
+# transformers 5.24 (quant_modules.py, modeling_dbrx.py, modeling_switch_transformers.py)
+PORTS: tuple[Port, ...] = (
+    Port("batch_frexp", "c93751ff9d299408717da1f796ce605f6a6239456d1c3d9b84023f8a58adc157", _BATCH_FREXP,
+         "port batch_frexp() from NumPy and decimal to torch (torch.frexp, rounding half away from zero in float64: "
+         "same values and dtypes)",
+         "NumPy and decimal on tensors: np.frexp, a Python loop of decimal rounding over the values, torch.from_numpy"),
+    Port("DbrxExperts.forward", "fead715105d32674e82b698af3ea3872a9a76bfcd051f5e1dc7c41d0bb5a872f", _DBRX_EXPERTS_FORWARD,
+         f"run DbrxExperts.forward dense, without nonzero: {_DENSE_COST}", _MOE_CAUSE),
+    Port("SwitchTransformersExperts.forward", "2003f104468ad7dc0052a1c4637f3c4949e13180b92bec269e4b0a7f44636eef", _SWITCH_EXPERTS_FORWARD,
+         f"run SwitchTransformersExperts.forward dense, without nonzero: {_DENSE_COST}", _MOE_CAUSE),
+)
+
+_DROPPED_TOKENS = frozenset({tokenize.COMMENT, tokenize.NL, tokenize.ENCODING, tokenize.ENDMARKER})
+
+
+def normalized_code(function: cst.FunctionDef) -> str:
+    """The function's code as tokens, one space apart: decorators, comments, blank lines and the
+    width of indentation left out (INDENT / DEDENT / NEWLINE kept as markers: blocks still count)."""
+    code = cst.Module(body=[]).code_for_node(function.with_changes(decorators=[], leading_lines=[]))
+    words: list[str] = []
+    for token in tokenize.generate_tokens(io.StringIO(code).readline):
+        if token.type in _DROPPED_TOKENS:
+            continue
+        marker = {tokenize.INDENT: "<indent>", tokenize.DEDENT: "<dedent>", tokenize.NEWLINE: "<newline>"}.get(token.type)
+        words.append(marker or token.string)
+    return " ".join(words)
+
+
+def fingerprint(function: cst.FunctionDef) -> str:
+    """sha256 of ``normalized_code``: what a port is keyed on."""
+    return hashlib.sha256(normalized_code(function).encode()).hexdigest()
+
+
+def fingerprint_of_source(source: str) -> str:
+    """The fingerprint of the one function ``source`` holds (for writing a new port's entry)."""
+    statement = cst.parse_statement(textwrap.dedent(source).strip() + "\n")
+    if not isinstance(statement, cst.FunctionDef):
+        raise ValueError("the source is not one function")
+    return fingerprint(statement)
+
+
+def qualified_name(module: cst.Module, function: cst.FunctionDef) -> str:
+    """``Class.method`` / ``outer.inner`` / ``name``: the function's path in its module."""
+    held_by = parents(module)
+    names = [function.name.value]
+    node: cst.CSTNode = function
+    while node in held_by:
+        node = held_by[node]
+        if isinstance(node, (cst.ClassDef, cst.FunctionDef)):
+            names.append(node.name.value)
+    return ".".join(reversed(names))
+
+
+def _parameter_names(function: cst.FunctionDef) -> list[str]:
+    params = function.params
+    every = [*params.posonly_params, *params.params, *params.kwonly_params]
+    for star in (params.star_arg, params.star_kwarg):
+        if isinstance(star, cst.Param):
+            every.append(star)
+    return [param.name.value for param in every]
+
+
+def _docstring(function: cst.FunctionDef) -> list[cst.BaseStatement]:
+    """The docstring statement, when the function opens with one."""
+    body = function.body
+    if not isinstance(body, cst.IndentedBlock) or not body.body:
+        return []
+    first = body.body[0]
+    if isinstance(first, cst.SimpleStatementLine) and len(first.body) == 1 and isinstance(first.body[0], cst.Expr) \
+            and isinstance(first.body[0].value, (cst.SimpleString, cst.ConcatenatedString)):
+        return [first]
+    return []
+
+
+def _ported(function: cst.FunctionDef, port: Port) -> cst.FunctionDef | None:
+    """``function`` with the port's body (its docstring kept); None when the port's parameters differ."""
+    replacement = cst.parse_statement(textwrap.dedent(port.replacement).strip() + "\n")
+    assert isinstance(replacement, cst.FunctionDef) and isinstance(replacement.body, cst.IndentedBlock)  # the table's own text
+    body = function.body
+    if _parameter_names(replacement) != _parameter_names(function) or not isinstance(body, cst.IndentedBlock):
+        return None
+    docstring = _docstring(function)
+    statements = list(replacement.body.body)
+    after_docstring = body.body[1] if docstring and len(body.body) > 1 else None
+    if isinstance(after_docstring, (cst.SimpleStatementLine, cst.BaseCompoundStatement)) and statements \
+            and isinstance(statements[0], (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+        # the blank lines after the docstring stay (libcst holds them above the next statement), its comments go with the old body
+        blank = [line for line in after_docstring.leading_lines if line.comment is None]
+        statements[0] = statements[0].with_changes(leading_lines=[*blank, *statements[0].leading_lines])
+    return function.with_changes(body=body.with_changes(body=[*docstring, *statements]))
+
+
+def _called_names(statement: cst.CSTNode) -> set[str]:
+    return {dotted_name(node.func) for node in walk(statement) if isinstance(node, cst.Call)}
+
+
+def _candidates(module: cst.Module, line: int, ported_names: set[str]) -> list[cst.FunctionDef]:
+    """The functions the break line is in (innermost first), then the top-level ones of this file it calls by name."""
+    found = list(reversed(functions_around(module, line)))
+    called = ported_names & set().union(*(_called_names(statement) for statement in statements_at(module, line)))
+    # a plain-name call reaches a function of the module's top level only (not a method named alike)
+    found += [node for node, _span in nodes_of_kind(module, cst.FunctionDef)
+              if node.name.value in called and node not in found and qualified_name(module, node) == node.name.value]
+    return found
+
+
+def library_port(module: cst.Module, _source: str, site: BreakSite) -> Rewrite | None:
+    by_name = {port.qualname: port for port in PORTS}
+    last_names = {qualname.rsplit(".", 1)[-1] for qualname in by_name}
+    for function in _candidates(module, site.line, last_names):
+        # the plain name first: resolving every node's parent for qualified_name costs a large file's walk
+        port = by_name.get(qualified_name(module, function)) if function.name.value in last_names else None
+        if port is None or fingerprint(function) != port.fingerprint:
+            continue
+        ported = _ported(function, port)
+        if ported is None:
+            continue
+        rewritten = ensure_import(replace(module, function, ported), "torch")
+        return Rewrite("library-port", port.what, port.cause, site.line, rewritten.code)
+    return None
