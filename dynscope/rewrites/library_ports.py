@@ -4,7 +4,7 @@ Some breaks are not one idiom a rule can rewrite but a whole function written fo
 ``batch_frexp`` goes through NumPy and a ``decimal`` loop over a tensor's values (46 breaks in the
 HF bench's IBert), the MoE expert loops of DBRX and SwitchTransformers iterate over the experts a
 data-dependent ``nonzero`` picks. Each was ported by hand to torch and proven (identical outputs,
-the breaks gone: /work/notes/hf_sites.md "Proven by hand").
+the breaks gone, under ``dynscope fix`` on bench/hf_models/: bench/hf_models/README.md).
 
 A port is (the function's qualified name in its module, the fingerprint of the exact code it was
 written for, the replacement). ``library-port`` fires when the break line lies inside such a
