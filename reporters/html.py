@@ -18,7 +18,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from dynscope.analysis.breaks import BreakGroup
 from dynscope.analysis.changes import comparison_lines
@@ -45,6 +45,9 @@ from dynscope.exhaustive import assert_never
 from dynscope.model import Capture, Compile, Recompile, Stage
 from dynscope.reporters import ReportOptions
 from dynscope.safe_text import doc_url, json_text, visible, visible_strings
+
+if TYPE_CHECKING:
+    import jinja2
 
 _HERE = Path(__file__).parent
 _STAGE_COLORS = {"dynamo": "#4c6ef5", "aot_autograd": "#12b886", "inductor": "#fab005", "codegen": "#fa5252",
@@ -105,24 +108,30 @@ class HtmlReporter:
         })
 
     def render(self, out: TextIO) -> None:
-        import jinja2
-
-        env = jinja2.Environment(
-            loader=jinja2.FileSystemLoader(_HERE / "templates"),
-            autoescape=True,
-            undefined=jinja2.StrictUndefined,
-            trim_blocks=True,
-            lstrip_blocks=True,
-            # Every value a template shows is a capture's text: its control characters visible.
-            finalize=_visible_value,
-        )
-        env.filters["seconds"] = lambda v: "–" if not v else f"{v:.2f}"
+        env = template_environment()
         out.write(env.get_template("report.html.j2").render(
             **self.context,
             css=(_HERE / "assets" / "report.css").read_text(),
             js=(_HERE / "assets" / "report.js").read_text(),
             nonce=secrets.token_urlsafe(16),
         ))
+
+
+def template_environment() -> jinja2.Environment:
+    """The one Jinja environment of dynscope's HTML (the report, the notebook view): autoescaped,
+    and every value a template shows is a capture's text, shown with its control characters visible."""
+    import jinja2
+
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(_HERE / "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        finalize=_visible_value,
+    )
+    env.filters["seconds"] = lambda v: "–" if not v else f"{v:.2f}"
+    return env
 
 
 def _title(captures: Sequence[Capture]) -> str:

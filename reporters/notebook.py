@@ -23,7 +23,7 @@ from dynscope.analysis.run_view import run_view
 from dynscope.analysis.source import SourceAccess
 from dynscope.model import Capture
 from dynscope.reporters import ReportOptions
-from dynscope.reporters.html import ReportLimits, _GraphBudget, _RankView, _title, _visible_value
+from dynscope.reporters.html import ReportLimits, _GraphBudget, _RankView, _title, template_environment
 
 _HERE = Path(__file__).parent
 
@@ -83,17 +83,7 @@ class NotebookReporter:
         out.write(self.html())
 
     def html(self) -> str:
-        import jinja2
-
-        env = jinja2.Environment(
-            loader=jinja2.FileSystemLoader(_HERE / "templates"),
-            autoescape=True,
-            undefined=jinja2.StrictUndefined,
-            trim_blocks=True,
-            lstrip_blocks=True,
-            finalize=_visible_value,  # every capture string with its control characters made visible
-        )
-        env.filters["seconds"] = lambda v: "–" if not v else f"{v:.2f}"
+        env = template_environment()
         return env.get_template("notebook.html.j2").render(**self.context, S=STYLES)
 
 
