@@ -116,6 +116,7 @@ class Remedy:
     rule: str | None = None  # a source rewrite: the catalogue rule that made it (dynscope/rewrites)
     cause: str | None = None  # a source rewrite: the break's real cause in words
     also: tuple[SetConfig, ...] = ()  # settings a source rewrite needs with it (applied in the same run)
+    leaves_graph: bool = False  # a source rewrite that runs the breaking code in eager (Rewrite.leaves_graph)
 
     @property
     def tried(self) -> bool:
@@ -415,7 +416,8 @@ def _rewrite_remedies(p: FixProblem, _features: Features, read: SourceReader) ->
             f"rewrite:{rewrite.rule}:{source.shown}:{rewrite.line}",
             f"{rewrite.title}{with_settings}{where} ({_base(source.shown)})", "source",
             ChangeSource(((source.path, rewrite.source),)), (f"import torch\n{head}\n" if head else "") + edit.diff(),
-            edits=(edit,), rule=rewrite.rule, cause=rewrite.cause, also=settings))
+            edits=(edit,), rule=rewrite.rule, cause=rewrite.cause, also=settings,
+            leaves_graph=rewrite.leaves_graph))
     return remedies
 
 

@@ -291,13 +291,9 @@ def _row(t: Targets, remedy: Remedy, trial: TrialRun | None, base: RunFacts, jud
                    wall_s=_round(trial.wall_s))
 
 
-# Rewrites that put code under torch.compiler.disable: like DisableFunction, they move it out of the graph.
-_LEAVES_GRAPH_RULES = frozenset({"disable-numpy-helper"})
-
-
 def _leaves_graph(remedy: Remedy) -> bool:
     """The remedy runs the breaking code in eager (torch.compiler.disable) instead of making it traceable."""
-    return isinstance(remedy.action, DisableFunction) or remedy.rule in _LEAVES_GRAPH_RULES
+    return isinstance(remedy.action, DisableFunction) or remedy.leaves_graph
 
 
 @dataclass(frozen=True)

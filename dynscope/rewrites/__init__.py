@@ -39,3 +39,6 @@ class Rewrite:
     # torch._dynamo.config flags the change needs on (True) to remove the break: check-size helps only
     # once scalar capture keeps the number in the graph; a trial sets them with the rewrite
     settings: tuple[str, ...] = ()
+    # the change runs the breaking code in eager (torch.compiler.disable) rather than making it traceable:
+    # fix calls a break it removes while the graphs do not fall "moved to eager"
+    leaves_graph: bool = False

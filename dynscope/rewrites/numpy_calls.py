@@ -231,5 +231,5 @@ def disable_numpy_helper(module: cst.Module, _source: str, site: BreakSite) -> R
         return Rewrite("disable-numpy-helper", f"run the NumPy helper {helper.name.value}() in eager: @torch.compiler.disable "
                        f"on its def (line {line})",
                        f"{helper.name.value}() works with NumPy on the host (random numbers or arrays), which Dynamo cannot "
-                       "put in a graph", site.line, rewritten.code)
+                       "put in a graph", site.line, rewritten.code, leaves_graph=True)
     return None
