@@ -290,6 +290,43 @@ class AutotuneSeen(Record):
 
 
 @dataclasses.dataclass(frozen=True)
+class NumericsNode:
+    """One intermediate of a compiled graph, compared in ``dynscope numerics``: its value in the
+    compiled run and in eager at the program's precision, each against a higher-precision reference."""
+
+    graph: str  # the compile id of the graph ("0/0"); a backward graph has its forward's id
+    direction: str  # "forward" or "backward"
+    index: int  # position in the graph's node order (the x axis of the error plot)
+    node: str  # FX node name in the post-grad graph ("relu", "add_3")
+    op: str  # its target ("aten.relu.default")
+    eager_error: float  # eager at the program's precision vs the reference (the criterion's metric)
+    compiled_error: float  # the compiled run's value vs the reference, same metric
+    kernel: str = ""  # the generated kernel that computes it ("cpp_fused_relu_0"); "" for extern/none
+    source: str = ""  # the user's line, "path:line"
+    stack: tuple[BreakFrame, ...] = ()  # the user's stack of that line, outermost first
+    nondeterministic: bool = False  # two compiled runs of the same inputs disagree here
+    suspect: bool = False  # compiled_error exceeds the criterion (and the node is deterministic)
+
+
+@dataclasses.dataclass(frozen=True)
+class NumericsChecked(Record):
+    """``dynscope numerics``: every intermediate of the compiled graphs compared at their first call
+    (JSON payload: none; the nodes are the data). ``first_suspect`` indexes ``nodes``."""
+
+    KIND: ClassVar[str] = "dynscope:numerics"
+    verdict: str = "within"  # "suspect", "within" (compiled within eager's own error) or "nondeterministic"
+    criterion: str = ""  # the criterion in words, as the output states it
+    factor: float = 0.0  # compiled error may exceed eager's error by this factor ...
+    tolerance: float = 0.0  # ... plus this absolute slack
+    reference_dtype: str = ""  # "float64", or "float32" for bf16/fp16 programs
+    program_dtype: str = ""
+    graphs_checked: int = 0
+    first_suspect: int | None = None
+    nodes: tuple[NumericsNode, ...] = ()
+    elapsed_s: float = 0.0
+
+
+@dataclasses.dataclass(frozen=True)
 class CaptureMeta(Record):
     """The capture's ``meta`` table (not an event): what the recorder, ``dynscope import`` and the
     launcher say about the run as a whole."""
@@ -699,7 +736,7 @@ class FixResult(Record):
 DYNSCOPE_RECORDS: tuple[type[Record], ...] = (
     RunStart, RunEnd, ProbesRemoved, ProgramRaised, ProbeError, GraphBreakSeen, GuardFailureSeen, FxGraphStructure,
     MinifyResult, ImportStart, ImportEnd, RuntimeSnapshot, EagerTwinRun, AutotuneSeen,
-    FixFeatures, FixApplied, FixRegion, FixOutput, FixResult,
+    FixFeatures, FixApplied, FixRegion, FixOutput, FixResult, NumericsChecked,
 )
 
 
