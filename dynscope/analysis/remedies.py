@@ -34,6 +34,7 @@ from dynscope.events import (
     FixFamily,
     JsonValue,
     MarkDynamic,
+    NumericsNode,
     ProblemKind,
     SetConfig,
     ShowOnly,
@@ -84,7 +85,31 @@ class SkippedFacts:
     headline: str  # the break Dynamo could not handle
 
 
-Facts = BreakFacts | LimitFacts | RecompileFacts | ErrorFacts | SkippedFacts
+@dataclass(frozen=True)
+class NumericsFacts:
+    """The first suspect of a numerics check (``dynscope numerics``): where compiled and eager part ways."""
+
+    node: str  # the post-grad FX node
+    op: str  # its target, "aten.relu.default"
+    kernel: str  # the generated kernel computing it; "" for an extern call or none
+    program_dtype: str  # "bfloat16", "float16", "float32"...
+    function: str | None  # the user's function of the suspect's source line (innermost frame)
+    file: str | None
+    line: int | None
+    compiled_frame: bool = False  # the function is the frame torch.compile compiled (disabling it compiles nothing)
+
+    @property
+    def random(self) -> bool:
+        """A random op: eager and compiled draw different numbers unless Inductor falls back to eager's RNG."""
+        op = self.op.lower()
+        return any(word in op for word in _RANDOM_OP_WORDS)
+
+    @property
+    def low_precision(self) -> bool:
+        return self.program_dtype in ("bfloat16", "float16", "torch.bfloat16", "torch.float16", "bf16", "fp16")
+
+
+Facts = BreakFacts | LimitFacts | RecompileFacts | ErrorFacts | SkippedFacts | NumericsFacts
 
 
 @dataclass(frozen=True)
@@ -291,6 +316,10 @@ def _first_line(text: str) -> str:
 # -- what the entries read ------------------------------------------------------------------------
 
 _DYNAMO = "torch._dynamo.config"
+_INDUCTOR = "torch._inductor.config"
+# Ops whose result is random (dynscope/minifier/fragment.py skips comparing them for the same reason).
+_RANDOM_OP_WORDS = ("dropout", "rand", "bernoulli", "normal", "multinomial", "uniform", "exponential", "poisson",
+                    "cauchy", "geometric", "log_normal")
 # The input's name may itself hold quotes: a keyword input is "kwargs['input_values']" (or "L['kwargs']['x']").
 # The summary's hint names only a plain input (its text is part of the recorded views).
 _SIZE_HINT = re.compile(r"tensor '(?P<name>[^']+)' (?:size|stride) mismatch at index (?P<dim>\d+)")
@@ -630,6 +659,102 @@ def _reason_hint(pattern: str, hint: str) -> Hint:
     return lambda facts: hint if isinstance(facts, RecompileFacts) and compiled.search(facts.reason or "") else None
 
 
+# -- numerics: the first suspect of `dynscope numerics` ------------------------------------------------
+# Inductor's settings are recorded in Features.configs under their full dotted name
+# ("torch._inductor.config.fallback_random"): Dynamo's are recorded by their bare name.
+
+
+def _numerics(p: FixProblem) -> NumericsFacts | None:
+    return p.facts if isinstance(p.facts, NumericsFacts) else None
+
+
+def _inductor_wants(features: Features, name: str, value: JsonValue) -> bool:
+    return _wants(features, f"{_INDUCTOR}.{name}", value)
+
+
+def _inductor_config(name: str, value: JsonValue) -> Make:
+    return lambda _p, _features: config_remedy(name, value, module=_INDUCTOR)
+
+
+def _precision_casts_applies(p: FixProblem, features: Features) -> bool:
+    facts = _numerics(p)
+    return facts is not None and facts.low_precision and _inductor_wants(features, "emulate_precision_casts", True)
+
+
+def _precision_casts_hint(facts: Facts) -> str | None:
+    if not isinstance(facts, NumericsFacts) or not facts.low_precision:
+        return None
+    return (f"{_INDUCTOR}.emulate_precision_casts = True: Inductor then rounds intermediates to {facts.program_dtype} "
+            "where eager does, so a fused kernel's extra precision no longer differs from eager")
+
+
+def _fallback_random_applies(p: FixProblem, features: Features) -> bool:
+    facts = _numerics(p)
+    return facts is not None and facts.random and _inductor_wants(features, "fallback_random", True)
+
+
+def _fallback_random_hint(facts: Facts) -> str | None:
+    if not isinstance(facts, NumericsFacts) or not facts.random:
+        return None
+    return (f"{_INDUCTOR}.fallback_random = True: {facts.op} then draws the same random numbers as eager "
+            "(compiled random ops use their own generator)")
+
+
+def _numerics_disable_applies(p: FixProblem, features: Features) -> bool:
+    """Keeping the suspect's function in eager: only a helper the compiled code calls (disabling the
+    callable given to torch.compile would switch compilation off), and only the program's own."""
+    facts = _numerics(p)
+    if facts is None or not facts.function or not facts.file or _RESUME.match(facts.function) or facts.compiled_frame:
+        return False
+    given = {(fn, _norm(file)) for fn, file in features.compiled_callables}
+    root = _norm(features.program_root).rstrip("/") + "/"
+    return ((facts.function, _norm(facts.file)) not in given and _norm(facts.file).startswith(root) and root != "/"
+            and features.has("compiler_disable"))
+
+
+def _numerics_disable_remedy(p: FixProblem, _features: Features) -> Remedy:
+    facts = _numerics(p)
+    assert facts is not None and facts.function and facts.file  # _numerics_disable_applies said so
+    return Remedy(f"disable:{facts.file}:{facts.function}", f"torch.compiler.disable on {facts.function} "
+                  f"({_base(facts.file)})", "wrap", DisableFunction(facts.file, facts.function, facts.line),
+                  f"# in {facts.file}: put @torch.compiler.disable above `def {facts.function}`\n")
+
+
+def _numerics_disable_hint(facts: Facts) -> str | None:
+    if not isinstance(facts, NumericsFacts) or not facts.function or _RESUME.match(facts.function):
+        return None
+    if facts.compiled_frame:
+        return (f"keep {facts.op} in eager: move line {facts.line} of {facts.function} ({_base(facts.file)}) into a "
+                "helper with @torch.compiler.disable above its `def` (disabling "
+                f"{facts.function} itself would compile nothing of it)")
+    return (f"keep {facts.function} ({_base(facts.file)}) in eager: put @torch.compiler.disable above "
+            f"`def {facts.function}` (it runs uncompiled, so its numbers are eager's)")
+
+
+def numerics_problem(suspect: NumericsNode, program_dtype: str, compiled: tuple[str, str | None] | None = None
+                     ) -> FixProblem:
+    """The first suspect of a numerics check as a problem the table's numerics entries serve. Not one
+    of ``problems_of``: ``fix`` judges by equal outputs, a numerics remedy by the error it removes.
+    ``compiled``: (function, file) of the frame whose graph holds the suspect."""
+    frame = suspect.stack[-1] if suspect.stack else None
+    file, line = _source_site(suspect.source)
+    if frame is not None and frame.file:
+        file, line = frame.file, frame.line
+    function = frame.function if frame is not None else None
+    in_frame = compiled is not None and function == compiled[0] and _base(file) == _base(compiled[1])
+    facts = NumericsFacts(suspect.node, suspect.op, suspect.kernel, program_dtype, function, file, line, in_frame)
+    return FixProblem("numerics", f"numerics|{suspect.graph}|{suspect.direction}|{suspect.op}|{file}|{line}", file,
+                      line, function, f"{suspect.op} ({suspect.node}) is where compiled and eager part ways", 1, facts)
+
+
+def _source_site(source: str) -> tuple[str | None, int | None]:
+    """("path", line) of a "path:line" source; the path alone when there is no line."""
+    path, sep, line = source.rpartition(":")
+    if sep and line.isdigit():
+        return path, int(line)
+    return (source or None), None
+
+
 # -- the table ----------------------------------------------------------------------------------------
 
 TABLE: tuple[Entry, ...] = (
@@ -652,6 +777,13 @@ TABLE: tuple[Entry, ...] = (
     Entry("dynamic_true", ("recompile",), _dynamic_applies, _dynamic_remedy),
     Entry("suppress_errors", ("error",), lambda _p, features: _wants(features, "suppress_errors", True),
           _config("suppress_errors", True)),
+    # A numerics suspect (dynscope numerics); their trials need an engine that judges the error, not equal outputs.
+    Entry("emulate_precision_casts", ("numerics",), _precision_casts_applies,
+          _inductor_config("emulate_precision_casts", True), _precision_casts_hint),
+    Entry("fallback_random", ("numerics",), _fallback_random_applies, _inductor_config("fallback_random", True),
+          _fallback_random_hint),
+    Entry("numerics_compiler_disable", ("numerics",), _numerics_disable_applies, _numerics_disable_remedy,
+          _numerics_disable_hint),
     # Hints only: what to try that no setting dynscope can try does.
     Entry("torch_advice", ("graph_break",), hint=_torch_hint),
     Entry("fix_the_break", ("skipped_frame",), hint=_skipped_hint),
@@ -675,6 +807,11 @@ def hint_for(kind: ProblemKind, facts: Facts) -> str | None:
             if hint is not None:
                 return hint
     return None
+
+
+def hints_for(kind: ProblemKind, facts: Facts) -> list[str]:
+    """Every entry's hint for a problem, in table order (a numerics suspect lists each setting to try)."""
+    return [hint for entry in TABLE if kind in entry.serves for hint in [entry.hint(facts)] if hint is not None]
 
 
 def remedies_for(problem: FixProblem, features: Features, read: SourceReader | None = None) -> list[Remedy]:

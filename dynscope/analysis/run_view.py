@@ -17,6 +17,7 @@ from functools import cached_property
 
 from dynscope.analysis import runtime
 from dynscope.analysis.breaks import BreakGroup, group_breaks
+from dynscope.analysis.numerics import NumericsView, numerics_view
 from dynscope.analysis.overview import Totals, compile_seconds, stage_seconds
 from dynscope.analysis.problems import Problem, recompiles_by_frame, top_problems
 from dynscope.analysis.runtime import CostedBreak, EntryRuntime, FrameRecompiles, FrameRuntime, RecompileRuntime, TimeSplit, VsEager
@@ -82,6 +83,12 @@ class RunView:
     def fix_results(self) -> list[FixResult]:
         """The remedies `dynscope fix` proved for this run's problems."""
         return self.capture.fix_results()
+
+    @cached_property
+    def numerics(self) -> NumericsView | None:
+        """The run's numerics check (`dynscope numerics`): the error along each graph and its first suspect;
+        None when the run was not checked."""
+        return numerics_view(self.capture.numerics, self.compiles)
 
     @cached_property
     def dynamic_sources(self) -> dict[str, tuple[str, ...]]:

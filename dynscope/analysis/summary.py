@@ -6,9 +6,11 @@ added, and ``schema`` changes if one is ever removed or changes meaning.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from dynscope.analysis.breaks import BreakGroup
+from dynscope.analysis.numerics import NumericsView
 from dynscope.analysis.run_view import RunView, run_view
 from dynscope.analysis.runtime import VsEager
 from dynscope.model import Capture, Compile, CompileError, Kernel, Recompile, RecompileLimitHit, SkippedFrame, Stage
@@ -39,7 +41,7 @@ def summary_document(view: RunView) -> dict[str, Any]:
     run = view.run
     exception = view.exception
     t = view.totals
-    return {
+    document: dict[str, Any] = {
         "schema": SCHEMA,
         "capture": run.path,
         # false: the recording was cut (a full disk, a killed recorder); the numbers cover only its first part
@@ -92,6 +94,42 @@ def summary_document(view: RunView) -> dict[str, Any]:
             for a in view.autotuning
         ],
     }
+    numerics = view.numerics
+    if numerics is not None:  # only when the run was checked: older captures' documents stay as they were
+        document["numerics"] = numerics_json(numerics)
+    return document
+
+
+def numerics_json(n: NumericsView) -> dict[str, Any]:
+    """What `dynscope numerics` found: the verdict, its criterion, the first suspect and the counts."""
+    first = n.first_suspect
+    problem = n.problem
+    return {
+        "verdict": n.verdict,
+        "criterion": n.criterion,
+        "factor": n.numerics.factor,
+        "tolerance": n.numerics.tolerance,
+        "reference_dtype": n.numerics.reference_dtype,
+        "program_dtype": n.numerics.program_dtype,
+        "graphs_checked": n.numerics.graphs_checked,
+        "nodes": len(n.numerics.nodes),
+        "suspects": n.suspect_count,
+        "nondeterministic": n.nondeterministic_count,
+        "first_suspect": None if first is None or problem is None else {
+            "graph": first.graph, "direction": first.direction, "index": first.index, "node": first.node,
+            "op": first.op, "kernel": first.kernel or None, "source": first.source or None,
+            "file": problem.file, "line": problem.line, "function": problem.function,
+            "compiled_error": _finite(first.compiled_error), "eager_error": _finite(first.eager_error),
+        },
+        "growth": [{"graph": g.graph, "direction": g.direction, "index": g.index, "node": g.node} for g in n.growth_nodes],
+        "try": list(n.hints),
+        "elapsed_s": n.numerics.elapsed_s,
+    }
+
+
+def _finite(value: float) -> float | None:
+    """JSON has no inf or nan: null stands for them."""
+    return value if math.isfinite(value) else None
 
 
 def runtime_json(view: RunView) -> dict[str, Any]:

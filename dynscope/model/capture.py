@@ -27,6 +27,7 @@ from dynscope.model.fxgraph import FxGraph
 from dynscope.model.graph_breaks import read_graph_breaks
 from dynscope.model.guards import parse_guard_tree
 from dynscope.model.json_values import JsonObject, as_object
+from dynscope.model.numerics import Numerics, read_numerics
 from dynscope.model.output_code import kernel_names
 from dynscope.model.reading import RecordReader
 from dynscope.model.recompiles import read_recompiles
@@ -85,6 +86,7 @@ class Capture:
         by the timeline) counts once it has been read."""
         self.run, self.exception, self._compiles, self._graph_breaks, self._recompiles  # noqa: B018
         self.probe_errors(), self.minify_results(), self.graph_input_sizes(), self.dynamic_sources()
+        self.numerics  # noqa: B018
         return self.record_reader.tally()
 
     # -- the run ---------------------------------------------------------------------------
@@ -221,6 +223,11 @@ class Capture:
     def minify_results(self) -> list[MinifyResult]:
         """What `dynscope minify` found for this run (it records its result into the capture)."""
         return [r for r, _ in self.record_reader.records(MinifyResult)]
+
+    @cached_property
+    def numerics(self) -> Numerics | None:
+        """What `dynscope numerics` found for this run (it records its check into the capture); None: not checked."""
+        return read_numerics(self.record_reader)
 
     def fix_results(self) -> list[FixResult]:
         """The remedies `dynscope fix` proved for this run's problems (it records them into the capture)."""
