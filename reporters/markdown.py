@@ -11,6 +11,7 @@ from typing import TextIO
 
 from dynscope.analysis.fix_document import FixDocument
 from dynscope.analysis.names import command_line, first_line, friendly_function, location, seconds_text
+from dynscope.analysis.numerics import NumericsView
 from dynscope.analysis.overview import not_understood_line
 from dynscope.analysis.run_view import RunView, run_view
 from dynscope.model import Capture
@@ -149,6 +150,9 @@ def _capture_section(out: _Budget, capture: Capture, *, titled: bool) -> None:
                     + (f"; repro ({m.nodes_after} compute nodes, verified in a fresh process) at {code(m.repro)}"
                        if m.verified and m.repro else "; no verified repro") + "\n")
 
+    if view.numerics is not None:
+        _numerics(out, view.numerics, cwd)
+
     fixes = view.fix_results
     if fixes:
         out.add("\n#### dynscope fix: verified fixes\n\n")
@@ -162,6 +166,28 @@ def _capture_section(out: _Budget, capture: Capture, *, titled: bool) -> None:
     unread = not_understood_line(view.not_understood)
     if unread:
         out.force(f"\n_{text(unread)}_\n")
+
+
+def _numerics(out: _Budget, n: NumericsView, cwd: str | None) -> None:
+    """What `dynscope numerics` found: the verdict, the first suspect with its kernel and source line, what to try."""
+    out.add(f"\n#### dynscope numerics\n\n**{text(n.verdict)}**: {text(n.verdict_line)}\n\n")
+    first, problem = n.first_suspect, n.problem
+    if first is not None and problem is not None:
+        kernel = f", kernel {code(first.kernel)}" if first.kernel else ""
+        out.add(f"- first suspect: {code(first.node)} ({code(first.op)}){kernel} in graph {code(first.graph)} "
+                f"{text(first.direction)}, node {first.index}: compiled error {first.compiled_error:.3g} vs eager's "
+                f"{first.eager_error:.3g}\n")
+        line = first.stack[-1].code if first.stack else None
+        out.add(f"- at {code(location(problem.file, problem.line, cwd))}"
+                + (f" in {code(friendly_function(problem.function))}" if problem.function else "")
+                + (f": {code(line.strip())}" if line else "") + "\n")
+    out.add(f"- criterion: {text(n.criterion)}\n")
+    out.add(f"- {n.suspect_count} suspect, {n.nondeterministic_count} nondeterministic (changed run to run, not blamed)"
+            + "".join(f"; {code(v.node)}" for v in n.numerics.nondeterministic[:6]) + "\n")
+    if n.growth_nodes:
+        out.add("- compiled error grows >10× at " + ", ".join(code(g.node) for g in n.growth_nodes[:12]) + "\n")
+    for hint in n.hints:
+        out.add(f"- try: {text(hint)}\n")
 
 
 def _time_split(out: _Budget, view: RunView) -> None:

@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.text import Text
 
 from dynscope.analysis.names import command_line, condensed, first_line, friendly_function, location, plural, seconds_text, short_path
+from dynscope.analysis.numerics import NumericsView
 from dynscope.analysis.overview import not_understood_line, stage_seconds
 from dynscope.analysis.problems import advice_for
 from dynscope.analysis.run_view import RunView, run_view
@@ -89,6 +90,8 @@ def render_summary(capture: Capture, console: Console) -> None:
         console.print()
     for result in view.minify_results:
         console.print(Text("dynscope minify: ", style="bold red") + Text(result.headline))
+    if view.numerics is not None:
+        console.print(_numerics_section(view.numerics, cwd))
     modes = _compile_modes_section(view)
     if modes is not None:
         console.print(modes)
@@ -315,6 +318,41 @@ def _compile_modes_section(view: RunView) -> Group | None:
                 ms = f"{c.ms:.4f} ms" if c.ms is not None else "failed"
                 rows.append(Text(f"    {ms:>12}  {c.name}" + (f"  {c.description}" if c.description else ""),
                                  style="green" if c.name == a.picked else "dim"))
+    rows.append(Text(""))
+    return Group(*rows)
+
+
+def _numerics_section(n: NumericsView, cwd: str | None) -> Group:
+    """What `dynscope numerics` found: the verdict, the first suspect and where it is, the criterion, what to try."""
+    style = {"suspect": "bold red", "within": "bold green", "nondeterministic": "bold yellow"}[n.verdict]
+    rows: list[Text] = [Text("Numerics (dynscope numerics): ", style="bold") + Text(n.verdict_line, style=style)]
+    first, problem = n.first_suspect, n.problem
+    if first is not None and problem is not None:
+        title = Text("  first suspect: ", style="bold")
+        title.append(f"{first.node} ({first.op})", style="bold red")
+        if first.kernel:
+            title.append(f"  kernel {first.kernel}", style="magenta")
+        title.append(f"  graph {first.graph} {first.direction}, node {first.index}", style="dim")
+        rows.append(title)
+        where = Text(f"    {location(problem.file, problem.line, cwd)}"
+                     + (f" in {friendly_function(problem.function)}" if problem.function else ""), style="cyan")
+        code = first.stack[-1].code if first.stack else None
+        if code:
+            where.append(f":  {_clip(code.strip(), 70)}", style="white")
+        rows.append(where)
+        rows.append(Text(f"    compiled error {first.compiled_error:.3g} vs eager's {first.eager_error:.3g}"))
+    rows.append(Text(f"  {n.criterion}", style="dim"))
+    if n.growth_nodes:
+        rows.append(Text("  compiled error grows >10× at: " + ", ".join(g.node for g in n.growth_nodes[:12])
+                         + (" …" if len(n.growth_nodes) > 12 else ""), style="dim"))
+    rows.append(Text(f"  {plural(n.suspect_count, 'suspect node')}, "
+                     f"{plural(n.nondeterministic_count, 'nondeterministic node')} (changes run to run; not blamed)"))
+    varying = n.numerics.nondeterministic
+    if varying:
+        rows.append(Text("  nondeterministic: " + ", ".join(f"{v.node} ({v.op})" for v in varying[:6])
+                         + (" …" if len(varying) > 6 else ""), style="yellow"))
+    for hint in n.hints:
+        rows.append(Text(f"    try: {hint}", style="green"))
     rows.append(Text(""))
     return Group(*rows)
 

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
+from dynscope.analysis.names import plural
 from dynscope.analysis.remedies import FixProblem, hints_for, numerics_problem
 from dynscope.events import NumericsNode
 from dynscope.model import Compile
@@ -90,13 +91,14 @@ class NumericsView:
         """The verdict in one line."""
         n, first = self.numerics, self.first_suspect
         if self.verdict == "suspect" and first is not None:
-            return f"compiled and eager part ways at {first.node} ({first.op}): {self.suspect_count} suspect node(s)"
+            return f"compiled and eager part ways at {first.node} ({first.op}): {plural(self.suspect_count, 'suspect node')}"
         if self.verdict == "nondeterministic":
-            return (f"no suspect: {self.nondeterministic_count} node(s) change from one compiled run to the next "
-                    "(nondeterministic, not blamed)")
+            return (f"no suspect: {plural(self.nondeterministic_count, 'node')} changed from one compiled run to the "
+                    "next (nondeterministic, not blamed)")
         if self.verdict == "suspect":
-            return f"{self.suspect_count} suspect node(s)"
-        return f"the compiled run stays within eager's own error ({len(n.nodes)} nodes in {n.graphs_checked} graph(s))"
+            return plural(self.suspect_count, "suspect node")
+        return (f"the compiled run stays within eager's own error ({plural(len(n.nodes), 'node')} in "
+                f"{plural(n.graphs_checked, 'graph')})")
 
     @cached_property
     def series(self) -> tuple[ErrorSeries, ...]:

@@ -27,6 +27,7 @@ from dynscope.analysis.remedies import (
     Facts,
     FixProblem,
     LimitFacts,
+    NumericsFacts,
     RecompileFacts,
     SkippedFacts,
     hint_for,
@@ -55,7 +56,8 @@ CAPTURES = Path(__file__).resolve().parent.parent / "data" / "captures"
 EVERYTHING = Features(
     configs={"capture_scalar_outputs": False, "capture_dynamic_output_shape_ops": False,
              "allow_unspec_int_on_nn_module": False, "specialize_float": True, "suppress_errors": False,
-             "recompile_limit": 8},
+             "recompile_limit": 8, "torch._inductor.config.emulate_precision_casts": False,
+             "torch._inductor.config.fallback_random": False},
     functions=frozenset({"reorderable_logging_functions", "mark_dynamic", "maybe_mark_dynamic", "compiler_disable"}),
     compiled_callables=(("forward", "/p/model.py"),), program_root="/p")
 
@@ -77,6 +79,10 @@ ITEM = _brk("Tensor.item() call with capture_scalar_outputs=False", gb_type="Uns
 DATA_DEPENDENT = ErrorFacts("GuardOnDataDependentSymNode",
                             "Could not guard on data-dependent expression Eq(u0, 1) (unhinted: Eq(u0, 1))", 33)
 SIZE = _guard("tensor 'x' size mismatch at index 0. expected 4, actual 8", "4", "8")
+
+F32_SUSPECT = NumericsFacts("add", "aten.add.Tensor", "cpp_fused_add_0", "float32", "helper", "/p/model.py", 9)
+BF16_SUSPECT = replace(F32_SUSPECT, program_dtype="bfloat16")
+DROPOUT_SUSPECT = replace(F32_SUSPECT, op="aten.native_dropout.default")
 
 
 @dataclass(frozen=True)
@@ -149,6 +155,23 @@ CASES: dict[str, Case] = {
         _problem("error", ErrorFacts("BackendCompilerFailed", "boom", None)),
         SetConfig("torch._dynamo.config", "suppress_errors", True), "torch._dynamo.config.suppress_errors = True",
         _problem("graph_break", ITEM)),  # an entry serves only its kinds
+    # A numerics suspect (dynscope numerics): problems made by numerics_problem (tests/unit/test_numerics_views.py)
+    "emulate_precision_casts": Case(
+        _problem("numerics", BF16_SUSPECT), SetConfig("torch._inductor.config", "emulate_precision_casts", True),
+        "torch._inductor.config.emulate_precision_casts = True", _problem("numerics", F32_SUSPECT),
+        ("numerics", BF16_SUSPECT, "torch._inductor.config.emulate_precision_casts = True: Inductor then rounds "
+         "intermediates to bfloat16 where eager does, so a fused kernel's extra precision no longer differs from eager")),
+    "fallback_random": Case(
+        _problem("numerics", DROPOUT_SUSPECT), SetConfig("torch._inductor.config", "fallback_random", True),
+        "torch._inductor.config.fallback_random = True", _problem("numerics", F32_SUSPECT),
+        ("numerics", DROPOUT_SUSPECT, "torch._inductor.config.fallback_random = True: aten.native_dropout.default "
+         "then draws the same random numbers as eager (compiled random ops use their own generator)")),
+    "numerics_compiler_disable": Case(
+        _problem("numerics", F32_SUSPECT), DisableFunction("/p/model.py", "helper", 9),
+        "torch.compiler.disable on helper (model.py)",
+        _problem("numerics", replace(F32_SUSPECT, function="forward", compiled_frame=True)),
+        ("numerics", F32_SUSPECT, "keep helper (model.py) in eager: put @torch.compiler.disable above `def helper` "
+         "(it runs uncompiled, so its numbers are eager's)")),
     "torch_advice": Case(
         None, None, None, _problem("graph_break", ITEM),
         ("graph_break", _brk(hints=("\n  Use torch._check to tell the compiler.\n  more", "second")),
@@ -191,7 +214,7 @@ def test_every_problem_kind_has_its_entries():
     """One vocabulary: every kind the summary names has an entry, and the fix document's kind for it."""
     for kind in PROBLEM_KINDS:
         assert [e for e in TABLE if kind in e.serves], kind
-        assert FIX_FAMILY[kind] in ("break", "recompile", "error")
+        assert FIX_FAMILY[kind] in ("break", "recompile", "error", "numerics")
     assert all(kind in PROBLEM_KINDS for e in TABLE for kind in e.serves)
 
 
