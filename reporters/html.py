@@ -44,6 +44,7 @@ from dynscope.errors import DynscopeError
 from dynscope.exhaustive import assert_never
 from dynscope.model import Capture, Compile, Recompile, Stage
 from dynscope.reporters import ReportOptions
+from dynscope.reporters.numerics_plot import plots as numerics_plots
 from dynscope.safe_text import doc_url, json_text, visible, visible_strings
 
 if TYPE_CHECKING:
@@ -187,6 +188,7 @@ class _RankView:
             "problems": [self._problem(p, groups, recompiles) for p in view.problems[:10]],
             "runtime": self._runtime(view),
             "minify": view.minify_results,
+            "numerics": self._numerics(view),
             "not_understood": not_understood_line(view.not_understood),
             "stage_totals": self._stage_totals(stage_seconds(compiles)),
             "timeline": self._timeline(compiles),
@@ -220,6 +222,26 @@ class _RankView:
             "exception": None if exception is None else f"{exception.type}: {exception.message.strip()}",
             "missing_probes": sorted(name for name, ok in run.probes.items() if not ok),
             "probe_errors": run.probe_errors,
+        }
+
+    def _numerics(self, view: RunView) -> dict[str, Any] | None:
+        """What `dynscope numerics` found, and the error along each graph as SVG geometry (None: not checked)."""
+        n = view.numerics
+        if n is None:
+            return None
+        first, problem = n.first_suspect, n.problem
+        return {
+            "verdict": n.verdict, "verdict_line": n.verdict_line, "criterion": n.criterion, "hints": list(n.hints),
+            "nodes": len(n.numerics.nodes), "graphs": n.numerics.graphs_checked, "suspects": n.suspect_count,
+            "nondeterministic": n.nondeterministic_count, "reference": n.numerics.reference_dtype or "higher-precision",
+            "first": None if first is None or problem is None else {
+                "node": first.node, "op": first.op, "graph": first.graph, "direction": first.direction,
+                "index": first.index, "kernel": first.kernel, "function": problem.function,
+                "where": location(problem.file, problem.line, self.cwd),
+                "code": (first.stack[-1].code or "").strip() if first.stack else "",
+                "compiled": f"{first.compiled_error:.3g}", "eager": f"{first.eager_error:.3g}",
+            },
+            "plots": numerics_plots(n),
         }
 
     def _stage_totals(self, totals_by_stage: dict[str, float]) -> list[dict[str, Any]]:
