@@ -1,7 +1,8 @@
 """The dynscope terminal UI: a Textual app over one capture.
 
 Five views in tabs (overview, compiles with the stage stepper, graph breaks, recompiles &
-guards, kernels), a search screen, a source screen and help. The app only formats what the
+guards, kernels), a sixth for a run checked by `dynscope numerics` (the error along each graph),
+a search screen, a source screen and help. The app only formats what the
 model and its analyses return; it never queries the capture file or parses torch's text
 itself. Opening is cheap (the overview's numbers come from a few indexed queries); every
 other view is built the first time it is shown, and per-compile details load in workers.
@@ -29,13 +30,14 @@ from dynscope.tui.guards import GuardsPane
 from dynscope.tui.help import HelpScreen
 from dynscope.tui.kernels import KernelsPane
 from dynscope.tui.messages import ShowBreak, ShowGuards, ShowKernel, ShowSource, ShowStage
+from dynscope.tui.numerics import NumericsPane
 from dynscope.tui.overview import OverviewPane
 from dynscope.tui.palette import DynscopeCommands
 from dynscope.tui.search import SearchScreen
 from dynscope.tui.source import SourceScreen
 
 ExportHtml = Callable[[str], None]
-View = OverviewPane | CompilesPane | BreaksPane | GuardsPane | KernelsPane
+View = OverviewPane | CompilesPane | BreaksPane | GuardsPane | KernelsPane | NumericsPane
 
 
 class DynscopeApp(App[None]):
@@ -48,6 +50,8 @@ class DynscopeApp(App[None]):
             ("guards", "recompiles & guards"), ("kernels", "kernels"))
     BINDINGS = [
         *(Binding(str(i), f"switch_to('{tab}')", title, show=False) for i, (tab, title) in enumerate(TABS, 1)),
+        # Only a run checked by `dynscope numerics` has this view (its tab and its line in the help).
+        Binding("6", "switch_to('numerics')", "numerics", show=False),
         Binding("escape", "focus_view", "Back to the view", show=False),
         Binding("slash", "search", "Search"),
         Binding("question_mark", "help", "Help"),
@@ -91,6 +95,8 @@ class DynscopeApp(App[None]):
             yield TabPane(f"3 breaks ({self.totals.distinct_graph_breaks})", id="breaks")
             yield TabPane(f"4 recompiles ({self.totals.recompiles})", id="guards")
             yield TabPane("5 kernels", id="kernels")
+            if self.run_view.numerics is not None:
+                yield TabPane(f"6 numerics ({self.run_view.numerics.verdict})", id="numerics")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -99,7 +105,8 @@ class DynscopeApp(App[None]):
     # -- switching views --------------------------------------------------------------------
 
     async def action_switch_to(self, tab: str) -> None:
-        await self.switch_to(tab)
+        if self.query(f"TabPane#{tab}"):  # the numerics tab exists only for a checked run
+            await self.switch_to(tab)
 
     async def switch_to(self, tab: str) -> View:
         """Show a view (building it the first time) and focus it."""
@@ -121,6 +128,9 @@ class DynscopeApp(App[None]):
     def _build_view(self, tab: str) -> View:
         if tab == "guards":
             return GuardsPane(self.capture, hide_volatile=self.hide_volatile)
+        if tab == "numerics":
+            assert self.run_view.numerics is not None  # the tab is there only then
+            return NumericsPane(self.capture, self.run_view.numerics)
         views: dict[str, type[CompilesPane | BreaksPane | KernelsPane]] = {
             "compiles": CompilesPane, "breaks": BreaksPane, "kernels": KernelsPane}
         return views[tab](self.capture)
@@ -181,7 +191,7 @@ class DynscopeApp(App[None]):
         self.push_screen(SearchScreen(self.capture), self.go_to_hit)
 
     def action_help(self) -> None:
-        self.push_screen(HelpScreen())
+        self.push_screen(HelpScreen(numerics=self.run_view.numerics is not None))
 
     def action_export(self) -> None:
         if self.export_html is None:

@@ -39,13 +39,29 @@ KEYS = (
 )
 
 
+# A run checked by `dynscope numerics` has a sixth view; its keys live with it (dynscope.tui.numerics).
+NUMERICS = (("6", "numerics: the error along each graph, node by node; the first suspect's kernel and source line"),)
+
+
 class HelpScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,question_mark,q", "app.pop_screen", "Close")]
+
+    def __init__(self, *, numerics: bool = False) -> None:
+        super().__init__()
+        self.numerics = numerics
+
+    def sections(self) -> tuple[tuple[str, tuple[tuple[str, str], ...]], ...]:
+        if not self.numerics:
+            return KEYS
+        from dynscope.tui.numerics import KEYS as NUMERICS_KEYS
+
+        (title, anywhere), *rest = KEYS
+        return ((title, (*anywhere[:1], *NUMERICS, *anywhere[1:])), *rest, ("Numerics", NUMERICS_KEYS))
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help-box"):
             yield Static(plain("dynscope — what torch.compile did to your program, and why", "bold cyan"))
-            for section, keys in KEYS:
+            for section, keys in self.sections():
                 # A grid, so long descriptions wrap under themselves, not under the keys.
                 grid = Table.grid(padding=(0, 2))
                 grid.add_column(width=10, style="bold yellow")

@@ -43,6 +43,7 @@ from dynscope.events import (
 from dynscope.model import CompileError, Recompile, RecompileLimitHit
 from dynscope.model.break_text import first_line
 from dynscope.model.fix import Features
+from dynscope.model.numerics import node_site
 
 AppliesAs = Literal["config", "wrap", "code", "source"]
 
@@ -736,23 +737,12 @@ def numerics_problem(suspect: NumericsNode, program_dtype: str, compiled: tuple[
     """The first suspect of a numerics check as a problem the table's numerics entries serve. Not one
     of ``problems_of``: ``fix`` judges by equal outputs, a numerics remedy by the error it removes.
     ``compiled``: (function, file) of the frame whose graph holds the suspect."""
-    frame = suspect.stack[-1] if suspect.stack else None
-    file, line = _source_site(suspect.source)
-    if frame is not None and frame.file:
-        file, line = frame.file, frame.line
-    function = frame.function if frame is not None else None
+    site = node_site(suspect)
+    file, line, function = site.file, site.line, site.function
     in_frame = compiled is not None and function == compiled[0] and _base(file) == _base(compiled[1])
     facts = NumericsFacts(suspect.node, suspect.op, suspect.kernel, program_dtype, function, file, line, in_frame)
     return FixProblem("numerics", f"numerics|{suspect.graph}|{suspect.direction}|{suspect.op}|{file}|{line}", file,
                       line, function, f"{suspect.op} ({suspect.node}) is where compiled and eager part ways", 1, facts)
-
-
-def _source_site(source: str) -> tuple[str | None, int | None]:
-    """("path", line) of a "path:line" source; the path alone when there is no line."""
-    path, sep, line = source.rpartition(":")
-    if sep and line.isdigit():
-        return path, int(line)
-    return (source or None), None
 
 
 # -- the table ----------------------------------------------------------------------------------------

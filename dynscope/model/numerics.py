@@ -13,6 +13,7 @@ from typing import Literal
 
 from dynscope.events import NumericsChecked, NumericsNode
 from dynscope.model.reading import RecordReader
+from dynscope.model.records import StackFrame
 
 Verdict = Literal["suspect", "within", "nondeterministic"]
 Direction = Literal["forward", "backward"]
@@ -57,3 +58,15 @@ def read_numerics(records: RecordReader) -> Numerics | None:
     first = checked.nodes[index] if index is not None and 0 <= index < len(checked.nodes) else None
     return Numerics(verdict, checked.criterion, checked.factor, checked.tolerance, checked.reference_dtype,
                     checked.program_dtype, checked.graphs_checked, checked.nodes, first, checked.elapsed_s)
+
+
+def node_site(node: NumericsNode) -> StackFrame:
+    """Where in the user's code a node is: the innermost frame of its stack, else its "path:line" source."""
+    frame = node.stack[-1] if node.stack else None
+    if frame is not None and frame.file:
+        return StackFrame(frame.file, frame.line, frame.function, frame.code)
+    path, sep, line = node.source.rpartition(":")
+    function = frame.function if frame is not None else None
+    if sep and line.isdigit():
+        return StackFrame(path, int(line), function)
+    return StackFrame(node.source or None, None, function)
