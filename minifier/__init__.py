@@ -10,6 +10,7 @@ Modules, one job each:
   session      the whole flow, and the result recorded into the capture
   detect       run the program once and name the failing graph (child.py, probe.py inside it)
   case         the failing graph, its inputs, backend, torch settings and signature
+  suspect      --suspect: the numerics check's first suspect placed in the graph, and the subgraph ending there
   fragment     a graph with its inputs as JSON, and the edits that shrink it (no torch)
   graph_ops    the one table of what a rebuilt graph and repro.py may call (no torch)
   graph_check  a recorded graph checked, its names made plain, before anything uses it

@@ -46,6 +46,7 @@ from dynscope.minifier.fragment import Fragment
 from dynscope.minifier.repro import REPRO_FILE, REPRO_VALUES_FILE, ReproSpec, render
 from dynscope.minifier.shrink import minimize
 from dynscope.minifier.signature import Signature
+from dynscope.minifier.suspect import Suspect, end_node, subgraph_ending_at
 from dynscope.minifier.worker import STARTUP_TIMEOUT_S, Worker
 from dynscope.runner.program import Program
 
@@ -66,6 +67,7 @@ class Options:
     backend: str = "inductor"  # for --from: the capture does not say which backend failed
     resume: bool = False
     command: list[str] = field(default_factory=list)
+    suspect: Suspect | None = None  # --suspect: start from the subgraph ending at the numerics suspect
 
 
 @dataclass
@@ -113,6 +115,8 @@ def run(options: Options, progress: Progress) -> Outcome:
     if options.capture is not None:  # read it first: a bad capture or compile id is one line, and no files
         progress.stage(f"reading compile {options.compile_id} from {os.path.basename(options.capture)}")
         recorded = case_from_capture(options.capture, options.compile_id or "", options.backend)
+        if options.suspect is not None:
+            recorded = (_from_suspect(recorded[0], options.suspect), recorded[1])
     _prepare(out_dir, resume=options.resume)
     worker = Worker(os.path.join(out_dir, files.WORKER_LOG))
     try:
@@ -151,6 +155,21 @@ def _prepare(out_dir: str, *, resume: bool) -> None:
     except OSError as e:
         raise DynscopeError(f"cannot use --out {out_dir}: {e.strerror or e}") from None
     shutil.rmtree(os.path.join(out_dir, files.GRAPHS_DIR), ignore_errors=True)
+
+
+def _from_suspect(case: Case, suspect: Suspect) -> Case:
+    """The case cut to the subgraph that ends at the numerics suspect (minifier/suspect.py)."""
+    end = end_node(case.fragment, suspect)
+    before = len(case.fragment.compute_nodes)
+    case.fragment = subgraph_ending_at(case.fragment, end)
+    where = f" at {suspect.file}:{suspect.line}" if suspect.file and suspect.line else ""
+    kernel = f", kernel {suspect.kernel}" if suspect.kernel else ""
+    case.notes.append(f"started from the first numerics suspect {suspect.node} ({suspect.op}{kernel}){where}: the "
+                      f"subgraph ending at {end}, {len(case.fragment.compute_nodes)} of {before} compute nodes")
+    if suspect.direction == "backward":
+        case.notes.append("the suspect is in the backward graph: the subgraph ends at the forward node it was made from, "
+                          "and its gradients are compared too")
+    return case
 
 
 def _with_configs(recorded: tuple[Case, dict[str, dict[str, Any]]], worker: Worker) -> Case:

@@ -52,7 +52,8 @@ PAGES_BY_COMMAND: dict[str, Page] = {
         "dynscope explain --profile -o timed.dynscope -m mypkg.train --steps 10"),
     "summary": Page(
         "Prints a capture's summary again: the run, its graph breaks (most frequent or most costly first), "
-        "recompiles, errors and compile time. `--json` prints the `dynscope.summary/1` document "
+        "recompiles, errors and compile time, and what `dynscope numerics` found when the run was checked. "
+        "`--json` prints the `dynscope.summary/1` document "
         "([summary-json.md](../summary-json.md)); several captures (one per rank) show where the ranks diverge.",
         ((0, "the summary was printed"),),
         "dynscope summary run.dynscope\ndynscope summary run.dynscope --json | jq '.graph_breaks[0]'",
@@ -86,8 +87,9 @@ PAGES_BY_COMMAND: dict[str, Page] = {
         "dynscope graph run.dynscope --compile 0/0 --stage aot_forward -o forward.svg"),
     "tui": Page(
         "Explores a capture in the terminal: the problems ranked, each break and recompile with its source, the "
-        "stages of a compile step by step with their diffs, kernels, search. `--against BASE` shows what changed "
-        "since another run.",
+        "stages of a compile step by step with their diffs, kernels, search. A run checked by `dynscope numerics` "
+        "has a sixth view (key 6): the error along each graph node by node, the first suspect's kernel code and "
+        "source line. `--against BASE` shows what changed since another run.",
         ((0, "the TUI was closed"),),
         "dynscope tui run.dynscope\ndynscope tui branch.dynscope --against main.dynscope"),
     "report": Page(
@@ -119,10 +121,13 @@ PAGES_BY_COMMAND: dict[str, Page] = {
     "minify": Page(
         "Finds which layer of torch.compile breaks a program (Dynamo, AOTAutograd, Inductor; a crash or wrong "
         "numbers with `--accuracy`), shrinks the failing graph to the fewest ops that still fail, and writes a "
-        "standalone `repro.py`. `--from CAPTURE --compile ID` starts from a graph a capture recorded.",
+        "standalone `repro.py`. `--from CAPTURE --compile ID` starts from a graph a capture recorded; "
+        "`--from CAPTURE --suspect` from the first suspect `dynscope numerics` recorded: the subgraph that ends at "
+        "that node, compared with eager (`--accuracy`), instead of bisecting the whole graph.",
         ((0, "a minimal repro was written and verified to fail the same way"),
          (1, "no failure was found (or the repro did not verify)")),
-        "dynscope minify train.py --epochs 1\ndynscope minify --from run.dynscope --compile 0/0"),
+        "dynscope minify train.py --epochs 1\ndynscope minify --from run.dynscope --compile 0/0\n"
+        "dynscope minify --from checked.dynscope --suspect"),
     "fix": Page(
         "Tries the remedies for a program's graph breaks, recompiles and errors, each in a fresh run of the "
         "program, and reports what each one did: breaks, recompiles, compile and run time before and after, and "

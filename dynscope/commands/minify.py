@@ -4,6 +4,7 @@ small standalone repro.py that fails the same way.
     dynscope minify [OPTIONS] SCRIPT [ARGS...]
     dynscope minify [OPTIONS] -m MODULE [ARGS...]
     dynscope minify --from CAPTURE --compile ID [OPTIONS]
+    dynscope minify --from CAPTURE --suspect [OPTIONS]
 
 Everything after SCRIPT (or -m MODULE) belongs to the program. Progress goes to stderr;
 the result also goes to OUT/result.json and into the capture.
@@ -25,7 +26,8 @@ if TYPE_CHECKING:
 
 USAGE = """dynscope minify [OPTIONS] SCRIPT [ARGS...]
        dynscope minify [OPTIONS] -m MODULE [ARGS...]
-       dynscope minify --from CAPTURE --compile ID [OPTIONS]"""
+       dynscope minify --from CAPTURE --compile ID [OPTIONS]
+       dynscope minify --from CAPTURE --suspect [OPTIONS]"""
 
 DEFAULT_TIMEOUT_S = 120.0
 DEFAULT_RTOL = DEFAULT_ATOL = 1e-3  # torch's own accuracy minifier uses 1e-3 too
@@ -53,6 +55,10 @@ class Command:
         parser.add_argument("--from", dest="capture", metavar="CAPTURE",
                             help="minify a compile recorded in a capture instead of running a program")
         parser.add_argument("--compile", dest="compile_id", metavar="ID", help='with --from: the compile, e.g. "0/0"')
+        parser.add_argument("--suspect", action="store_true",
+                            help="with --from: start from the first suspect `dynscope numerics` recorded in the "
+                                 "capture (its compile, the subgraph ending at that node) with --accuracy, "
+                                 "instead of bisecting the whole graph")
         parser.add_argument("--backend", default="inductor",
                             help="with --from: the backend that fails (a capture does not record it; default inductor)")
         add_program_arguments(parser)
@@ -80,6 +86,21 @@ def _options(args: argparse.Namespace):
         accuracy = {"rtol": DEFAULT_RTOL if args.rtol is None else args.rtol,
                     "atol": DEFAULT_ATOL if args.atol is None else args.atol}
     program = program_from_args(args)
+    suspect = None
+    if args.suspect:
+        if args.capture is None:
+            raise DynscopeError("--suspect goes with --from CAPTURE (a capture checked by dynscope numerics)")
+        if not os.path.exists(args.capture):
+            raise DynscopeError(f"no such capture: {args.capture}")
+        from dynscope.minifier.suspect import first_suspect
+
+        suspect = first_suspect(args.capture)
+        if args.compile_id and args.compile_id != suspect.compile_id:
+            raise DynscopeError(f"the first suspect is in compile {suspect.compile_id}, not {args.compile_id}: "
+                                "leave out --compile with --suspect")
+        args.compile_id = suspect.compile_id
+        # a numerics suspect is a wrong result, not a crash: compare with eager against float64
+        accuracy = accuracy or {"rtol": DEFAULT_RTOL, "atol": DEFAULT_ATOL}
     if args.capture is not None:
         if program is not None:
             raise DynscopeError("give either a program to run or --from CAPTURE, not both")
@@ -99,7 +120,7 @@ def _options(args: argparse.Namespace):
         stem = os.path.splitext(os.path.basename(program.target.rstrip("/")))[0] or "program"
         out = args.out or f"{stem}-minify"
     return Options(out_dir=out, timeout=args.timeout, accuracy=accuracy, program=program, capture=args.capture,
-                   compile_id=args.compile_id, backend=args.backend, resume=args.resume,
+                   compile_id=args.compile_id, backend=args.backend, resume=args.resume, suspect=suspect,
                    command=["dynscope", "minify", *sys.argv[2:]])
 
 
