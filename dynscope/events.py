@@ -420,14 +420,17 @@ class FixOutput(Record):
 # The one vocabulary of problem kinds: the summary's problems (analysis/problems.py), fix's remedy
 # table (analysis/remedies.py) and the fixes recorded into a capture (FixResult.matches) all name
 # a problem by one of these.
-# "numerics": the first suspect of a `dynscope numerics` check (analysis/remedies.numerics_problem), not a
-# problem of the summary's ranked list: only a numerics-aware engine judges its remedies (error before -> after).
-ProblemKind = typing.Literal["error", "recompile_limit", "skipped_frame", "graph_break", "recompile", "numerics"]
+ProblemKind = typing.Literal["error", "recompile_limit", "skipped_frame", "graph_break", "recompile"]
 PROBLEM_KINDS: tuple[ProblemKind, ...] = typing.get_args(ProblemKind)
+# What the remedy table serves: the summary's problems, and the first suspect of a `dynscope numerics` check
+# (analysis/remedies.numerics_problem), which is not one of the summary's ranked problems; only an engine that
+# judges the error (before -> after) rather than equal outputs can try its remedies.
+RemedyKind = typing.Literal[ProblemKind, "numerics"]
+REMEDY_KINDS: tuple[RemedyKind, ...] = typing.get_args(RemedyKind)
 # The fix document (docs/fix-json.md) groups them coarser: its `kind` field is one of these
 # ("any" is a --try row, judged on every problem together).
 FixFamily = typing.Literal["break", "recompile", "error", "numerics"]
-FIX_FAMILY: dict[ProblemKind, FixFamily] = {
+FIX_FAMILY: dict[RemedyKind, FixFamily] = {
     "graph_break": "break", "skipped_frame": "break", "recompile": "recompile", "recompile_limit": "recompile",
     "error": "error", "numerics": "numerics",
 }

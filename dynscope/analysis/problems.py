@@ -33,7 +33,7 @@ from dynscope.events import ProblemKind
 from dynscope.model import Capture, CompileError, FixResult, GuardFailure, Recompile, RecompileLimitHit, SkippedFrame, StackFrame
 
 _SEVERITY: dict[ProblemKind, int] = {"error": 0, "recompile_limit": 1, "skipped_frame": 2, "graph_break": 3,
-                                     "recompile": 4, "numerics": 5}
+                                     "recompile": 4}
 
 
 @dataclass(frozen=True, kw_only=True)

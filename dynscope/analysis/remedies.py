@@ -35,7 +35,7 @@ from dynscope.events import (
     JsonValue,
     MarkDynamic,
     NumericsNode,
-    ProblemKind,
+    RemedyKind,
     SetConfig,
     ShowOnly,
     _json_value,
@@ -115,7 +115,7 @@ Facts = BreakFacts | LimitFacts | RecompileFacts | ErrorFacts | SkippedFacts | N
 
 @dataclass(frozen=True)
 class FixProblem:
-    kind: ProblemKind
+    kind: RemedyKind
     key: str  # identity across runs: the same problem in a trial has the same key
     file: str | None
     line: int | None
@@ -170,7 +170,7 @@ def _no_hint(_facts: Facts) -> str | None:
 @dataclass(frozen=True)
 class Entry:
     name: str  # unique, for tests and for reading the table
-    serves: tuple[ProblemKind, ...]
+    serves: tuple[RemedyKind, ...]
     applies: Predicate = _never  # whether fix tries the remedy for this problem on this torch
     remedy: Make | None = None  # the remedy (action and patch); None: a hint only
     hint: Hint = _no_hint  # the summary's one-line "try:" from the problem's facts; None: says nothing
@@ -789,7 +789,7 @@ TABLE: tuple[Entry, ...] = (
 )
 
 
-def hint_for(kind: ProblemKind, facts: Facts) -> str | None:
+def hint_for(kind: RemedyKind, facts: Facts) -> str | None:
     """The summary's one-line "try:" for a problem: the first entry serving its kind that has one."""
     for entry in TABLE:
         if kind in entry.serves:
@@ -799,7 +799,7 @@ def hint_for(kind: ProblemKind, facts: Facts) -> str | None:
     return None
 
 
-def hints_for(kind: ProblemKind, facts: Facts) -> list[str]:
+def hints_for(kind: RemedyKind, facts: Facts) -> list[str]:
     """Every entry's hint for a problem, in table order (a numerics suspect lists each setting to try)."""
     return [hint for entry in TABLE if kind in entry.serves for hint in [entry.hint(facts)] if hint is not None]
 
