@@ -14,6 +14,8 @@ from conftest import REPO, needs_program, run_dynscope
 sys.path.insert(0, str(REPO / "tests" / "unit"))
 import numerics_captures  # noqa: E402
 
+SOURCE = numerics_captures.SOURCE_FILE  # the relu example's file, as the capture names it
+
 needs_chromium = needs_program("chromium", "chromium-browser", "google-chrome")
 
 
@@ -50,7 +52,7 @@ def test_the_error_plot_marks_the_first_suspect_and_shows_names_as_text(browser,
                         ".getAttribute('cx')")
     assert suspect[:2] == ["relu", "first suspect: relu"] and suspect[2] == relu_x
     facts = b.evaluate("document.querySelector('#r0-numerics table.facts').innerText")
-    assert "cpp_fused_relu_0" in facts and "examples/numerics_relu_bug.py:17" in facts
+    assert "cpp_fused_relu_0" in facts and f"{SOURCE}:17" in facts
     assert _marks(b, "growth") == ["relu", "mm_1", "sum_2"]
     assert _marks(b, "suspect") == ["relu", "mul_1", "add_1", "mm_1", "add_2", "sum_2"]
     assert _marks(b, "nondeterministic") == []

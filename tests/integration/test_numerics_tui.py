@@ -21,6 +21,8 @@ from dynscope.tui.source import SourceScreen
 sys.path.insert(0, str(REPO / "tests" / "unit"))
 import numerics_captures  # noqa: E402
 
+SOURCE = numerics_captures.SOURCE_FILE  # the relu example's file, as the capture names it
+
 
 async def press(app: DynscopeApp, pilot, *keys: str) -> None:
     for key in keys:
@@ -49,7 +51,7 @@ def test_the_numerics_view_opens_on_the_first_suspect_with_its_kernel_and_source
         assert "█" in relu_row
         info = text_of(pane.query_one("#numerics-info", Static))
         assert "first suspect" in info and "kernel cpp_fused_relu_0" in info
-        assert "examples/numerics_relu_bug.py:17" in info
+        assert f"{SOURCE}:17" in info
         assert pane.query_one("#numerics-code", CodeView).text == numerics_captures.RELU_KERNEL_CODE
         # enter: the suspect's source line
         await press(app, pilot, "enter")

