@@ -146,7 +146,9 @@ def _outcomes(lookups: list[CacheLookup], compiles: dict[str, Compile],
         if frame is not None and lookup.state == "miss" and lookup.components:
             place = (frame, lookup.layer)
             nearest = _nearest(lookup, earlier.get(place, []))
-            where = nearest.compile_id if nearest else None
+            # after torch._dynamo.reset() compile ids start again: "an earlier 0/0" then
+            where = None if nearest is None else (nearest.compile_id if nearest.compile_id != lookup.compile_id
+                                                  else f"an earlier {nearest.compile_id}")
             if nearest is None:
                 nearest = _nearest(lookup, cold.get(place, []))
                 where = f"cold run {nearest.compile_id}" if nearest else None
@@ -289,3 +291,79 @@ def caches_json(report: CacheReport) -> dict[str, Any]:
 
 
 _JSON_SHOWN = 400
+
+
+# -- two runs ----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ComponentChange:
+    """A key component that differs between two runs' entries of one frame and layer."""
+
+    function: str
+    layer: CacheLayer
+    change: KeyChange
+
+
+@dataclass(frozen=True)
+class CacheComparison:
+    before: dict[CacheState, int]
+    after: dict[CacheState, int]
+    changes: tuple[ComponentChange, ...]
+
+    @property
+    def components(self) -> list[str]:
+        return list(dict.fromkeys(c.change.component for c in self.changes))
+
+
+def compare_caches(before: Capture, after: Capture) -> CacheComparison | None:
+    """Which key components changed between two runs (each of AFTER's entries against BEFORE's
+    nearest entry of the same frame and layer); None when neither run logged a cache lookup."""
+    lookups_a, lookups_b = before.cache_lookups(), after.cache_lookups()
+    if not lookups_a and not lookups_b:
+        return None
+    frames_a = _by_frame(lookups_a, {c.compile_id: c for c in before.compiles()})
+    compiles_b = {c.compile_id: c for c in after.compiles()}
+    seen: set[tuple[str, CacheLayer, str]] = set()
+    changes = []
+    for lookup in lookups_b:
+        frame = _frame_of(compiles_b.get(lookup.compile_id or ""))
+        if frame is None or not lookup.components:
+            continue
+        nearest = _nearest(lookup, frames_a.get((frame, lookup.layer), []))
+        if nearest is None:
+            continue
+        for change in key_changes(nearest.components, lookup.components):
+            if (frame[0], lookup.layer, change.component) not in seen:
+                seen.add((frame[0], lookup.layer, change.component))
+                changes.append(ComponentChange(frame[0], lookup.layer, change))
+
+    def counts(lookups: list[CacheLookup]) -> dict[CacheState, int]:
+        return {s: sum(1 for x in lookups if x.state == s) for s in ("hit", "miss", "bypass")}
+
+    return CacheComparison(counts(lookups_a), counts(lookups_b), tuple(changes))
+
+
+def comparison_cache_lines(result: CacheComparison | None, limit: int = 12) -> list[str]:
+    """compare's lines: the lookups' counts, then each key component that changed."""
+    if result is None:
+        return []
+    def counts(c: dict[CacheState, int]) -> str:
+        return ", ".join(f"{c[s]} {s if c[s] == 1 else _PLURAL[s]}" for s in ("hit", "miss", "bypass"))
+    lines = [f"~ caches: {counts(result.before)} → {counts(result.after)}"]
+    for c in result.changes[:limit]:
+        lines.append(f"~ cache key of {c.function} ({c.layer}): {change_text(c.change)}")
+    if len(result.changes) > limit:
+        lines.append(f"~ … and {len(result.changes) - limit} more cache key components")
+    return lines
+
+
+def cache_comparison_json(result: CacheComparison) -> dict[str, Any]:
+    return {
+        "before": dict(result.before),
+        "after": dict(result.after),
+        "changed_components": result.components,
+        "changes": [{"function": c.function, "layer": c.layer, "component": c.change.component,
+                     "before": None if c.change.before is None else short(c.change.before, _JSON_SHOWN),
+                     "after": None if c.change.after is None else short(c.change.after, _JSON_SHOWN)}
+                    for c in result.changes],
+    }
