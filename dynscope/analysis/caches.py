@@ -142,7 +142,8 @@ def _outcomes(lookups: list[CacheLookup], compiles: dict[str, Compile],
     for lookup in lookups:
         c = compiles.get(lookup.compile_id or "")
         frame = _frame_of(c)
-        compared_with, changes = None, ()
+        compared_with: str | None = None
+        changes: tuple[KeyChange, ...] = ()
         if frame is not None and lookup.state == "miss" and lookup.components:
             place = (frame, lookup.layer)
             nearest = _nearest(lookup, earlier.get(place, []))
