@@ -188,3 +188,39 @@ def test_a_cache_artifact_torch_wrote_otherwise_is_counted_not_understood(tmp_pa
         (bypass,) = report.outcomes
         assert (bypass.layer, bypass.state, bypass.bypass_reason) == ("aotautograd", "bypass", "Cannot cache a graph with x")
         assert "artifact:fx_graph_cache_miss" in capture.not_understood()
+
+
+def _fake_run(path: Path, components: list[str], *, warm_of: str | None = None) -> Path:
+    fake = FakeCapture(path)
+    fake.writer.set_meta(keep_caches=True)
+    fake.compile("0/0", "forward")
+    fake.writer.append("artifact:fx_graph_cache_miss", {"artifact": {"name": "fx_graph_cache_miss", "encoding": "json"}},
+                       json.dumps({"cache_state": "miss", "key": "k", "components": components}),
+                       compile_id="0/0", attempt=0)
+    if warm_of is not None:
+        from dynscope import events
+
+        events.write(fake.writer, events.WarmStart(cold_capture=warm_of, cold_exit_code=0))
+    return fake.close()
+
+
+def test_a_warm_runs_miss_is_explained_against_the_cold_runs_entry(tmp_path):
+    common = ["[g1] gm: def forward(self, x): return x", "[t1] torch_version: 2.13"]
+    _fake_run(tmp_path / "run.cold.dynscope", [*common, "[c1] example_inputs[0]: TensorMetadata(shape=[4])"])
+    warm = _fake_run(tmp_path / "run.dynscope", [*common, "[c2] example_inputs[0]: TensorMetadata(shape=[8])"],
+                     warm_of="run.cold.dynscope")
+    with _open(warm) as capture:
+        (miss,) = cache_report(capture).outcomes
+        assert miss.compared_with == "cold run 0/0"
+        assert [(c.component, c.before, c.after) for c in miss.changes] == [
+            ("example_inputs[0]", "TensorMetadata(shape=[4])", "TensorMetadata(shape=[8])")]
+
+
+def test_a_warm_start_names_only_a_file_beside_it(tmp_path):
+    (tmp_path / "elsewhere").mkdir()
+    _fake_run(tmp_path / "elsewhere" / "cold.dynscope", ["[a] gm: x"])
+    warm = _fake_run(tmp_path / "run.dynscope", ["[b] gm: y"], warm_of="elsewhere/cold.dynscope")
+    with _open(warm) as capture:  # a path in the capture is not followed: only its file name, beside the capture
+        report = cache_report(capture)
+        assert report.warm is not None and not report.warm.cold_found
+        assert report.outcomes[0].compared_with is None
