@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TextIO
 
-from dynscope.analysis.caches import cache_lines
+from dynscope.analysis.cache_text import cache_lines
 from dynscope.analysis.fix_document import FixDocument
 from dynscope.analysis.names import command_line, first_line, friendly_function, location, seconds_text
 from dynscope.analysis.overview import not_understood_line

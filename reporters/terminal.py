@@ -9,7 +9,7 @@ from rich.console import Console, Group
 from rich.markup import escape
 from rich.text import Text
 
-from dynscope.analysis.caches import cache_lines
+from dynscope.analysis.cache_text import cache_lines
 from dynscope.analysis.names import command_line, condensed, first_line, friendly_function, location, plural, seconds_text, short_path
 from dynscope.analysis.overview import not_understood_line, stage_seconds
 from dynscope.analysis.problems import advice_for

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from dynscope.analysis.breaks import BreakGroup
-from dynscope.analysis.caches import comparison_cache_lines
+from dynscope.analysis.cache_text import comparison_cache_lines
 from dynscope.analysis.compare import Comparison, relative, stage_seconds
 from dynscope.analysis.names import first_line, friendly_function
 from dynscope.analysis.run_view import run_view

@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from dynscope.analysis.breaks import BreakGroup
-from dynscope.analysis.caches import CacheComparison, cache_comparison_json, compare_caches
+from dynscope.analysis.cache_compare import CacheComparison, compare_caches
+from dynscope.analysis.cache_text import cache_comparison_json
 from dynscope.analysis.run_view import run_view
 from dynscope.analysis.summary import break_json, error_json, recompile_json
 from dynscope.model import Capture, Compile, CompileError, Recompile

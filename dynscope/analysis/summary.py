@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from dynscope.analysis.breaks import BreakGroup
-from dynscope.analysis.caches import caches_json
+from dynscope.analysis.cache_text import caches_json
 from dynscope.analysis.run_view import RunView, run_view
 from dynscope.analysis.runtime import VsEager
 from dynscope.model import Capture, Compile, CompileError, Kernel, Recompile, RecompileLimitHit, SkippedFrame, Stage

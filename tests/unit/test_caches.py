@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 from fake_capture import FakeCapture
 
-from dynscope.analysis.caches import cache_report, compare_caches
+from dynscope.analysis.cache_compare import compare_caches
+from dynscope.analysis.caches import cache_report
 from dynscope.analysis.compare import compare, comparison_document
 from dynscope.analysis.run_view import run_view
 from dynscope.analysis.summary import summary_document
