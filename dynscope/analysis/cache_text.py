@@ -60,8 +60,9 @@ def outcome_line(o: LayerOutcome) -> str:
 def warm_lines(warm: WarmComparison) -> list[str]:
     if not warm.cold_found:
         return [f"warm start: the cold run's capture {warm.cold_capture} is not beside this one"]
+    failed = f"; the cold run exited {warm.cold_exit_code}" if warm.cold_exit_code else ""
     lines = [f"warm start: compile {warm.cold_compile_s or 0.0:.2f} s cold → {warm.warm_compile_s:.2f} s warm "
-             f"(cold run: {warm.cold_capture})"]
+             f"(cold run: {warm.cold_capture}{failed})"]
     for f in warm.frames:
         cold = f"{f.cold_s:.2f} s" if f.cold_s is not None else "not compiled"
         warm_s = f"{f.warm_s:.2f} s" if f.warm_s is not None else "not compiled"
@@ -112,6 +113,7 @@ def caches_json(report: CacheReport) -> dict[str, Any]:
         "warm": None if warm is None else {
             "cold_capture": warm.cold_capture,
             "cold_found": warm.cold_found,
+            "cold_exit_code": warm.cold_exit_code,
             "cold_compile_s": warm.cold_compile_s,
             "warm_compile_s": warm.warm_compile_s,
             "frames": [{"function": f.function, "file": f.file, "cold_s": f.cold_s, "warm_s": f.warm_s}

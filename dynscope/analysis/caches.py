@@ -57,6 +57,7 @@ class WarmComparison:
     frames: tuple[FrameWarmth, ...]
     cold_compile_s: float | None
     warm_compile_s: float
+    cold_exit_code: int | None = None  # the cold run's exit status (not 0: what it cached may be partial)
 
 
 @dataclass(frozen=True)
@@ -178,4 +179,5 @@ def _warm_comparison(warm_start: WarmStart, capture: Capture, cold: Capture | No
     names = list(dict.fromkeys([*cold_s, *warm_s]))
     frames = tuple(FrameWarmth(f[0], f[1], cold_s.get(f), warm_s.get(f)) for f in names)
     return WarmComparison(os.path.basename(warm_start.cold_capture), cold is not None, frames,
-                          sum(cold_s.values()) if cold is not None else None, sum(warm_s.values()))
+                          sum(cold_s.values()) if cold is not None else None, sum(warm_s.values()),
+                          warm_start.cold_exit_code)

@@ -225,3 +225,18 @@ def test_a_warm_start_names_only_a_file_beside_it(tmp_path):
         report = cache_report(capture)
         assert report.warm is not None and not report.warm.cold_found
         assert report.outcomes[0].compared_with is None
+
+
+def test_a_cold_run_that_failed_is_said(tmp_path):
+    _fake_run(tmp_path / "run.cold.dynscope", ["[a] gm: x"])
+    warm = _fake_run(tmp_path / "run.dynscope", ["[a] gm: x"], warm_of="run.cold.dynscope")
+    from dynscope import events
+    from dynscope.store.writer import CaptureWriter
+
+    writer = CaptureWriter.reopen(warm)  # a second warm_start event: the last one counts
+    events.write(writer, events.WarmStart(cold_capture="run.cold.dynscope", cold_exit_code=1))
+    writer.close()
+    code, text = _run("summary", str(warm))
+    assert code == 0 and "(cold run: run.cold.dynscope; the cold run exited 1)" in text
+    with _open(warm) as capture:
+        assert summary_document(run_view(capture))["caches"]["warm"]["cold_exit_code"] == 1
