@@ -280,6 +280,30 @@ class EagerTwinRun(Record):
 
 
 @dataclasses.dataclass(frozen=True)
+class CacheArtifactsCall(Record):
+    """The program called ``torch.compiler.save_cache_artifacts`` or ``load_cache_artifacts``
+    (torch logs neither): what the portable cache blob held, per artifact type (torch's
+    ``CacheInfo``: "inductor", "aot_autograd", "autotune", "pgo", ...), and its size."""
+
+    KIND: ClassVar[str] = "dynscope:cache_artifacts"
+    op: str = ""  # "save" | "load"
+    size_bytes: int | None = None  # the blob saved or loaded (None: torch returned nothing)
+    artifacts: dict[str, int] = dataclasses.field(default_factory=dict)  # artifact type -> how many
+
+
+@dataclasses.dataclass(frozen=True)
+class WarmStart(Record):
+    """``explain --warm``: this capture is the warm run; ``cold_capture`` (a file name beside it)
+    recorded the cold run, in the same fresh cache directory, just before."""
+
+    KIND: ClassVar[str] = "dynscope:warm_start"
+    cold_capture: str = ""
+    cold_exit_code: int | None = None
+    cold_elapsed_s: float | None = None
+    warm_elapsed_s: float | None = None
+
+
+@dataclasses.dataclass(frozen=True)
 class AutotuneSeen(Record):
     """``mode="max-autotune"``: one autotuned op (JSON payload: ``{"op", "choices": [{"name",
     "description", "ms"}], "picked"}``, choices fastest first)."""
@@ -740,7 +764,7 @@ class FixResult(Record):
 
 DYNSCOPE_RECORDS: tuple[type[Record], ...] = (
     RunStart, RunEnd, ProbesRemoved, ProgramRaised, ProbeError, GraphBreakSeen, GuardFailureSeen, FxGraphStructure,
-    MinifyResult, ImportStart, ImportEnd, RuntimeSnapshot, EagerTwinRun, AutotuneSeen,
+    MinifyResult, ImportStart, ImportEnd, RuntimeSnapshot, EagerTwinRun, AutotuneSeen, CacheArtifactsCall, WarmStart,
     FixFeatures, FixApplied, FixRegion, FixOutput, FixResult, NumericsChecked,
 )
 
@@ -849,6 +873,42 @@ class DynamoOutputGraph(Record):
     KIND: ClassVar[str] = "dynamo_output_graph"
     NESTED: ClassVar[str | None] = "dynamo_output_graph"
     sizes: dict[str, Any] | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class CacheLookup(Record):
+    """One cache lookup torch logged as an artifact (``CACHE_ARTIFACTS``): its JSON payload.
+    ``components`` are torch's cache-key details, one line each: ``[hash] name: value``."""
+
+    KIND: ClassVar[str] = "artifact:cache_lookup"  # stands for every name in CACHE_ARTIFACTS
+    cache_state: str | None = None  # "hit" | "miss" | "bypass" (the artifact's name says it too)
+    key: str | None = None
+    components: tuple[str, ...] = ()
+    cache_bypass_reason: str | None = None
+    time_saved_ns: int | None = None  # fx graph cache hit: the compile time it saved
+    time_saved_ms: float | None = None  # AOTAutograd cache hit: the compile time it saved
+    time_taken_ns: int | None = None  # fx graph cache miss: what compiling took
+
+    @classmethod
+    def parse_payload(cls, name: str, payload: str | None) -> CacheLookup:
+        try:
+            value = json.loads(payload or "")
+        except (ValueError, RecursionError):
+            raise NotUnderstood(name, "its payload is not JSON") from None
+        if not isinstance(value, Mapping):
+            raise NotUnderstood(name, "its payload is not a JSON object")
+        return _build(cls, value, name)
+
+
+# torch's cache artifacts, by layer: (artifact name, layer, state). A bundled fx graph hit is an
+# Inductor graph an AOTAutograd cache entry carried with it.
+CACHE_ARTIFACTS: tuple[tuple[str, str, str], ...] = (
+    *((f"aotautograd_cache_{s}", "aotautograd", s) for s in ("hit", "miss", "bypass")),
+    *((f"fx_graph_cache_{s}", "fx_graph", s) for s in ("hit", "miss", "bypass")),
+    ("fx_graph_bundled_cache_hit", "fx_graph", "hit"),
+    ("dynamo_cache_bypass", "dynamo", "bypass"),
+    ("precompile_cache_bypass", "dynamo", "bypass"),
+)
 
 
 TORCH_RECORDS: tuple[type[Record], ...] = (

@@ -42,14 +42,17 @@ class Family:
 
 class Recorder:
     def __init__(self, path: str, *, keep_caches: bool = False, command: list[str] | None = None,
-                 profile: bool = False, force_eager: bool = False, family: Family | None = None) -> None:
+                 profile: bool = False, force_eager: bool = False, family: Family | None = None,
+                 cache_keys: bool = True) -> None:
         """``family``: this records a child process of that program (dynscope.runner.children):
-        the capture file is created by the first event."""
+        the capture file is created by the first event. ``cache_keys``: with caches kept, record
+        AOTAutograd's cache-key details (bench/cache_keys.py measures what that costs)."""
         self.path = os.path.abspath(path)
         self.keep_caches = keep_caches
         self.command = command
         self.profile = profile or force_eager  # an eager run exists to be timed
         self.force_eager = force_eager
+        self.cache_keys = cache_keys
         self.probe_errors = 0
         self._writer: CaptureWriter | None = None
         self._probes: InstalledProbes | None = None
@@ -72,7 +75,7 @@ class Recorder:
             self._writer = CaptureWriter(self.path)
             self._writer.set_meta(**self._run_meta())
         self._probes = install_probes(self, keep_caches=self.keep_caches, profile=self.profile,
-                                      force_eager=self.force_eager)
+                                      force_eager=self.force_eager, cache_keys=self.cache_keys)
         if self._writer is not None:
             self._writer.set_meta(**self._probe_meta())
             events.write(self, events.RunStart(argv=tuple(sys.argv), keep_caches=self.keep_caches))

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TextIO
 
+from dynscope.analysis.cache_text import cache_lines
 from dynscope.analysis.fix_document import FixDocument
 from dynscope.analysis.names import command_line, first_line, friendly_function, location, seconds_text
 from dynscope.analysis.numerics import NumericsView
@@ -160,6 +161,10 @@ def _capture_section(out: _Budget, capture: Capture, *, titled: bool) -> None:
             where = location(fix.file, fix.line, cwd) if fix.file else "?"
             out.add(f"- {text(fix.detail)} at {code(where)}: {code(fix.remedy)} — **{text(fix.verdict)}**, outputs equal\n")
         out.skip(len(fixes) - _MAX_ITEMS)
+
+    caches = cache_lines(view.caches)
+    if caches:  # only where caches were kept (or a run says more): a caches-off run's report is unchanged
+        out.add("\n#### Caches\n\n" + "".join(f"- {text(line.strip())}\n" for line in caches))
 
     if compiles:
         _frame_times(out, view, cwd)

@@ -9,6 +9,7 @@ from rich.console import Console, Group
 from rich.markup import escape
 from rich.text import Text
 
+from dynscope.analysis.cache_text import cache_lines
 from dynscope.analysis.names import command_line, condensed, first_line, friendly_function, location, plural, seconds_text, short_path
 from dynscope.analysis.numerics import NumericsView
 from dynscope.analysis.overview import not_understood_line, stage_seconds
@@ -95,6 +96,12 @@ def render_summary(capture: Capture, console: Console) -> None:
     modes = _compile_modes_section(view)
     if modes is not None:
         console.print(modes)
+    caches = cache_lines(view.caches)
+    if caches:  # only where caches were kept (or a run says more): a caches-off run's summary is unchanged
+        console.print(Text(caches[0].replace("caches:", "Caches:", 1), style="bold"))
+        for line in caches[1:]:
+            console.print(Text(line))
+        console.print()
     if compiles:
         console.print(_frames_section(view, cwd))
     _footer(view, console)

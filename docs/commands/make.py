@@ -45,11 +45,13 @@ PAGES_BY_COMMAND: dict[str, Page] = {
         "dynscope's probes on torch.compile, records everything into a capture file as it happens, and prints "
         "a summary on stderr at the end: graph breaks with their cause and hint, recompiles with the guard that "
         "failed, compile errors, and where compile time went. `--profile` also measures what each problem costs "
-        "at run time.",
+        "at run time. `--warm` runs the program cold then warm with the compile caches on, in a fresh cache "
+        "directory, and shows what the warm start saved and why anything still missed ([caches.md](../caches.md)).",
         ((0, "the program's own exit status: dynscope exits as the program did (a program killed by a signal "
              "kills dynscope with the same signal)"),),
         "dynscope explain -o run.dynscope train.py --epochs 1\n"
-        "dynscope explain --profile -o timed.dynscope -m mypkg.train --steps 10"),
+        "dynscope explain --profile -o timed.dynscope -m mypkg.train --steps 10\n"
+        "dynscope explain --warm -o warm.dynscope train.py --epochs 1"),
     "summary": Page(
         "Prints a capture's summary again: the run, its graph breaks (most frequent or most costly first), "
         "recompiles, errors and compile time, and what `dynscope numerics` found when the run was checked. "
@@ -100,7 +102,7 @@ PAGES_BY_COMMAND: dict[str, Page] = {
         "dynscope report run.dynscope -o report.html\ndynscope report run.dynscope --format md > report.md"),
     "check": Page(
         "Fails a CI job on what a run added over its baseline (`--baseline`, matched as `compare` matches) or "
-        "on more than a limit allows (`--max-graph-breaks`...). Findings print as compiler-style lines, GitHub "
+        "on more than a limit allows (`--max-graph-breaks`..., `--max-cache-misses`). Findings print as compiler-style lines, GitHub "
         "annotations (`--format github`) or one SARIF 2.1.0 log for code scanning (`--format sarif`); `--junit` "
         "also writes JUnit XML; an allow file accepts known problems, each with a reason "
         "([summary-json.md](../summary-json.md#dynscope-check)).",
@@ -112,7 +114,8 @@ PAGES_BY_COMMAND: dict[str, Page] = {
     "compare": Page(
         "Compares two runs of one program: graph breaks added, removed or moved (matched by type and place, then "
         "by source text across an edit), recompiles and errors added or removed, compile time by stage, kernels "
-        "per frame. Paths compare relative to each run's directory; a renamed entry script is still the same "
+        "per frame, and the compile caches' key components that changed (runs that kept their caches). Paths "
+        "compare relative to each run's directory; a renamed entry script is still the same "
         "program, and the output says the scripts differ. `--json` prints `dynscope.compare/1`, `--md` Markdown "
         "for a pull request.",
         ((0, "the comparison was printed (a regression is not an error here: `check --baseline` fails on it)"),),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from dynscope.analysis.breaks import BreakGroup
+from dynscope.analysis.cache_text import comparison_cache_lines
 from dynscope.analysis.compare import Comparison, relative, stage_seconds
 from dynscope.analysis.names import first_line, friendly_function
 from dynscope.analysis.run_view import run_view
@@ -35,6 +36,7 @@ def comparison_lines(result: Comparison) -> list[str]:
             lines.append(f"{sign} compile error in {friendly_function(e.function)} ({_at(e.file, e.line, cwd)}): "
                          f"{e.fail_type}")
     lines += _compile_time_lines(result)
+    lines += comparison_cache_lines(result.caches)
     for frame in result.frames:
         for k in frame["kernels"]:
             new = ", ".join(k["added"][:_MAX_KERNEL_NAMES]) + (" ..." if len(k["added"]) > _MAX_KERNEL_NAMES else "")

@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from dynscope.analysis.breaks import BreakGroup
+from dynscope.analysis.cache_compare import CacheComparison, compare_caches
+from dynscope.analysis.cache_text import cache_comparison_json
 from dynscope.analysis.run_view import run_view
 from dynscope.analysis.summary import break_json, error_json, recompile_json
 from dynscope.model import Capture, Compile, CompileError, Recompile
@@ -64,6 +66,7 @@ class Comparison:
     errors_removed: list[CompileError] = field(default_factory=list)
     frames: list[dict[str, Any]] = field(default_factory=list)
     scripts: EntryScripts = EntryScripts(None, None)
+    caches: CacheComparison | None = None  # None: neither run logged a cache lookup (caches off)
 
     @property
     def regressed(self) -> bool:
@@ -87,6 +90,7 @@ def compare(before: Capture, after: Capture) -> Comparison:
         before.errors(), after.errors(),
         lambda e, cwd: (same_function(e.function), place(e.file, cwd), e.fail_type), cwd_a, cwd_b)
     result.frames = _frames(before, after, code_a, code_b, place)
+    result.caches = compare_caches(before, after)
     return result
 
 
@@ -284,6 +288,8 @@ def comparison_document(result: Comparison) -> dict[str, Any]:
                                         for k in dict.fromkeys([*sa, *sb])}},
         "frames": result.frames,
         "runtime": _runtime_pair(result.before, result.after),
+        # optional: only where a run logged cache lookups (it kept its caches)
+        **({"caches": cache_comparison_json(result.caches)} if result.caches is not None else {}),
     }
 
 

@@ -17,6 +17,7 @@ from functools import cached_property
 
 from dynscope.analysis import runtime
 from dynscope.analysis.breaks import BreakGroup, group_breaks
+from dynscope.analysis.caches import CacheReport, cache_report
 from dynscope.analysis.numerics import NumericsView, numerics_view
 from dynscope.analysis.overview import Totals, compile_seconds, stage_seconds
 from dynscope.analysis.problems import Problem, recompiles_by_frame, top_problems
@@ -128,6 +129,11 @@ class RunView:
     @cached_property
     def cudagraph_skips(self) -> list[CudagraphSkip]:
         return self.capture.cudagraph_skips()
+
+    @cached_property
+    def caches(self) -> CacheReport:
+        """Each cache layer of each compile, why a miss missed, and what a warm start saved."""
+        return cache_report(self.capture)
 
     @cached_property
     def autotuning(self) -> list[AutotuneResult]:

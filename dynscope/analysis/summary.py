@@ -10,6 +10,7 @@ import math
 from typing import Any
 
 from dynscope.analysis.breaks import BreakGroup
+from dynscope.analysis.cache_text import caches_json
 from dynscope.analysis.numerics import NumericsView
 from dynscope.analysis.run_view import RunView, run_view
 from dynscope.analysis.runtime import VsEager
@@ -38,6 +39,13 @@ def summary_set_document(captures: list[Capture]) -> dict[str, Any]:
 
 def summary_document(view: RunView) -> dict[str, Any]:
     """The view, serialized: every number here was derived once, by the view."""
+    document = _summary_fields(view)
+    if view.caches.shown:  # optional: absent for a run recorded with caches off (the default)
+        document["caches"] = caches_json(view.caches)
+    return document
+
+
+def _summary_fields(view: RunView) -> dict[str, Any]:
     run = view.run
     exception = view.exception
     t = view.totals

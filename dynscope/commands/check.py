@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 # Exit status when a check fails (2 is taken by bad input, as everywhere in dynscope).
 LIMIT_EXCEEDED = 1
 
+CACHES_OFF = "caches were off while recording (explain --keep-caches or --warm shows them)"
 _KINDS = {"graph_break": "graph breaks", "recompile": "recompiles", "error": "compile errors"}
 
 
@@ -38,7 +39,7 @@ class CaseResult:
 class Command:
     name = "check"
     help = ("fail (exit 1) on problems a run added over --baseline, or above --max-graph-breaks / "
-            "--max-recompiles / --max-errors (for CI)")
+            "--max-recompiles / --max-errors / --max-cache-misses (for CI)")
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("captures", nargs="+", metavar="CAPTURE", help=".dynscope capture files (every rank counts)")
@@ -50,6 +51,10 @@ class Command:
         parser.add_argument("--max-errors", type=_count, metavar="K",
                             help="compile errors allowed (compiles that failed the program or its backend; "
                                  "frames Dynamo gave up on and ran in eager are not errors)")
+        parser.add_argument("--max-cache-misses", type=_count, metavar="N",
+                            help="compile-cache misses allowed (every layer's: AOTAutograd, Inductor FX graph, ...; "
+                                 "only a run recorded with caches on logs them: explain --keep-caches or --warm); "
+                                 "with --baseline, a run with more misses than its baseline fails too")
         parser.add_argument("--format", choices=("text", "github", "sarif"), default="text",
                             help="text: compiler-style lines; github: GitHub Actions annotations; "
                                  "sarif: one SARIF 2.1.0 log on stdout (code scanning)")
@@ -59,10 +64,10 @@ class Command:
         from dynscope.model import Capture
 
         limits = {"graph breaks": args.max_graph_breaks, "recompiles": args.max_recompiles,
-                  "compile errors": args.max_errors}
+                  "compile errors": args.max_errors, "cache misses": args.max_cache_misses}
         if args.baseline is None and all(limit is None for limit in limits.values()):
-            raise DynscopeError("give at least one limit (--max-graph-breaks N, --max-recompiles M or "
-                                "--max-errors K) or a --baseline capture to compare with")
+            raise DynscopeError("give at least one limit (--max-graph-breaks N, --max-recompiles M, "
+                                "--max-errors K or --max-cache-misses N) or a --baseline capture to compare with")
         if args.baseline is not None and len(args.baseline) != len(args.captures):
             raise DynscopeError(f"give one --baseline capture per capture ({len(args.captures)} captures, "
                                 f"{len(args.baseline)} baselines), in the same rank order")
@@ -105,7 +110,8 @@ def _against_baseline(capture, base, allowances, out: _Output) -> list[CaseResul
     from dynscope.analysis.compare import compare
 
     cases = {kind: CaseResult(f"no new {name}") for kind, name in _KINDS.items()}
-    for finding in new_findings(compare(base, capture)):
+    comparison = compare(base, capture)
+    for finding in new_findings(comparison):
         allowed = next((a for a in allowances if a.covers(finding)), None)
         case = cases[finding.kind]
         if allowed is not None:
@@ -114,20 +120,39 @@ def _against_baseline(capture, base, allowances, out: _Output) -> list[CaseResul
         else:
             case.failures.append(finding.compiler_line())
             out.finding(finding)
-    return list(cases.values())
+    return list(cases.values()) + _new_cache_misses(capture.path, comparison.caches, out)
+
+
+def _new_cache_misses(path: str, caches, out: _Output) -> list[CaseResult]:
+    """More cache misses than the baseline (a run that kept its caches), with the key components
+    that changed. Nothing to check when neither run logged a cache lookup."""
+    if caches is None:
+        return []
+    case = CaseResult("no new cache misses")
+    before, after = caches.before["miss"], caches.after["miss"]
+    changed = f"; key components changed: {', '.join(caches.components[:5])}" if caches.components else ""
+    line = f"{path}: {after} cache misses (baseline: {before}){changed}"
+    if after > before:
+        case.failures.append(line)
+    out.limit(path, line, failed=after > before)
+    return [case]
 
 
 def _within_limits(path: str, capture, limits: dict[str, int | None], out: _Output) -> list[CaseResult]:
     from dynscope.analysis.run_view import run_view
 
-    t = run_view(capture).totals
-    found = {"graph breaks": t.graph_breaks, "recompiles": t.recompiles, "compile errors": t.errors}
+    view = run_view(capture)
+    t = view.totals
+    found = {"graph breaks": t.graph_breaks, "recompiles": t.recompiles, "compile errors": t.errors,
+             "cache misses": view.caches.misses}
     cases = []
     for what, limit in limits.items():
         if limit is None:
             continue
         case = CaseResult(f"at most {limit} {what}")
         line = f"{path}: {found[what]} {what} (at most {limit} allowed)"
+        if what == "cache misses" and not view.caches.kept:  # 0 of nothing: say so rather than pass quietly
+            line += f"; {CACHES_OFF}"
         if found[what] > limit:
             case.failures.append(line)
         out.limit(path, line, failed=found[what] > limit)

@@ -38,6 +38,11 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
                         help="capture file to write (default: <script>-<time>.dynscope in the current directory)")
     parser.add_argument("--keep-caches", action="store_true",
                         help="leave Inductor/AOTAutograd caches on (cache hits then skip the stages they cover)")
+    parser.add_argument("--warm", action="store_true",
+                        help="run the program twice with the compile caches on, in a fresh cache directory: cold, "
+                             "then warm (a fresh process); the warm run is the capture, the cold one is recorded "
+                             "beside it (<capture>.cold.dynscope); shows what the warm start saved and what it "
+                             "still compiled, and why")
     parser.add_argument("-q", "--quiet", action="store_true", help="print no summary (the capture is still written)")
     parser.add_argument("--all-ranks", action="store_true", help="under torchrun, every rank prints its summary")
     parser.add_argument("--html", metavar="PATH", help="also write an HTML report of the run")
@@ -89,7 +94,13 @@ def explain(program, args: argparse.Namespace, *, command: list[str]) -> int:
     rank, world = rank_from_env()
     path = capture_path_for(program, args.output, rank=rank, world_size=world)
     profile = args.profile or args.vs_eager
-    result = launch(ChildSpec(program, path, tuple(command), keep_caches=args.keep_caches, profile=profile))
+    if args.warm:
+        from dynscope.runner.warm_start import record_warm_start
+
+        result = record_warm_start(program, path, command=tuple(command), profile=profile,
+                                   announce=rank in (None, 0) and not args.quiet)
+    else:
+        result = launch(ChildSpec(program, path, tuple(command), keep_caches=args.keep_caches, profile=profile))
     if not result.capture_written:
         print("dynscope: no capture was written: the program ended before recording started", file=sys.stderr)
         return exit_like(result.returncode)

@@ -19,6 +19,7 @@ from functools import cached_property
 from dynscope import events as contract
 from dynscope.errors import DynscopeError
 from dynscope.model import stages as pipeline
+from dynscope.model.caches import CacheLookup, read_cache_lookups, read_portable_calls, read_warm_start
 from dynscope.model.collectives import Collective, parse_collectives
 from dynscope.model.compile_modes import AutotuneResult, CudagraphSkip, read_autotuning, read_cudagraph_skips
 from dynscope.model.compiles import frames_of, interned_files, read_compiles
@@ -87,6 +88,7 @@ class Capture:
         self.run, self.exception, self._compiles, self._graph_breaks, self._recompiles  # noqa: B018
         self.probe_errors(), self.minify_results(), self.graph_input_sizes(), self.dynamic_sources()
         self.numerics  # noqa: B018
+        self._cache_lookups, self.portable_cache_calls(), self.warm_start()  # noqa: B018
         return self.record_reader.tally()
 
     # -- the run ---------------------------------------------------------------------------
@@ -165,6 +167,23 @@ class Capture:
         names = [f"artifact:{layer}_cache_{what}" for layer in ("aotautograd", "fx_graph")
                  for what in ("hit", "miss", "bypass")]
         return [(e.compile_id, e.name.removeprefix("artifact:")) for e in self.reader.events(names)]
+
+    @cached_property
+    def _cache_lookups(self) -> list[CacheLookup]:
+        return read_cache_lookups(self.record_reader)
+
+    def cache_lookups(self) -> list[CacheLookup]:
+        """Every cache lookup torch logged (each layer of each compile: hit, miss or bypass, with
+        the key's components), in order (dynscope.model.caches)."""
+        return list(self._cache_lookups)
+
+    def portable_cache_calls(self) -> list[contract.CacheArtifactsCall]:
+        """The program's save_cache_artifacts / load_cache_artifacts calls."""
+        return read_portable_calls(self.record_reader)
+
+    def warm_start(self) -> contract.WarmStart | None:
+        """``explain --warm``: the cold run this capture's warm run followed, or None."""
+        return read_warm_start(self.record_reader)
 
     def autotuning(self) -> list[AutotuneResult]:
         """mode="max-autotune": every autotuned op, its benchmarked choices and the one picked."""

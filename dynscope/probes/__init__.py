@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from dynscope.probes import compat
+from dynscope.probes.caches import log_aot_cache_keys, watch_portable_caches
 from dynscope.probes.compile_modes import watch_autotuning
 from dynscope.probes.fx_graphs import PrintedGraphs, patch_print_readable
 from dynscope.probes.graph_breaks import patch_log_graph_break
@@ -33,9 +34,11 @@ class InstalledProbes:
 
 
 def install_probes(sink: Sink, *, keep_caches: bool = False, profile: bool = False,
-                   force_eager: bool = False) -> InstalledProbes:
+                   force_eager: bool = False, cache_keys: bool = True) -> InstalledProbes:
     """Install what this torch allows. A probe that cannot install is recorded as unavailable,
-    with why, and the others (and the user's program) go on: never hide the run."""
+    with why, and the others (and the user's program) go on: never hide the run.
+    ``cache_keys``: with caches kept, have AOTAutograd log its cache-key details (bench/cache_keys.py
+    measures that against False)."""
     probes = InstalledProbes()
     restore_environment = compat.keep_environment()
     if force_eager:
@@ -54,6 +57,22 @@ def install_probes(sink: Sink, *, keep_caches: bool = False, profile: bool = Fal
 
     if not keep_caches:
         attempt("caches_off", lambda: probes._undo.append(compat.disable_compile_caches()))
+    elif cache_keys:
+        def aot_cache_keys() -> bool:
+            undo = log_aot_cache_keys()
+            if undo is not None:
+                probes._undo.append(undo)
+            return undo is not None
+
+        attempt("cache_keys", aot_cache_keys)
+
+    def portable_caches() -> bool:
+        undo = watch_portable_caches(sink)
+        if undo is not None:
+            probes._undo.append(undo)
+        return undo is not None
+
+    attempt("portable_caches", portable_caches)
 
     def provenance() -> None:
         probes.details["provenance"], restore_provenance = compat.enable_provenance_tracking()

@@ -144,6 +144,39 @@ def disable_compile_caches() -> Callable[[], None]:
     return restore
 
 
+# AOTAutograd computes its cache key's details (one line per component, as the fx graph cache
+# always does) only while this logger is enabled for DEBUG.
+AOT_CACHE_KEY_LOGGER = "torch._functorch._aot_autograd.autograd_cache"
+
+
+def aot_cache_key_logger() -> logging.Logger | None:
+    """The logger whose DEBUG level makes AOTAutograd log its cache-key details, or None where
+    this torch has no AOTAutograd cache."""
+    try:
+        import torch._functorch._aot_autograd.autograd_cache as autograd_cache
+    except ImportError:
+        return None
+    return autograd_cache.log if isinstance(getattr(autograd_cache, "log", None), logging.Logger) else None
+
+
+def portable_cache_functions() -> Any | None:
+    """The module holding ``save_cache_artifacts`` / ``load_cache_artifacts`` (torch.compiler,
+    2.7+), or None."""
+    compiler = getattr(torch, "compiler", None)
+    if compiler is None or not all(callable(getattr(compiler, n, None))
+                                   for n in ("save_cache_artifacts", "load_cache_artifacts")):
+        return None
+    return compiler
+
+
+def cache_info_counts(info: Any) -> dict[str, int]:
+    """torch.compiler's CacheInfo (``artifacts``: artifact type -> keys) as type -> how many."""
+    artifacts = getattr(info, "artifacts", None)
+    if not isinstance(artifacts, dict):
+        return {}
+    return {str(kind): len(keys) for kind, keys in artifacts.items() if isinstance(keys, list | tuple)}
+
+
 def _warn_once_cache() -> set | None:
     """The messages torch._dynamo.utils.warn_once has already warned about."""
     try:

@@ -9,6 +9,7 @@ remedies, dynscope minify's failure probe) start once the recorder runs.
 
 from __future__ import annotations
 
+import os
 import sys
 
 from dynscope.errors import DynscopeError
@@ -21,6 +22,9 @@ from dynscope.runner.spec import ChildSpec, SpecError
 
 def start_recording(spec: ChildSpec) -> Recorder:
     """The recorder the spec asks for, started (or one line and exit if it can't be)."""
+    if spec.cache_dir is not None:  # before torch reads them (and before the probes save the environment)
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = spec.cache_dir
+        os.environ["TRITON_CACHE_DIR"] = os.path.join(spec.cache_dir, "triton")
     recorder = Recorder(spec.capture, keep_caches=spec.keep_caches, command=list(spec.command),
                         profile=spec.profile, force_eager=spec.force_eager)
     try:

@@ -64,6 +64,9 @@ class ChildSpec:
     profile: bool = False  # explain --profile: time every compiled call
     force_eager: bool = False  # the eager twin: every torch.compile'd function runs eager
     workdir: str | None = None  # where the program runs (fix: a scratch copy); None: here
+    # explain --warm: the compile caches' directory (Inductor's and Triton's), whatever the user's
+    # environment says; None: the user's own
+    cache_dir: str | None = None
     sigint_notes_fd: int | None = None  # the launcher's SIGINT relay (dynscope/runner/interrupts.py)
     extensions: tuple[ChildExtension, ...] = field(default=())
 
@@ -80,6 +83,7 @@ class ChildSpec:
             "profile": self.profile,
             "force_eager": self.force_eager,
             "workdir": self.workdir,
+            "cache_dir": self.cache_dir,
             "sigint_notes_fd": self.sigint_notes_fd,
             "extensions": [{"module": e.module, "payload": e.payload} for e in self.extensions],
         }, separators=(",", ":"))
@@ -105,6 +109,7 @@ class ChildSpec:
             profile=_flag(data.get("profile", False), "profile"),
             force_eager=_flag(data.get("force_eager", False), "force_eager"),
             workdir=_optional_text(data.get("workdir"), "workdir"),
+            cache_dir=_optional_text(data.get("cache_dir"), "cache_dir"),
             sigint_notes_fd=_optional_fd(data.get("sigint_notes_fd")),
             extensions=tuple(ChildExtension(module=check_extension_name(_object(e, "extension").get("module")),
                                             payload=_text(_object(e, "extension").get("payload", "{}"),
