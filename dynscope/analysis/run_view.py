@@ -17,6 +17,7 @@ from functools import cached_property
 
 from dynscope.analysis import runtime
 from dynscope.analysis.breaks import BreakGroup, group_breaks
+from dynscope.analysis.compile_time import CompileTime, FrameCompileTime, compile_times, frame_compile_times
 from dynscope.analysis.overview import Totals, compile_seconds, stage_seconds
 from dynscope.analysis.problems import Problem, recompiles_by_frame, top_problems
 from dynscope.analysis.runtime import CostedBreak, EntryRuntime, FrameRecompiles, FrameRuntime, RecompileRuntime, TimeSplit, VsEager
@@ -107,6 +108,15 @@ class RunView:
             skipped_frames=len(self.skipped_frames),
             recompile_limit_hits=len(self.recompile_limit_hits),
         )
+
+    @cached_property
+    def compile_times(self) -> list[CompileTime]:
+        """Each compile's seconds by phase and its costliest modules (dynscope.analysis.compile_time)."""
+        return compile_times(self.capture, self.compiles)
+
+    @cached_property
+    def frame_compile_times(self) -> list[FrameCompileTime]:
+        return frame_compile_times(self.compile_times, self.compiles)
 
     @cached_property
     def exception(self) -> ProgramException | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from dynscope.analysis.breaks import BreakGroup
+from dynscope.analysis.compile_time import compile_time_json
 from dynscope.analysis.run_view import RunView, run_view
 from dynscope.analysis.runtime import VsEager
 from dynscope.model import Capture, Compile, CompileError, Kernel, Recompile, RecompileLimitHit, SkippedFrame, Stage
@@ -34,8 +35,16 @@ def summary_set_document(captures: list[Capture]) -> dict[str, Any]:
     }
 
 
-def summary_document(view: RunView) -> dict[str, Any]:
-    """The view, serialized: every number here was derived once, by the view."""
+def summary_document(view: RunView, *, compile_time: bool = False) -> dict[str, Any]:
+    """The view, serialized: every number here was derived once, by the view. ``compile_time``
+    adds the optional ``compile_phases`` field (``summary --json --compile-time``)."""
+    doc = _summary_fields(view)
+    if compile_time:
+        doc["compile_phases"] = compile_time_json(view.compile_times, view.frame_compile_times)
+    return doc
+
+
+def _summary_fields(view: RunView) -> dict[str, Any]:
     run = view.run
     exception = view.exception
     t = view.totals

@@ -20,6 +20,7 @@ from dynscope import events as contract
 from dynscope.errors import DynscopeError
 from dynscope.model import stages as pipeline
 from dynscope.model.collectives import Collective, parse_collectives
+from dynscope.model.compile_phases import CompilePhases, compile_phases
 from dynscope.model.compile_modes import AutotuneResult, CudagraphSkip, read_autotuning, read_cudagraph_skips
 from dynscope.model.compiles import frames_of, interned_files, read_compiles
 from dynscope.model.failures import FailedCompiles, FailureKind
@@ -140,6 +141,15 @@ class Capture:
             except contract.NotUnderstood as e:
                 self.record_reader.not_parsed(e, event.id)
         return out
+
+    @cached_property
+    def _compile_phases(self) -> dict[str, CompilePhases]:
+        return compile_phases(self.chromium_events())
+
+    def compile_phases(self) -> dict[str, CompilePhases]:
+        """Per compile id, where its seconds went by phase (dynscope.model.compile_phases); a compile
+        whose timed regions torch did not log has none."""
+        return self._compile_phases
 
     def dynamic_sources(self) -> dict[str, tuple[str, ...]]:
         """Per compile, the values Dynamo made symbolic (torch's create_symbol events), e.g.
