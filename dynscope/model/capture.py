@@ -20,8 +20,8 @@ from dynscope import events as contract
 from dynscope.errors import DynscopeError
 from dynscope.model import stages as pipeline
 from dynscope.model.collectives import Collective, parse_collectives
-from dynscope.model.compile_phases import CompilePhases, compile_phases
 from dynscope.model.compile_modes import AutotuneResult, CudagraphSkip, read_autotuning, read_cudagraph_skips
+from dynscope.model.compile_phases import CompilePhases, compile_phases
 from dynscope.model.compiles import frames_of, interned_files, read_compiles
 from dynscope.model.failures import FailedCompiles, FailureKind
 from dynscope.model.fxgraph import FxGraph
