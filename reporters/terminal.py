@@ -274,6 +274,15 @@ def _runtime_section(view: RunView) -> Group:
                          + (f", {seconds_text(entry.per_call_s)} a call once compiled" if entry.per_call_s else "")
                          + (f" ({entry.compiling_calls} compiling: {seconds_text(entry.compiling_seconds)})"
                             if entry.compiling_calls else ""), style="dim"))
+    for o in view.call_overheads:
+        if o.lookup_per_call_s is None:
+            continue
+        share = f" ({o.lookup_share:.0%} of a call)" if o.lookup_share is not None else ""
+        guards = ", ".join(f"{v.compile_id}: {plural(v.guards, 'guard')}"
+                           + (f", {v.lambda_guards} Python lambda" if v.lambda_guards else "")
+                           for v in o.versions if v.guards is not None)
+        rows.append(Text(f"    cache lookup and guard checks: {seconds_text(o.lookup_per_call_s)} a call{share}"
+                         + (f" [{guards}]" if guards else ""), style="dim"))
     overall = view.vs_eager
     if overall is not None:
         rows.append(_vs_eager_line(overall))

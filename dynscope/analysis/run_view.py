@@ -17,6 +17,7 @@ from functools import cached_property
 
 from dynscope.analysis import runtime
 from dynscope.analysis.breaks import BreakGroup, group_breaks
+from dynscope.analysis.call_overhead import CallOverhead, call_overheads
 from dynscope.analysis.compile_time import CompileTime, FrameCompileTime, compile_times, frame_compile_times
 from dynscope.analysis.overview import Totals, compile_seconds, stage_seconds
 from dynscope.analysis.problems import Problem, recompiles_by_frame, top_problems
@@ -147,6 +148,11 @@ class RunView:
     @property
     def profiled(self) -> bool:
         return self.profile is not None
+
+    @cached_property
+    def call_overheads(self) -> list[CallOverhead]:
+        """Per entry point: the cache lookup a call pays, its guards (dynscope.analysis.call_overhead)."""
+        return [] if self.profile is None else call_overheads(self.capture, self.compiles, self.profile)
 
     @cached_property
     def costed_breaks(self) -> list[CostedBreak]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from dynscope.analysis.breaks import BreakGroup
+from dynscope.analysis.call_overhead import call_overhead_json
 from dynscope.analysis.compile_time import compile_time_json
 from dynscope.analysis.run_view import RunView, run_view
 from dynscope.analysis.runtime import VsEager
@@ -148,6 +149,7 @@ def runtime_json(view: RunView) -> dict[str, Any]:
             for r in view.entry_runtimes
         ],
         "vs_eager": _vs_eager_json(view.vs_eager),
+        "call_overhead": call_overhead_json(view.call_overheads),
         "cudagraphs": [{"compile_id": c.compile_id, "warmups": c.warmups, "recordings": c.recordings,
                         "replays": c.replays} for c in profile.cudagraphs],
     }
