@@ -32,7 +32,6 @@ from collections.abc import Callable
 from typing import Any
 
 from dynscope.events import RuntimeSnapshot
-from dynscope.model.runtime import PROFILE_EVENT
 from dynscope.probes import compat
 from dynscope.probes.sink import Sink
 
@@ -283,7 +282,7 @@ class RuntimeProfiler:
             except Exception as e:  # never let the profiler break the program
                 self._sink.note_error(f"runtime profile: {type(e).__name__}: {e}")
                 return
-        self._sink.append_json(PROFILE_EVENT, RuntimeSnapshot(final=final).to_metadata(), snapshot)
+        self._sink.append_json(RuntimeSnapshot.KIND, RuntimeSnapshot(final=final).to_metadata(), snapshot)
 
     def snapshot(self, *, wait: bool, now_ns: int) -> dict[str, Any]:
         timers: list[_Timer] = [*self._graphs.values(), *self._breaks.values(), *self._entries.values()]
