@@ -73,3 +73,31 @@ def call_overhead_json(overheads: list[CallOverhead]) -> list[dict[str, object]]
                       for v in o.versions]}
         for o in overheads
     ]
+
+
+@dataclass(frozen=True)
+class OverheadChange:
+    """One entry point's per-call cache lookup in two runs (e.g. before and after a torch upgrade)."""
+
+    name: str
+    before_s: float
+    after_s: float
+
+    @property
+    def change(self) -> float:
+        return (self.after_s - self.before_s) / self.before_s if self.before_s > 0 else float("inf")
+
+
+def overhead_changes(before: list[CallOverhead], after: list[CallOverhead]) -> list[OverheadChange]:
+    """Entry points measured in both runs, matched by name and file name (runs may live in other
+    directories)."""
+    def key(o: CallOverhead) -> tuple[str, str | None]:
+        return o.entry.name, (o.entry.file or "").rsplit("/", 1)[-1] or None
+
+    earlier = {key(o): o for o in before if o.lookup_per_call_s is not None}
+    out = []
+    for o in after:
+        b = earlier.get(key(o))
+        if b is not None and b.lookup_per_call_s is not None and o.lookup_per_call_s is not None:
+            out.append(OverheadChange(o.entry.name, b.lookup_per_call_s, o.lookup_per_call_s))
+    return out

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from dynscope.analysis.breaks import BreakGroup
+from dynscope.analysis.call_overhead import OverheadChange, overhead_changes
 from dynscope.analysis.run_view import run_view
 from dynscope.analysis.summary import break_json, error_json, recompile_json
 from dynscope.model import Capture, Compile, CompileError, Recompile
@@ -284,7 +285,14 @@ def comparison_document(result: Comparison) -> dict[str, Any]:
                                         for k in dict.fromkeys([*sa, *sb])}},
         "frames": result.frames,
         "runtime": _runtime_pair(result.before, result.after),
+        "call_overhead": [{"name": c.name, "lookup_per_call_s": {"before": c.before_s, "after": c.after_s}}
+                          for c in lookup_changes(result)],
     }
+
+
+def lookup_changes(result: Comparison) -> list[OverheadChange]:
+    """The per-call cache lookup of each entry point both runs profiled (``explain --profile``)."""
+    return overhead_changes(run_view(result.before).call_overheads, run_view(result.after).call_overheads)
 
 
 def _runtime_pair(before: Capture, after: Capture) -> dict[str, Any] | None:

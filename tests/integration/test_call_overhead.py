@@ -9,6 +9,8 @@ import pytest
 import torch
 
 import dynscope
+from dynscope.analysis.changes import comparison_lines
+from dynscope.analysis.compare import compare, comparison_document
 from dynscope.analysis.run_view import run_view
 from dynscope.analysis.summary import summary_document
 from dynscope.model import Capture
@@ -27,11 +29,11 @@ class Stack(torch.nn.Module):
         return x
 
 
-def profiled_lookups(device: str, path: str) -> list[float]:
+def profiled_lookups(device: str, path: str, depth: int = 8) -> list[float]:
     """Run a compiled module under dynscope's profile and torch.profiler together; the profiler's
     cache lookup durations (seconds)."""
     torch._dynamo.reset()
-    model, x = Stack(8).to(device), torch.randn(4, 8, device=device)
+    model, x = Stack(depth).to(device), torch.randn(4, 8, device=device)
     activities = [torch.profiler.ProfilerActivity.CPU]
     with dynscope.capture(path, profile=True):
         compiled = torch.compile(model, backend="eager")
@@ -62,3 +64,16 @@ def assert_lookup_agrees(tmp_path, device: str) -> None:
 
 def test_replayed_lookup_agrees_with_torch_profiler_on_cpu(tmp_path):
     assert_lookup_agrees(tmp_path, "cpu")
+
+
+def test_compare_shows_a_per_call_lookup_regression(tmp_path):
+    """A model four times as deep has more guards to check on every call: compare says so."""
+    shallow, deep = str(tmp_path / "shallow.dynscope"), str(tmp_path / "deep.dynscope")
+    profiled_lookups("cpu", shallow, depth=4)
+    profiled_lookups("cpu", deep, depth=32)
+    with Capture.open(shallow) as before, Capture.open(deep) as after:
+        result = compare(before, after)
+        [change] = comparison_document(result)["call_overhead"]
+        assert change["lookup_per_call_s"]["after"] > 1.5 * change["lookup_per_call_s"]["before"]
+        [line] = [line for line in comparison_lines(result) if "cache lookup" in line]
+        assert line.startswith("~ cache lookup and guard checks of Stack.forward: ") and line.endswith(", slower)")
