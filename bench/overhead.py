@@ -8,7 +8,7 @@ time of each run's processes (user + system, the program's and dynscope's togeth
 too: on a shared, loaded machine it moves far less with the load than the wall time does.
 
     python bench/overhead.py [--rounds 3] [--backend inductor] [--examples graph_breaks.py,...]
-                             [--modes plain,dynscope] [--script bench/hf_models/x.py]
+                             [--modes plain,dynscope] [--script bench/hf_models/ibert.py]
 """
 
 from __future__ import annotations
