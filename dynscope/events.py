@@ -189,6 +189,11 @@ class FxGraphStructure(Record):
     stage_event: str | None = None
 
 
+# `dynscope explain` options that take a value: the explain command parses its command line with this
+# set, and the model reads a recorded command with it (here, in the contract, so that the command needs
+# no import of the model: most of a launch's own start-up time).
+EXPLAIN_VALUE_OPTIONS = frozenset({"-o", "--output", "--html"})
+
 LOG_TAP_PREFIX = "dynscope:log:"
 # torch's artifact logs dynscope taps (dynscope.probes.log_taps); the payload is the logged text
 LOG_TAPS = ("bytecode", "ir_pre_fusion", "ir_post_fusion", "cudagraphs")

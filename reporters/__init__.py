@@ -23,6 +23,7 @@ class ReportOptions:
     any_source: bool = False  # show every source file the capture names (dynscope.analysis.source)
     source_roots: tuple[str, ...] = ()  # directories besides the current one whose source may be shown
     comparison: Any = None  # dynscope.analysis.compare.Comparison against an earlier run, shown first
+    compile_time: bool = False  # add compile time by phase and costliest modules (summary/report --compile-time)
 
 
 class Reporter(Protocol):

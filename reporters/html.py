@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from dynscope.analysis.breaks import BreakGroup
 from dynscope.analysis.changes import comparison_lines
+from dynscope.analysis.compile_time import phase_label
 from dynscope.analysis.diff import diff_compiles, diff_stages, previous_recorded
 from dynscope.analysis.dot import render_svg, stage_to_dot
 from dynscope.analysis.names import command_line, friendly_function, location, seconds_text, short_path
@@ -43,6 +44,7 @@ from dynscope.analysis.summary import break_json, compile_json, error_json, kern
 from dynscope.errors import DynscopeError
 from dynscope.exhaustive import assert_never
 from dynscope.model import Capture, Compile, Recompile, Stage
+from dynscope.model.compile_phases import PhaseName
 from dynscope.reporters import ReportOptions
 from dynscope.reporters.numerics_plot import plots as numerics_plots
 from dynscope.safe_text import doc_url, json_text, visible, visible_strings
@@ -51,6 +53,12 @@ if TYPE_CHECKING:
     import jinja2
 
 _HERE = Path(__file__).parent
+_PHASE_COLORS: dict[PhaseName, str] = {
+    "dynamo": "#4c6ef5", "guards": "#748ffc", "aot": "#12b886", "inductor": "#fab005", "lowering": "#f59f00",
+    "scheduling": "#f08c00", "codegen": "#fa5252", "compile": "#e03131", "autotune": "#c2255c", "backward": "#be4bdb",
+    "other": "#adb5bd"}
+_FLAME_INDUCTOR_START: frozenset[PhaseName] = frozenset({"inductor", "lowering", "scheduling", "codegen", "compile",
+                                                         "autotune", "backward"})
 _STAGE_COLORS = {"dynamo": "#4c6ef5", "aot_autograd": "#12b886", "inductor": "#fab005", "codegen": "#fa5252",
                  "backward": "#be4bdb"}
 
@@ -192,6 +200,7 @@ class _RankView:
             "not_understood": not_understood_line(view.not_understood),
             "stage_totals": self._stage_totals(stage_seconds(compiles)),
             "timeline": self._timeline(compiles),
+            "flame": self._compile_flame(view),
             "breaks": [self._break(i, g) for i, g in enumerate(groups)],
             "recompiles": [self._recompile(i, r) for i, r in enumerate(recompiles)],
             "errors": [
@@ -308,6 +317,35 @@ class _RankView:
                        "share": round(100 * value / split.wall_s) if split.wall_s > 0 else 0} for label, value in split.parts()],
             "vs_eager": vs_eager,
         }
+
+    def _compile_flame(self, view: RunView) -> dict[str, Any]:
+        """Compile time by phase, flame-style: per frame a bar of its whole compile time, the phases
+        under it (they sum to it), and under Inductor's phases the costliest modules (an estimate)."""
+        frames = view.frame_compile_times[: self.limits.timeline_frames]
+        widest = max((f.total_s for f in frames), default=0.0)
+        if widest <= 0:
+            return {"frames": [], "legend": []}
+        rows = []
+        for f in frames:
+            scale = 100 / widest
+            x, phases, module_x = 0.0, [], None
+            for phase, seconds in f.seconds.items():
+                if module_x is None and phase in _FLAME_INDUCTOR_START:
+                    module_x = x
+                phases.append({"x": x, "width": seconds * scale, "color": _PHASE_COLORS[phase],
+                               "title": f"{phase_label(phase)}: {seconds_text(seconds)} ({seconds / f.total_s:.0%})"})
+                x += seconds * scale
+            mx, modules = module_x or 0.0, []
+            for m in f.modules:
+                modules.append({"x": mx, "width": m.seconds * scale,
+                                "title": f"{m.module}: ~{seconds_text(m.seconds)} of Inductor time ({m.nodes} nodes)"})
+                mx += m.seconds * scale
+            rows.append({"label": f"{friendly_function(f.function)} ({location(f.file, f.line, self.cwd)})",
+                         "total": seconds_text(f.total_s), "width": f.total_s * scale, "phases": phases,
+                         "modules": modules})
+        used = {p for f in frames for p in f.seconds}
+        return {"frames": rows, "legend": [{"name": phase_label(p), "color": c} for p, c in _PHASE_COLORS.items()
+                                           if p in used]}
 
     def _timeline(self, compiles: list[Compile]) -> dict[str, Any]:
         """One row per frame; each compile a bar at its start time, split by stage."""

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from dynscope.analysis.cache_text import cache_lines
+from dynscope.analysis.compile_time import phase_label
 from dynscope.analysis.fix_document import FixDocument
 from dynscope.analysis.names import command_line, first_line, friendly_function, location, seconds_text
 from dynscope.analysis.numerics import NumericsView
@@ -32,21 +33,40 @@ class MarkdownReporter:
     @classmethod
     def prepare(cls, captures: Sequence[Capture], options: ReportOptions = ReportOptions()) -> MarkdownReporter:
         comparison = options.comparison
-        return cls(markdown_report(captures) + ("" if comparison is None else "\n" + comparison_markdown(comparison)))
+        return cls(markdown_report(captures, compile_time=options.compile_time)
+                   + ("" if comparison is None else "\n" + comparison_markdown(comparison)))
 
     def render(self, out: TextIO) -> None:
         out.write(self.text)
 
 
-def markdown_report(captures: Sequence[Capture], *, size_cap: int = SIZE_CAP) -> str:
+def markdown_report(captures: Sequence[Capture], *, size_cap: int = SIZE_CAP, compile_time: bool = False) -> str:
     out = _Budget(size_cap)
     out.add("## torch.compile report (dynscope)\n")
     for capture in captures:
         _capture_section(out, capture, titled=len(captures) > 1)
+        if compile_time:
+            _compile_time_section(out, run_view(capture))
     if out.omitted:
         out.force(f"\n_{out.omitted} more items were left out to stay under {size_cap:,} characters; "
                   "the HTML report (`dynscope report CAPTURE -o report.html`) has everything._\n")
     return out.text()
+
+
+def _compile_time_section(out: _Budget, view: RunView) -> None:
+    """Compile time by phase per frame (``report --compile-time``): the phases sum to the frame's time."""
+    frames = view.frame_compile_times
+    if not frames:
+        return
+    cwd = view.run.cwd
+    out.add("\n#### Compile time by phase\n\n| frame | compile time | phases | costliest modules (estimate) |\n"
+            "|---|---:|---|---|\n")
+    for f in frames[:_MAX_ITEMS]:
+        phases = " · ".join(f"{phase_label(p)} {seconds_text(v)}" for p, v in f.seconds.items())
+        modules = ", ".join(f"{code(m.module, cell=True)} {seconds_text(m.seconds)}" for m in f.modules) or "–"
+        out.add(f"| {code(friendly_function(f.function), cell=True)} ({text(location(f.file, f.line, cwd))}) "
+                f"| {seconds_text(f.total_s)} | {text(phases)} | {modules} |\n")
+    out.skip(len(frames) - _MAX_ITEMS)
 
 
 def _capture_section(out: _Budget, capture: Capture, *, titled: bool) -> None:

@@ -10,6 +10,7 @@ from rich.markup import escape
 from rich.text import Text
 
 from dynscope.analysis.cache_text import cache_lines
+from dynscope.analysis.compile_time import phase_label
 from dynscope.analysis.names import command_line, condensed, first_line, friendly_function, location, plural, seconds_text, short_path
 from dynscope.analysis.numerics import NumericsView
 from dynscope.analysis.overview import not_understood_line, stage_seconds
@@ -27,25 +28,26 @@ _MAX_LISTED = 20  # per section; the rest is counted, and is in the TUI and repo
 class TerminalReporter:
     """The summary of one capture, or several ranks' counts and where they diverge (rich)."""
 
-    def __init__(self, captures: Sequence[Capture]) -> None:
+    def __init__(self, captures: Sequence[Capture], options: ReportOptions = ReportOptions()) -> None:
         self.captures = list(captures)
+        self.options = options
 
     @classmethod
     def prepare(cls, captures: Sequence[Capture], options: ReportOptions = ReportOptions()) -> TerminalReporter:
         for capture in captures:  # read what the summary shows now, before anything is printed
             view = run_view(capture)
             view.totals, view.not_understood  # noqa: B018
-        return cls(captures)
+        return cls(captures, options)
 
     def render(self, out: TextIO) -> None:
         console = safe_console(file=out, highlight=False)
         if len(self.captures) == 1:
-            render_summary(self.captures[0], console)
+            render_summary(self.captures[0], console, compile_time=self.options.compile_time)
         else:
             render_rank_set(self.captures, console)
 
 
-def render_summary(capture: Capture, console: Console) -> None:
+def render_summary(capture: Capture, console: Console, *, compile_time: bool = False) -> None:
     view = run_view(capture)
     run = capture.run
     compiles, groups, recompiles, errors = view.compiles, view.break_groups, view.recompiles, view.errors
@@ -99,11 +101,13 @@ def render_summary(capture: Capture, console: Console) -> None:
     caches = cache_lines(view.caches)
     if caches:  # only where caches were kept (or a run says more): a caches-off run's summary is unchanged
         console.print(Text(caches[0].replace("caches:", "Caches:", 1), style="bold"))
-        for line in caches[1:]:
-            console.print(Text(line))
+        for cache_line in caches[1:]:
+            console.print(Text(cache_line))
         console.print()
     if compiles:
         console.print(_frames_section(view, cwd))
+    if compile_time:
+        console.print(_compile_time_section(view, cwd))
     _footer(view, console)
 
 
@@ -280,6 +284,15 @@ def _runtime_section(view: RunView) -> Group:
                          + (f", {seconds_text(entry.per_call_s)} a call once compiled" if entry.per_call_s else "")
                          + (f" ({entry.compiling_calls} compiling: {seconds_text(entry.compiling_seconds)})"
                             if entry.compiling_calls else ""), style="dim"))
+    for o in view.call_overheads:
+        if o.lookup_per_call_s is None:
+            continue
+        share = f" ({o.lookup_share:.0%} of a call)" if o.lookup_share is not None else ""
+        guards = ", ".join(f"{v.compile_id}: {plural(v.guards, 'guard')}"
+                           + (f", {v.lambda_guards} Python lambda" if v.lambda_guards else "")
+                           for v in o.versions if v.guards is not None)
+        rows.append(Text(f"    cache lookup and guard checks: {seconds_text(o.lookup_per_call_s)} a call{share}"
+                         + (f" [{guards}]" if guards else ""), style="dim"))
     overall = view.vs_eager
     if overall is not None:
         rows.append(_vs_eager_line(overall))
@@ -449,6 +462,27 @@ def _frames_section(view: RunView, cwd: str | None) -> Group:
         if stages:
             line.append("  [" + " · ".join(f"{n} {v:.2f}" for n, v in stages.items()) + "]", style="dim")
         rows.append(line)
+    if len(frames) > _MAX_LISTED:
+        rows.append(Text(f"  … and {len(frames) - _MAX_LISTED} more frames", style="dim"))
+    return Group(*rows)
+
+
+def _compile_time_section(view: RunView, cwd: str | None) -> Group:
+    """Compile time by phase per frame (phases sum to the frame's compile time) and its costliest modules."""
+    rows: list = [Text("Compile time by phase (torch's timed regions; phases sum to each compile's time)", style="bold")]
+    frames = view.frame_compile_times
+    if not frames:
+        rows.append(Text("  torch logged no timed regions for these compiles", style="dim"))
+    for frame in frames[:_MAX_LISTED]:
+        line = Text(f"  {frame.total_s:7.2f} s  ")
+        line.append(friendly_function(frame.function), style="bold")
+        line.append(f"  {location(frame.file, frame.line, cwd)}", style="cyan")
+        rows.append(line)
+        rows.append(Text("      " + " · ".join(f"{phase_label(p)} {seconds_text(v)} ({v / frame.total_s:.0%})"
+                                              for p, v in frame.seconds.items() if frame.total_s > 0), style="dim"))
+        if frame.modules:
+            rows.append(Text("      costliest modules (Inductor time by node share, an estimate): "
+                             + ", ".join(f"{m.module} {seconds_text(m.seconds)}" for m in frame.modules), style="dim"))
     if len(frames) > _MAX_LISTED:
         rows.append(Text(f"  … and {len(frames) - _MAX_LISTED} more frames", style="dim"))
     return Group(*rows)

@@ -16,8 +16,9 @@ from textual.containers import Vertical
 from textual.widgets import Static
 from textual.worker import get_current_worker
 
+from dynscope.analysis.compile_time import phase_label
 from dynscope.analysis.diff import diff_stages, previous_recorded
-from dynscope.analysis.names import friendly_function
+from dynscope.analysis.names import friendly_function, seconds_text
 from dynscope.analysis.search import definition_line
 from dynscope.errors import DynscopeError
 from dynscope.model import Capture, Stage
@@ -112,7 +113,8 @@ class StageStepper(Vertical):
     @work(thread=True, exclusive=True, group="stage")
     def _load(self, request: StageRequest) -> None:
         try:
-            view = build_view(self.capture, request)
+            # times differ from run to run: left out where the app hides what is volatile (snapshot tests)
+            view = build_view(self.capture, request, compile_time=not getattr(self.app, "hide_volatile", False))
         except DynscopeError as e:
             view = StageView(request, [], 0, plain(f"cannot show {request.compile_id}: {e}", "red"))
         if not get_current_worker().is_cancelled:
@@ -126,7 +128,7 @@ class StageStepper(Vertical):
         self.code.show(view.lines, mark=view.mark, numbers=view.numbers)
 
 
-def build_view(capture: Capture, request: StageRequest) -> StageView:
+def build_view(capture: Capture, request: StageRequest, *, compile_time: bool = False) -> StageView:
     compile_ = capture.compile(request.compile_id)
     stages = capture.stages(request.compile_id)
     if not stages:
@@ -137,6 +139,10 @@ def build_view(capture: Capture, request: StageRequest) -> StageView:
     head = line((f"{compile_.compile_id} ", "bold"), (friendly_function(compile_.function), "bold cyan"),
                 (f"  stage {index + 1}/{len(stages)}  ", "dim"), (stage.key, "bold"),
                 (f"  {_title(stage)}", "dim"))
+    phases = capture.compile_phases().get(request.compile_id) if compile_time else None
+    if phases is not None:
+        head = lines_of(head, line((f"compile time {seconds_text(phases.traced_s)}: "
+                                    + " · ".join(f"{phase_label(p)} {seconds_text(v)}" for p, v in phases.seconds), "dim")))
     view = StageView(request, stages, index, head)
     if not stage.recorded:
         view.title = lines_of(head, plain(f"missing: {stage.missing_reason}", "yellow"))

@@ -6,12 +6,13 @@ from collections import Counter
 
 from dynscope.analysis.breaks import BreakGroup
 from dynscope.analysis.cache_text import comparison_cache_lines
-from dynscope.analysis.compare import Comparison, relative, stage_seconds
-from dynscope.analysis.names import first_line, friendly_function
+from dynscope.analysis.compare import Comparison, lookup_changes, relative, stage_seconds
+from dynscope.analysis.names import first_line, friendly_function, seconds_text
 from dynscope.analysis.run_view import run_view
 from dynscope.model import Recompile
 
 _MAX_KERNEL_NAMES = 3
+_LOOKUP_CHANGE_SHOWN = 0.2  # a per-call lookup that moved less is measurement noise
 
 
 def comparison_lines(result: Comparison) -> list[str]:
@@ -37,6 +38,11 @@ def comparison_lines(result: Comparison) -> list[str]:
                          f"{e.fail_type}")
     lines += _compile_time_lines(result)
     lines += comparison_cache_lines(result.caches)
+    for c in lookup_changes(result):
+        if abs(c.change) >= _LOOKUP_CHANGE_SHOWN:
+            lines.append(f"~ cache lookup and guard checks of {friendly_function(c.name)}: {seconds_text(c.before_s)} → "
+                         f"{seconds_text(c.after_s)} a call ({c.change:+.0%}"
+                         + (", slower)" if c.change > 0 else ")"))
     for frame in result.frames:
         for k in frame["kernels"]:
             new = ", ".join(k["added"][:_MAX_KERNEL_NAMES]) + (" ..." if len(k["added"]) > _MAX_KERNEL_NAMES else "")

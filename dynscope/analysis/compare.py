@@ -24,6 +24,7 @@ from typing import Any, TypeVar
 from dynscope.analysis.breaks import BreakGroup
 from dynscope.analysis.cache_compare import CacheComparison, compare_caches
 from dynscope.analysis.cache_text import cache_comparison_json
+from dynscope.analysis.call_overhead import OverheadChange, overhead_changes
 from dynscope.analysis.run_view import run_view
 from dynscope.analysis.summary import break_json, error_json, recompile_json
 from dynscope.model import Capture, Compile, CompileError, Recompile
@@ -290,7 +291,14 @@ def comparison_document(result: Comparison) -> dict[str, Any]:
         "runtime": _runtime_pair(result.before, result.after),
         # optional: only where a run logged cache lookups (it kept its caches)
         **({"caches": cache_comparison_json(result.caches)} if result.caches is not None else {}),
+        "call_overhead": [{"name": c.name, "lookup_per_call_s": {"before": c.before_s, "after": c.after_s}}
+                          for c in lookup_changes(result)],
     }
+
+
+def lookup_changes(result: Comparison) -> list[OverheadChange]:
+    """The per-call cache lookup of each entry point both runs profiled (``explain --profile``)."""
+    return overhead_changes(run_view(result.before).call_overheads, run_view(result.after).call_overheads)
 
 
 def _runtime_pair(before: Capture, after: Capture) -> dict[str, Any] | None:

@@ -18,6 +18,8 @@ from functools import cached_property
 from dynscope.analysis import runtime
 from dynscope.analysis.breaks import BreakGroup, group_breaks
 from dynscope.analysis.caches import CacheReport, cache_report
+from dynscope.analysis.call_overhead import CallOverhead, call_overheads
+from dynscope.analysis.compile_time import CompileTime, FrameCompileTime, compile_times, frame_compile_times
 from dynscope.analysis.numerics import NumericsView, numerics_view
 from dynscope.analysis.overview import Totals, compile_seconds, stage_seconds
 from dynscope.analysis.problems import Problem, recompiles_by_frame, top_problems
@@ -117,6 +119,15 @@ class RunView:
         )
 
     @cached_property
+    def compile_times(self) -> list[CompileTime]:
+        """Each compile's seconds by phase and its costliest modules (dynscope.analysis.compile_time)."""
+        return compile_times(self.capture, self.compiles)
+
+    @cached_property
+    def frame_compile_times(self) -> list[FrameCompileTime]:
+        return frame_compile_times(self.compile_times, self.compiles)
+
+    @cached_property
     def exception(self) -> ProgramException | None:
         """What the program raised, if it did."""
         return self.capture.exception
@@ -150,6 +161,11 @@ class RunView:
     @property
     def profiled(self) -> bool:
         return self.profile is not None
+
+    @cached_property
+    def call_overheads(self) -> list[CallOverhead]:
+        """Per entry point: the cache lookup a call pays, its guards (dynscope.analysis.call_overhead)."""
+        return [] if self.profile is None else call_overheads(self.capture, self.compiles, self.profile)
 
     @cached_property
     def costed_breaks(self) -> list[CostedBreak]:

@@ -11,6 +11,8 @@ from typing import Any
 
 from dynscope.analysis.breaks import BreakGroup
 from dynscope.analysis.cache_text import caches_json
+from dynscope.analysis.call_overhead import call_overhead_json
+from dynscope.analysis.compile_time import compile_time_json
 from dynscope.analysis.numerics import NumericsView
 from dynscope.analysis.run_view import RunView, run_view
 from dynscope.analysis.runtime import VsEager
@@ -37,11 +39,14 @@ def summary_set_document(captures: list[Capture]) -> dict[str, Any]:
     }
 
 
-def summary_document(view: RunView) -> dict[str, Any]:
-    """The view, serialized: every number here was derived once, by the view."""
+def summary_document(view: RunView, *, compile_time: bool = False) -> dict[str, Any]:
+    """The view, serialized: every number here was derived once, by the view. ``compile_time``
+    adds the optional ``compile_phases`` field (``summary --json --compile-time``)."""
     document = _summary_fields(view)
     if view.caches.shown:  # optional: absent for a run recorded with caches off (the default)
         document["caches"] = caches_json(view.caches)
+    if compile_time:
+        document["compile_phases"] = compile_time_json(view.compile_times, view.frame_compile_times)
     return document
 
 
@@ -185,6 +190,7 @@ def runtime_json(view: RunView) -> dict[str, Any]:
             for r in view.entry_runtimes
         ],
         "vs_eager": _vs_eager_json(view.vs_eager),
+        "call_overhead": call_overhead_json(view.call_overheads),
         "cudagraphs": [{"compile_id": c.compile_id, "warmups": c.warmups, "recordings": c.recordings,
                         "replays": c.replays} for c in profile.cudagraphs],
     }

@@ -3,18 +3,21 @@
 Perfetto and chrome://tracing open it. Each rank is a process (``pid`` = rank) with two
 tracks: torch's own timed regions (its ``chromium_event`` B/E pairs, re-nested so that a
 truncated log still gives a well-formed trace), each tagged with its compile phase
-(dynamo, aot, inductor, codegen, backward), and one bar per compile. Pure: a function of
-the model's records.
+(dynamo, aot, inductor, codegen, backward), one bar per compile, and a "time by phase" track:
+each compile's time given to the innermost phase that was running (dynscope.model.compile_phases),
+so its slices never overlap and sum to the compile's time. Pure: a function of the model's records.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from dynscope.analysis.names import friendly_function
 from dynscope.model import Capture
+from dynscope.model.compile_phases import PHASE_LABELS, CompilePhases
 
-PHASE_TRACK, COMPILE_TRACK = 0, 1
+PHASE_TRACK, COMPILE_TRACK, ATTRIBUTED_TRACK = 0, 1, 2
 
 # torch's dynamo_timed region names -> the compile phase they belong to (first match wins).
 _PHASES = (
@@ -41,9 +44,11 @@ def _rank_of(capture: Capture, index: int) -> int:
 
 
 def timeline_events(rank: int, label: str, chromium: list[dict[str, Any]],
-                    compiles: list[tuple[str, str, float | None, float | None]]) -> list[dict[str, Any]]:
+                    compiles: list[tuple[str, str, float | None, float | None]],
+                    phases: Iterable[CompilePhases] = ()) -> list[dict[str, Any]]:
     """Trace events for one rank: ``chromium`` as torch logged it, ``compiles`` as
-    (compile id, function, start in seconds, duration in seconds)."""
+    (compile id, function, start in seconds, duration in seconds), ``phases`` each compile's
+    time by phase."""
     events: list[dict[str, Any]] = [
         {"name": "process_name", "ph": "M", "pid": rank, "tid": PHASE_TRACK, "args": {"name": label}},
         {"name": "process_sort_index", "ph": "M", "pid": rank, "tid": PHASE_TRACK, "args": {"sort_index": rank}},
@@ -82,6 +87,13 @@ def timeline_events(rank: int, label: str, chromium: list[dict[str, Any]],
         events.append({"name": f"{compile_id} {friendly_function(function)}", "cat": "compile", "ph": "X",
                        "pid": rank, "tid": COMPILE_TRACK, "ts": start * 1e6, "dur": max(0.0, (duration or 0.0) * 1e6),
                        "args": {"compile_id": compile_id}})
+    attributed = [(p.compile_id, span) for p in phases for span in p.spans]
+    if attributed:
+        events.append({"name": "thread_name", "ph": "M", "pid": rank, "tid": ATTRIBUTED_TRACK,
+                       "args": {"name": "time by phase"}})
+    for compile_id, (phase, start_us, end_us) in attributed:
+        events.append({"name": PHASE_LABELS[phase], "cat": phase, "ph": "X", "pid": rank, "tid": ATTRIBUTED_TRACK,
+                       "ts": start_us, "dur": max(0.0, end_us - start_us), "args": {"compile_id": compile_id}})
     return events
 
 
@@ -93,6 +105,6 @@ def timeline_document(captures: list[Capture]) -> dict[str, Any]:
     for i, (capture, rank) in enumerate(zip(captures, ranks)):
         label = f"rank {rank}" if capture.run.rank is not None else f"capture {i}"
         compiles = [(c.compile_id, c.function, c.started, c.times.total) for c in capture.compiles()]
-        events += timeline_events(rank, label, capture.chromium_events(), compiles)
+        events += timeline_events(rank, label, capture.chromium_events(), compiles, capture.compile_phases().values())
     return {"traceEvents": events, "displayTimeUnit": "ms",
             "otherData": {"producer": "dynscope timeline", "captures": [c.path for c in captures]}}

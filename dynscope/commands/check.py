@@ -55,6 +55,11 @@ class Command:
                             help="compile-cache misses allowed (every layer's: AOTAutograd, Inductor FX graph, ...; "
                                  "only a run recorded with caches on logs them: explain --keep-caches or --warm); "
                                  "with --baseline, a run with more misses than its baseline fails too")
+        parser.add_argument("--max-compile-seconds", type=_seconds, metavar="S",
+                            help="compile time allowed, in seconds (every compile, backward graphs included)")
+        parser.add_argument("--max-compile-increase", type=_fraction, metavar="F",
+                            help="with --baseline: compile time allowed over the baseline's, as a fraction "
+                                 "(0.25: at most 25%% more)")
         parser.add_argument("--format", choices=("text", "github", "sarif"), default="text",
                             help="text: compiler-style lines; github: GitHub Actions annotations; "
                                  "sarif: one SARIF 2.1.0 log on stdout (code scanning)")
@@ -65,9 +70,11 @@ class Command:
 
         limits = {"graph breaks": args.max_graph_breaks, "recompiles": args.max_recompiles,
                   "compile errors": args.max_errors, "cache misses": args.max_cache_misses}
-        if args.baseline is None and all(limit is None for limit in limits.values()):
-            raise DynscopeError("give at least one limit (--max-graph-breaks N, --max-recompiles M, "
-                                "--max-errors K or --max-cache-misses N) or a --baseline capture to compare with")
+        if args.max_compile_increase is not None and args.baseline is None:
+            raise DynscopeError("--max-compile-increase compares with a baseline: give --baseline BASE")
+        if args.baseline is None and all(limit is None for limit in limits.values()) and args.max_compile_seconds is None:
+            raise DynscopeError("give at least one limit (--max-graph-breaks N, --max-recompiles M, --max-errors K, "
+                                "--max-cache-misses N or --max-compile-seconds S) or a --baseline capture to compare with")
         if args.baseline is not None and len(args.baseline) != len(args.captures):
             raise DynscopeError(f"give one --baseline capture per capture ({len(args.captures)} captures, "
                                 f"{len(args.baseline)} baselines), in the same rank order")
@@ -89,6 +96,8 @@ class Command:
                 if bases:
                     cases += _against_baseline(capture, bases[i], allowances, out)
                 cases += _within_limits(path, capture, limits, out)
+                cases += _compile_time_limits(path, capture, bases[i] if bases else None, args.max_compile_seconds,
+                                              args.max_compile_increase, out)
         failed = sum(len(c.failures) for cases in suites.values() for c in cases)
         out.summary(failed)
         if args.junit:
@@ -156,6 +165,34 @@ def _within_limits(path: str, capture, limits: dict[str, int | None], out: _Outp
         if found[what] > limit:
             case.failures.append(line)
         out.limit(path, line, failed=found[what] > limit)
+        cases.append(case)
+    return cases
+
+
+def _compile_time_limits(path: str, capture, base, max_seconds: float | None, max_increase: float | None,
+                         out: _Output) -> list[CaseResult]:
+    """Compile seconds against an absolute limit and against the baseline's (a stated fraction more)."""
+    from dynscope.analysis.run_view import run_view
+
+    seconds = run_view(capture).totals.compile_time_s
+    cases = []
+    if max_seconds is not None:
+        case = CaseResult(f"at most {max_seconds:g} s compiling")
+        line = f"{path}: {seconds:.2f} s compiling (at most {max_seconds:g} s allowed)"
+        if seconds > max_seconds:
+            case.failures.append(line)
+        out.limit(path, line, failed=seconds > max_seconds)
+        cases.append(case)
+    if max_increase is not None and base is not None:
+        before = run_view(base).totals.compile_time_s
+        allowed = before * (1 + max_increase)
+        case = CaseResult(f"compile time at most {max_increase:.0%} over the baseline")
+        change = f"{(seconds - before) / before:+.0%}" if before > 0 else "from none"
+        line = (f"{path}: {seconds:.2f} s compiling, {change} against the baseline's {before:.2f} s "
+                f"(at most {max_increase:.0%} more allowed)")
+        if seconds > allowed:
+            case.failures.append(line)
+        out.limit(path, line, failed=seconds > allowed)
         cases.append(case)
     return cases
 
@@ -245,6 +282,27 @@ def _write_junit(path: str, suites: dict[str, list[CaseResult]]) -> None:
         ET.ElementTree(root).write(path, encoding="utf-8", xml_declaration=True)
     except OSError as e:
         raise DynscopeError(f"cannot write {path}: {e.strerror}") from None
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be 0 or more seconds: {text}")
+    return value
+
+
+def _fraction(text: str) -> float:
+    """A fraction (0.25) or a percentage (25%)."""
+    try:
+        value = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a fraction (0.25) or a percentage (25%): {text!r}") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be 0 or more: {text}")
+    return value
 
 
 def _count(text: str) -> int:

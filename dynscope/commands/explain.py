@@ -58,9 +58,9 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
 def _split(argv: list[str]):
     """Separate dynscope's options from the program and its arguments (which are never parsed)."""
     # Options that take a value, so the parser knows where the program's own arguments begin (the
-    # model reads the recorded command with the same set). Imported here, not at the top: every
-    # command builds this parser, and the model's import is most of a `dynscope --version`.
-    from dynscope.model.records import EXPLAIN_VALUE_OPTIONS
+    # model reads the recorded command with the same set). From the contract, not the model: the
+    # model's import is most of a launch's own start-up.
+    from dynscope.events import EXPLAIN_VALUE_OPTIONS
     from dynscope.runner.program import Program
 
     options: list[str] = []

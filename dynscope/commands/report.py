@@ -25,11 +25,13 @@ class Command:
         parser.add_argument("--format", choices=FORMATS, help="html, md or json (default: from the output's suffix)")
         add_source_arguments(parser)
         parser.add_argument("--against", metavar="BASE", help="compare with this earlier capture (e.g. main's) first")
+        parser.add_argument("--compile-time", action="store_true",
+                            help="Markdown: add compile time by phase per frame (HTML always has it)")
 
     def run(self, args: argparse.Namespace) -> int:
         fmt = report_format(args.output, args.format)
         write_report(args.captures, args.output, fmt=fmt, any_source=args.any_source, against=args.against,
-                         source_roots=source_roots(args))
+                     source_roots=source_roots(args), compile_time=args.compile_time)
         if args.output:
             print(f"dynscope: wrote {args.output}", file=sys.stderr)
         return 0
@@ -47,7 +49,7 @@ def report_format(output: str | None, fmt: str | None) -> str:
 
 
 def write_report(paths: list[str], output: str | None, *, fmt: str, any_source: bool = False,
-                 against: str | None = None, source_roots: tuple[str, ...] = ()) -> None:
+                 against: str | None = None, source_roots: tuple[str, ...] = (), compile_time: bool = False) -> None:
     """Render the captures at ``paths`` as ``fmt`` into ``output`` (stdout when None)."""
     from dynscope.model import Capture
 
@@ -65,7 +67,7 @@ def write_report(paths: list[str], output: str | None, *, fmt: str, any_source: 
         from dynscope.reporters import ReportOptions, prepare_report
 
         reporter = prepare_report(fmt, captures, ReportOptions(any_source=any_source, comparison=comparison,
-                                                                 source_roots=source_roots))
+                                                                 source_roots=source_roots, compile_time=compile_time))
         buffer = io.StringIO()
         reporter.render(buffer)
         text = buffer.getvalue()

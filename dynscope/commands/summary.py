@@ -14,6 +14,8 @@ class Command:
         parser.add_argument("captures", nargs="+", metavar="capture",
                             help="a .dynscope capture file; several (one per rank): where the ranks diverge")
         parser.add_argument("--json", action="store_true", help="print JSON (schema: docs/summary-json.md) to stdout")
+        parser.add_argument("--compile-time", action="store_true",
+                            help="add compile time by phase per compile and frame, and the costliest modules")
 
     def run(self, args: argparse.Namespace) -> int:
         from dynscope.model import Capture
@@ -26,11 +28,12 @@ class Command:
                 from dynscope.analysis.summary import summary_document
                 from dynscope.safe_text import json_text
 
-                sys.stdout.write(json_text(summary_document(run_view(capture)), indent=2) + "\n")
+                doc = summary_document(run_view(capture), compile_time=args.compile_time)
+                sys.stdout.write(json_text(doc, indent=2) + "\n")
             else:
-                from dynscope.reporters import prepare_report
+                from dynscope.reporters import ReportOptions, prepare_report
 
-                prepare_report("terminal", [capture]).render(sys.stdout)
+                prepare_report("terminal", [capture], ReportOptions(compile_time=args.compile_time)).render(sys.stdout)
         return 0
 
 

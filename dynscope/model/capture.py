@@ -22,6 +22,7 @@ from dynscope.model import stages as pipeline
 from dynscope.model.caches import CacheLookup, read_cache_lookups, read_portable_calls, read_warm_start
 from dynscope.model.collectives import Collective, parse_collectives
 from dynscope.model.compile_modes import AutotuneResult, CudagraphSkip, read_autotuning, read_cudagraph_skips
+from dynscope.model.compile_phases import CompilePhases, compile_phases
 from dynscope.model.compiles import frames_of, interned_files, read_compiles
 from dynscope.model.failures import FailedCompiles, FailureKind
 from dynscope.model.fxgraph import FxGraph
@@ -144,6 +145,15 @@ class Capture:
             except contract.NotUnderstood as e:
                 self.record_reader.not_parsed(e, event.id)
         return out
+
+    @cached_property
+    def _compile_phases(self) -> dict[str, CompilePhases]:
+        return compile_phases(self.chromium_events())
+
+    def compile_phases(self) -> dict[str, CompilePhases]:
+        """Per compile id, where its seconds went by phase (dynscope.model.compile_phases); a compile
+        whose timed regions torch did not log has none."""
+        return self._compile_phases
 
     def dynamic_sources(self) -> dict[str, tuple[str, ...]]:
         """Per compile, the values Dynamo made symbolic (torch's create_symbol events), e.g.

@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
+from dynscope.events import EXPLAIN_VALUE_OPTIONS as contract_explain_options
 from dynscope.events import ChildCapture
 from dynscope.store.json_text import JsonObject
 
@@ -29,7 +30,7 @@ def library_file(path: str | None) -> bool:
 CompileStatus = Literal["ok", "failed", "skipped", "incomplete"]
 
 # `dynscope explain` options that take a value (the explain command parses with the same set).
-EXPLAIN_VALUE_OPTIONS = frozenset({"-o", "--output", "--html"})
+EXPLAIN_VALUE_OPTIONS = contract_explain_options
 
 
 @dataclass(frozen=True)

@@ -66,6 +66,11 @@ class EntryTiming:
     seconds: float  # calls that did not compile
     compiling_calls: int  # calls during which Dynamo compiled (wall time, in compiling_seconds)
     compiling_seconds: float
+    # Dynamo's cache lookup (guard checks) per call, measured by replaying it on sampled calls:
+    # the median and mean of the samples (None: not measured, e.g. an older capture or torch)
+    lookup_samples: int = 0
+    lookup_median_s: float | None = None
+    lookup_mean_s: float | None = None
 
     @property
     def steady_calls(self) -> int:
@@ -185,7 +190,7 @@ def _float(value: JsonValue) -> float:
 
 
 def _float_or_none(value: JsonValue) -> float | None:
-    return float(value) if isinstance(value, int | float) else None
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def _int_or_none(value: JsonValue) -> int | None:
@@ -196,7 +201,9 @@ def _entries(raw: JsonValue) -> tuple[EntryTiming, ...]:
     return tuple(
         EntryTiming(str(e["name"]), as_str(e.get("file")), _int_or_none(e.get("line")), str(e.get("kind", "function")),
                     str(e.get("device", "cpu")), _int(e["calls"]), _float(e["seconds"]),
-                    _int(e.get("compiling_calls", 0)), _float(e.get("compiling_seconds", 0.0)))
+                    _int(e.get("compiling_calls", 0)), _float(e.get("compiling_seconds", 0.0)),
+                    _int(e.get("lookup_samples", 0)), _float_or_none(e.get("lookup_median_s")),
+                    _float_or_none(e.get("lookup_mean_s")))
         for e in _objects(raw)
     )
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import logging
 import sys
+import time
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -658,6 +659,54 @@ def describe_compiled_target(target: Any) -> tuple[str, str | None, int | None, 
     code = getattr(getattr(target, "__func__", target), "__code__", None)
     name = getattr(target, "__qualname__", None) or getattr(target, "__name__", None) or type(target).__name__
     return name, getattr(code, "co_filename", None), getattr(code, "co_firstlineno", None), "function"
+
+
+def cache_lookup_timer(target: Any) -> Callable[[tuple[Any, ...], dict[str, Any]], int | None] | None:
+    """A replay of Dynamo's cache lookup for a call of ``target`` (what torch.compile was given):
+    called with the call's arguments, it checks the guards of the frame's cache entries in
+    Dynamo's order (most recent first) until one passes, as the lookup does, and returns the
+    nanoseconds the checks took (None when no entry passes: the replay is not the lookup that
+    ran). None when this torch does not expose its cache entries or guard managers."""
+    import inspect
+
+    from torch._dynamo import eval_frame
+
+    entries_of = getattr(eval_frame, "_debug_get_cache_entry_list", None)
+    if entries_of is None:
+        return None
+    owner = getattr(target, "__self__", None)
+    if isinstance(owner, torch.nn.Module):
+        target = owner
+    function: Any
+    bound_self: tuple[Any, ...]
+    if isinstance(target, torch.nn.Module):
+        function, bound_self = getattr(type(target), "forward", None), (target,)
+    else:
+        function, bound_self = inspect.unwrap(getattr(target, "__func__", target)), ()
+        if getattr(target, "__self__", None) is not None:
+            bound_self = (target.__self__,)
+    code = getattr(function, "__code__", None)
+    if code is None:
+        return None
+    try:
+        signature = inspect.signature(function)
+    except (TypeError, ValueError):
+        return None
+    clock = time.perf_counter_ns
+
+    def replay(args: tuple[Any, ...], kwargs: dict[str, Any]) -> int | None:
+        bound = signature.bind(*bound_self, *args, **kwargs)
+        bound.apply_defaults()
+        f_locals = dict(bound.arguments)  # a frame's locals on entry: its arguments
+        checks = [manager.root.check for entry in entries_of(code)
+                  if (manager := getattr(entry, "guard_manager", None)) is not None and hasattr(manager, "root")]
+        start = clock()
+        for check in checks:
+            if check(f_locals):
+                return clock() - start
+        return None
+
+    return replay
 
 
 def patch_compiled_graphs(wrap: Callable[[Callable[..., Any], str | None, Any, list[Any]], Callable[..., Any]]

@@ -14,7 +14,6 @@ from collections.abc import Callable
 from typing import Any
 
 from dynscope.events import AutotuneSeen
-from dynscope.model.compile_modes import AUTOTUNE_EVENT
 from dynscope.probes import compat
 from dynscope.probes.sink import Sink
 
@@ -30,7 +29,7 @@ def watch_autotuning(sink: Sink) -> Callable[[], None] | None:
             choices = [{"name": str(getattr(c, "name", c)), "description": str(getattr(c, "description", "") or ""),
                         "ms": t if math.isfinite(t) else None} for c, t in ranked[:_MAX_CHOICES]]
             compile_id, attempt = compat.current_compile_id()
-            sink.append_json(AUTOTUNE_EVENT, AutotuneSeen(op=str(name), choices_total=len(timings)).to_metadata(),
+            sink.append_json(AutotuneSeen.KIND, AutotuneSeen(op=str(name), choices_total=len(timings)).to_metadata(),
                              {"op": str(name), "choices": choices, "picked": choices[0]["name"] if choices else None},
                              compile_id=compile_id, attempt=attempt)
         except Exception as e:  # never let a probe break the compile

@@ -32,7 +32,6 @@ from collections.abc import Callable
 from typing import Any
 
 from dynscope.events import RuntimeSnapshot
-from dynscope.model.runtime import PROFILE_EVENT
 from dynscope.probes import compat
 from dynscope.probes.sink import Sink
 
@@ -40,6 +39,9 @@ RESUME_PREFIX = "torch_dynamo_resume_in_"
 _FIRST_FLUSH_NS = 2_000_000_000  # the interval doubles after each snapshot, up to a minute
 _MAX_FLUSH_NS = 60_000_000_000
 _MAX_PENDING_EVENTS = 4096  # unresolved CUDA event pairs per timer before we wait for the GPU
+# Cache lookup replays per entry point: every call for the first ones, then one in _LOOKUP_EVERY, up to
+# the most kept (a median of these is the per-call figure; a replay costs one lookup's guard checks).
+_LOOKUP_SAMPLES, _LOOKUP_EVERY, _MAX_LOOKUP_SAMPLES = 64, 16, 2048
 
 
 def code_key(code: Any) -> tuple[str, str]:
@@ -111,7 +113,7 @@ class _Graph(_Timer):
 
 
 class _Entry(_Timer):
-    __slots__ = ("name", "file", "line", "kind", "compiling_calls", "compiling_seconds", "device")
+    __slots__ = ("name", "file", "line", "kind", "compiling_calls", "compiling_seconds", "device", "lookup_ns")
 
     def __init__(self, name: str, file: str | None, line: int | None, kind: str) -> None:
         super().__init__()
@@ -119,6 +121,12 @@ class _Entry(_Timer):
         self.compiling_calls = 0
         self.compiling_seconds = 0.0
         self.device = "cpu"
+        self.lookup_ns: list[int] = []  # sampled replays of Dynamo's cache lookup (guard checks)
+
+    def lookup_due(self) -> bool:
+        """Every call until there are _LOOKUP_SAMPLES samples, then one call in _LOOKUP_EVERY."""
+        n = len(self.lookup_ns)
+        return n < _MAX_LOOKUP_SAMPLES and (n < _LOOKUP_SAMPLES or self.calls % _LOOKUP_EVERY == 0)
 
 
 class RuntimeProfiler:
@@ -220,6 +228,10 @@ class RuntimeProfiler:
         target = compiled.forward if kind == "module" else compiled
         if not callable(target):
             return compiled
+        try:
+            replay_lookup = compat.cache_lookup_timer(original)
+        except Exception:  # never let the profiler break the program
+            replay_lookup = None
 
         @functools.wraps(target)
         def entry_call(*args: Any, **kwargs: Any) -> Any:
@@ -241,6 +253,14 @@ class RuntimeProfiler:
                     entry.add_events(start_event, compat.cuda_event())
                 else:
                     entry.seconds += wall
+                compiled_now = entry.compiling_calls and compat.compile_attempts() != compiles_before
+                if replay_lookup is not None and not compiled_now and entry.lookup_due():  # outside the timed call
+                    try:
+                        ns = replay_lookup(args, kwargs)
+                    except Exception:
+                        ns = None
+                    if ns is not None:
+                        entry.lookup_ns.append(ns)
 
         if kind == "module":
             compiled.forward = entry_call
@@ -262,7 +282,7 @@ class RuntimeProfiler:
             except Exception as e:  # never let the profiler break the program
                 self._sink.note_error(f"runtime profile: {type(e).__name__}: {e}")
                 return
-        self._sink.append_json(PROFILE_EVENT, RuntimeSnapshot(final=final).to_metadata(), snapshot)
+        self._sink.append_json(RuntimeSnapshot.KIND, RuntimeSnapshot(final=final).to_metadata(), snapshot)
 
     def snapshot(self, *, wait: bool, now_ns: int) -> dict[str, Any]:
         timers: list[_Timer] = [*self._graphs.values(), *self._breaks.values(), *self._entries.values()]
@@ -290,10 +310,20 @@ class RuntimeProfiler:
             "entries": [
                 {"name": e.name, "file": e.file, "line": e.line, "kind": e.kind, "device": e.device,
                  "calls": e.calls, "seconds": e.seconds, "compiling_calls": e.compiling_calls,
-                 "compiling_seconds": e.compiling_seconds, "pending": len(e.pending)}
+                 "compiling_seconds": e.compiling_seconds, "pending": len(e.pending),
+                 "lookup_samples": len(e.lookup_ns), "lookup_median_s": _median_s(e.lookup_ns),
+                 "lookup_mean_s": sum(e.lookup_ns) / len(e.lookup_ns) / 1e9 if e.lookup_ns else None}
                 for e in self._entries.values()
             ],
         }
+
+
+def _median_s(values: list[int]) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return (ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2) / 1e9
 
 
 def _gap_start(local: Any, graph: _Graph, gap: _Timer | None) -> tuple | None:

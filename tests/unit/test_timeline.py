@@ -46,7 +46,7 @@ def test_timeline_command_over_two_imported_ranks(tmp_path, capsys):
     names = {(e["pid"], e["args"]["name"]) for e in events if e["name"] == "process_name"}
     assert names == {(0, "rank 0"), (1, "rank 1")}
     # Rank 1 compiled four times (a break and a recompile), rank 0 once.
-    bars = [(e["pid"], e["name"]) for e in events if e["ph"] == "X"]
+    bars = [(e["pid"], e["name"]) for e in events if e["ph"] == "X" and e["tid"] == 1]
     assert [b for b in bars if b[0] == 0] == [(0, "0/0 step")]
     assert len([b for b in bars if b[0] == 1]) == 4
     assert {e["cat"] for e in events if e["ph"] == "B"} >= {"dynamo"}
