@@ -241,8 +241,10 @@ def _clone(value: Any) -> Any:
 
 
 def _keep(into: dict[str, torch.Tensor], name: str, value: Any) -> None:
-    if isinstance(value, torch.Tensor) and name not in into:
-        into[name] = value.detach().clone()  # the buffer is reused by later kernels
+    """The node's value as its last hook saw it: a later kernel can finish a buffer in place (a
+    scatter: one kernel copies, the next adds into it), and the copy outlives buffer reuse."""
+    if isinstance(value, torch.Tensor):
+        into[name] = value.detach().clone()
 
 
 def _program_dtype(inputs: list[Any]) -> torch.dtype:

@@ -19,14 +19,14 @@ _NOT_USER = (os.sep + "torch" + os.sep, os.sep + "dynscope" + os.sep, "<eval_wit
 
 
 def kernels_by_node(output_code: str) -> dict[str, str]:
-    """Post-grad node name -> the generated kernel whose launch precedes its hook ("" when an
+    """Post-grad node name -> the generated kernel whose launch precedes its last hook ("" when an
     extern (library) call computed it)."""
     found: dict[str, str] = {}
     last = ""
     for line in output_code.splitlines():
         hook = _HOOK.match(line)
         if hook is not None:
-            found.setdefault(hook.group("node"), last)
+            found[hook.group("node")] = last  # the last kernel to write it (one may finish it in place)
             continue
         launch = _GENERATED_LAUNCH.match(line)
         if launch is not None:

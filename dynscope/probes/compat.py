@@ -938,13 +938,17 @@ def emit_more_intermediate_hooks() -> Callable[[], None] | None:
         if not (inductor_config.generate_intermediate_hooks and getattr(wrapper, "supports_intermediate_hooks", False)):
             return
         for node in nodes:
-            origin = getattr(getattr(node, "node", None), "get_origin_node", lambda: None)()
-            if origin is None:
-                continue
+            origin = _origin_node(getattr(node, "node", None))
             for buffer in node.get_outputs():
-                name = buffer.get_name()
-                if live is None or name in live:
-                    wrapper.writeline(f"run_intermediate_hooks({origin.name!r}, locals().get({name!r}))")
+                if origin is not None and (live is None or buffer.get_name() in live):
+                    wrapper.writeline(f"run_intermediate_hooks({origin.name!r}, locals().get({buffer.get_name()!r}))")
+                # A kernel that updates a buffer in place (a scatter's atomic adds) finishes the value
+                # of the buffer it mutates: report it under that buffer's node (the mutation itself
+                # often has no FX node of its own).
+                for name in getattr(buffer, "get_mutations", list)():
+                    target = _origin_node(V.graph.name_to_buffer.get(name)) or origin
+                    if target is not None and (live is None or name in live):
+                        wrapper.writeline(f"run_intermediate_hooks({target.name!r}, locals().get({name!r}))")
 
     def cpp_flush(self: Any) -> Any:
         group = getattr(self, "kernel_group", None)
@@ -967,12 +971,43 @@ def emit_more_intermediate_hooks() -> Callable[[], None] | None:
 
     CppScheduling.flush = cpp_flush  # type: ignore[method-assign]
     Scheduler.codegen_extern_call = codegen_extern_call  # type: ignore[method-assign]
+    # Triton: Inductor's own hooks skip a buffer a kernel updates in place (relu on addmm's output).
+    simd = _simd_scheduling()
+    node_schedule = getattr(simd, "codegen_node_schedule", None) if simd is not None else None
+
+    def codegen_node_schedule(self: Any, kernel_features: Any, *args: Any, **kwargs: Any) -> Any:
+        result = node_schedule(self, kernel_features, *args, **kwargs)  # type: ignore[misc]
+        try:
+            write_hooks(list(kernel_features.scheduler_nodes()), None)
+        except Exception:
+            pass
+        return result
+
+    if simd is not None and node_schedule is not None:
+        simd.codegen_node_schedule = codegen_node_schedule
 
     def undo() -> None:
         CppScheduling.flush = flush  # type: ignore[method-assign]
         Scheduler.codegen_extern_call = extern_call  # type: ignore[method-assign]
+        if simd is not None and node_schedule is not None:
+            simd.codegen_node_schedule = node_schedule
 
     return undo
+
+
+def _origin_node(ir_node: Any) -> Any:
+    try:
+        return ir_node.get_origin_node() if ir_node is not None else None
+    except Exception:  # an IR node kind with no origin
+        return None
+
+
+def _simd_scheduling() -> Any:
+    try:
+        from torch._inductor.codegen.simd import SIMDScheduling
+    except ImportError:
+        return None
+    return SIMDScheduling
 
 
 def compiled_graph_source(compiled_graph: Any) -> str:
