@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import EXAMPLES, run_dynscope
 
 RELU_BUG = EXAMPLES / "numerics_relu_bug.py"
