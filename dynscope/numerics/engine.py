@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -103,7 +104,9 @@ class NumericsProbe:
         resumed = time.perf_counter()
         after = compat.rng_state()
         try:
-            with torch.no_grad():
+            # The reruns would repeat the program's own warnings (each eager op warns again).
+            with torch.no_grad(), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
                 self.results.append(self._compare(graph, pristine, first, before, call))
         except Exception as e:  # the check must never break the program
             self.errors.append(f"graph {graph.compile_id} ({graph.direction}): {type(e).__name__}: {e}")
@@ -235,9 +238,17 @@ def _upcast(value: Any, dtype: torch.dtype | None) -> Any:
 
 
 def _clone(value: Any) -> Any:
-    if isinstance(value, torch.Tensor):
-        return value.detach().clone()
-    return value
+    """A copy with the same sizes and strides: the compiled code asserts the strides it was
+    compiled for, and ``clone()`` makes a non-dense input (a slice, a transposed view) contiguous."""
+    if not isinstance(value, torch.Tensor):
+        return value
+    value = value.detach()
+    if value.numel() == 0 or value.is_sparse:
+        return value.clone()
+    # Copy the memory the view spans, then view it the same way (expanded, stride-0 inputs too).
+    span = 1 + sum((size - 1) * stride for size, stride in zip(value.size(), value.stride()))
+    memory = torch.as_strided(value, (span,), (1,), value.storage_offset()).clone()
+    return memory.as_strided(value.size(), value.stride(), 0)
 
 
 def _keep(into: dict[str, torch.Tensor], name: str, value: Any) -> None:
