@@ -36,9 +36,9 @@ class NumericsOptions:
         if not isinstance(data, dict):
             raise SpecError("the numerics payload is not an object")
         factor, tolerance = data.get("factor"), data.get("tolerance")
-        if factor is not None and not _positive(factor):
+        if factor is not None and not (isinstance(factor, (int, float)) and _positive(factor)):
             raise SpecError("the numerics factor is not a positive number")
-        if not _positive(tolerance, zero=True):
+        if not (isinstance(tolerance, (int, float)) and _positive(tolerance, zero=True)):
             raise SpecError("the numerics tolerance is not a number >= 0")
         return cls(None if factor is None else float(factor), float(tolerance))
 

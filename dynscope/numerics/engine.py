@@ -171,7 +171,7 @@ class NumericsProbe:
                             stack=stack, nondeterministic=nondeterministic, suspect=suspect)
 
 
-class _Recorder(torch.fx.Interpreter):
+class _Recorder(torch.fx.Interpreter):  # type: ignore[misc]  # (torch.fx is untyped to mypy here)
     """Runs a post-grad graph in eager, keeping the values of the ``wanted`` nodes; with
     ``reference`` set, every floating computation runs in that dtype (dtype arguments that name a
     lower floating precision are raised to it), falling back to the node's own dtypes where an op
@@ -228,7 +228,7 @@ def _to_meta_dtype(node: torch.fx.Node) -> Callable[[Any], Any]:
 
 
 def _lower(dtype: torch.dtype, than: torch.dtype) -> bool:
-    return torch.finfo(dtype).bits < torch.finfo(than).bits
+    return bool(torch.finfo(dtype).bits < torch.finfo(than).bits)
 
 
 def _upcast(value: Any, dtype: torch.dtype | None) -> Any:
