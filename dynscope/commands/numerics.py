@@ -89,11 +89,13 @@ class Command:
                          extensions=(NumericsOptions(args.factor, args.tolerance).extension(),))
         result = launch(spec, popen_kwargs={"stdin": subprocess.DEVNULL} if args.capture else None)
         record = _recorded(path) if result.capture_written else None
-        if record is None:
-            raise DynscopeError(f"the program ended (status {result.returncode}) before any Inductor graph was checked: "
+        if record is None or (record.graphs_checked == 0 and not record.notes):
+            raise DynscopeError(f"the program ended (status {result.returncode}) with no Inductor graph checked: "
                                 "numerics checks graphs compiled with backend=\"inductor\" (the default) at their first "
-                                "call", exit_code=2)
+                                f"call (capture: {path})", exit_code=2)
         _report(record, path)
+        if result.returncode != 0:
+            print(f"dynscope: note: the program itself exited with status {result.returncode}", file=sys.stderr)
         if args.json_path:
             from dynscope.numerics.document import document
 

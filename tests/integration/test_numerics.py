@@ -59,3 +59,11 @@ def test_from_a_capture_shows_the_command_and_refuses_without_a_terminal_or_yes(
     done = run_dynscope("numerics", "--from", str(tmp / "run.dynscope"), cwd=tmp, input="")
     assert done.returncode == 2 and "numerics --from runs it again" in done.stderr and "--yes" in done.stderr
     assert str(RELU_BUG) in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_program_with_no_inductor_graph_is_exit_2_in_one_line(tmp_path):
+    program = tmp_path / "eager_only.py"
+    program.write_text("import torch\nf = torch.compile(lambda x: x.relu() + 1, backend='eager')\nprint(f(torch.ones(4)).sum().item())\n")
+    done = run_dynscope("numerics", "-o", str(tmp_path / "run.dynscope"), str(program), cwd=tmp_path)
+    assert done.returncode == 2 and done.stdout.strip() == "8.0"
+    assert "no Inductor graph checked" in done.stderr and done.stderr.strip().count("\n") == 0
