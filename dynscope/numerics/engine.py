@@ -268,7 +268,7 @@ def _from_random(gm: torch.fx.GraphModule) -> set[str]:
     """Nodes that draw random numbers, and every node computed from one."""
     tainted: set[str] = set()
     for node in gm.graph.nodes:
-        if node.op == "call_function" and compat.is_seeded_random(node.target):
+        if node.op == "call_function" and compat.is_seeded_random(node.target, tuple(node.args), dict(node.kwargs)):
             tainted.add(node.name)
         elif any(a.name in tainted for a in node.all_input_nodes):
             tainted.add(node.name)

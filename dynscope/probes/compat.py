@@ -1029,14 +1029,25 @@ def intermediate_values(record: Callable[[str, Any], None]) -> Any:
 _SEEDED_PRIMS = ("inductor_random", "inductor_randint", "inductor_seeds", "inductor_lookup_seed", "inductor_seed")
 
 
-def is_seeded_random(target: Any) -> bool:
-    """Whether an FX target draws random numbers (dropout, rand, Inductor's seeded prims): its value
-    and everything computed from it differ between the compiled and the eager run by design."""
+def is_seeded_random(target: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> bool:
+    """Whether an FX call draws random numbers (dropout, rand, Inductor's seeded prims): its value
+    and everything computed from it differ between the compiled and the eager run by design. An op
+    tagged random only for its dropout (attention) is not, when its ``dropout_p`` is 0."""
     tags = getattr(target, "tags", ())
     if torch.Tag.nondeterministic_seeded in tags:
-        return True
+        return not _dropout_off(target, args, kwargs or {})
     name = str(getattr(target, "__name__", target))
     return any(name.startswith(p) for p in _SEEDED_PRIMS)
+
+
+def _dropout_off(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    schema = getattr(target, "_schema", None)
+    names = [a.name for a in getattr(schema, "arguments", ())]
+    if "dropout_p" not in names:
+        return False
+    at = names.index("dropout_p")
+    value = kwargs.get("dropout_p", args[at] if at < len(args) else schema.arguments[at].default_value)
+    return isinstance(value, (int, float)) and value == 0
 
 
 def rng_state() -> tuple[Any, list[Any]]:
