@@ -171,7 +171,7 @@ class NumericsProbe:
                             stack=stack, nondeterministic=nondeterministic, suspect=suspect)
 
 
-class _Recorder(torch.fx.Interpreter):  # type: ignore[misc]  # (torch.fx is untyped to mypy here)
+class _Recorder(torch.fx.Interpreter):  # type: ignore[misc, unused-ignore]  # Any to mypy --strict
     """Runs a post-grad graph in eager, keeping the values of the ``wanted`` nodes; with
     ``reference`` set, every floating computation runs in that dtype (dtype arguments that name a
     lower floating precision are raised to it), falling back to the node's own dtypes where an op

@@ -909,10 +909,10 @@ def patch_compiled_graph_calls(intercept: Callable[[Any, list[Any], Callable[[li
         return intercept(self, inputs, lambda xs: original(self, xs))
 
     __call__.__wrapped__ = original  # type: ignore[attr-defined]
-    CompiledFxGraph.__call__ = __call__  # type: ignore[method-assign]
+    CompiledFxGraph.__call__ = __call__
 
     def undo() -> None:
-        CompiledFxGraph.__call__ = original  # type: ignore[method-assign]
+        CompiledFxGraph.__call__ = original
 
     return undo
 
@@ -955,7 +955,7 @@ def emit_more_intermediate_hooks() -> Callable[[], None] | None:
         scheduled = list(getattr(group, "scheduled_nodes", None) or ())
         result = flush(self)
         try:
-            if scheduled:
+            if scheduled and group is not None:
                 write_hooks(scheduled, group.args.live_output_buffers())
         except Exception:  # never break code generation
             pass
@@ -969,14 +969,15 @@ def emit_more_intermediate_hooks() -> Callable[[], None] | None:
             pass
         return result
 
-    CppScheduling.flush = cpp_flush  # type: ignore[method-assign]
-    Scheduler.codegen_extern_call = codegen_extern_call  # type: ignore[method-assign]
+    CppScheduling.flush = cpp_flush
+    Scheduler.codegen_extern_call = codegen_extern_call
     # Triton: Inductor's own hooks skip a buffer a kernel updates in place (relu on addmm's output).
     simd = _simd_scheduling()
     node_schedule = getattr(simd, "codegen_node_schedule", None) if simd is not None else None
 
     def codegen_node_schedule(self: Any, kernel_features: Any, *args: Any, **kwargs: Any) -> Any:
-        result = node_schedule(self, kernel_features, *args, **kwargs)  # type: ignore[misc]
+        assert node_schedule is not None  # installed only when there is one
+        result = node_schedule(self, kernel_features, *args, **kwargs)
         try:
             write_hooks(list(kernel_features.scheduler_nodes()), None)
         except Exception:
@@ -987,8 +988,8 @@ def emit_more_intermediate_hooks() -> Callable[[], None] | None:
         simd.codegen_node_schedule = codegen_node_schedule
 
     def undo() -> None:
-        CppScheduling.flush = flush  # type: ignore[method-assign]
-        Scheduler.codegen_extern_call = extern_call  # type: ignore[method-assign]
+        CppScheduling.flush = flush
+        Scheduler.codegen_extern_call = extern_call
         if simd is not None and node_schedule is not None:
             simd.codegen_node_schedule = node_schedule
 
@@ -1043,7 +1044,7 @@ def is_seeded_random(target: Any, args: tuple[Any, ...] = (), kwargs: dict[str, 
 def _dropout_off(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
     schema = getattr(target, "_schema", None)
     names = [a.name for a in getattr(schema, "arguments", ())]
-    if "dropout_p" not in names:
+    if schema is None or "dropout_p" not in names:
         return False
     at = names.index("dropout_p")
     value = kwargs.get("dropout_p", args[at] if at < len(args) else schema.arguments[at].default_value)
