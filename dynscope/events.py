@@ -353,6 +353,8 @@ class NumericsChecked(Record):
     first_suspect: int | None = None
     nodes: tuple[NumericsNode, ...] = ()
     elapsed_s: float = 0.0
+    not_compared: int = 0  # exposed intermediates computed from random numbers (dropout): no eager counterpart
+    notes: tuple[str, ...] = ()  # what could not be checked, and why (a graph whose eager rerun failed)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -141,6 +141,19 @@ PAGES_BY_COMMAND: dict[str, Page] = {
          (1, "with `--patch`: a patch did not fix or improve the run"),
          (2, "also: `--from` without a terminal to ask on and without `--yes`")),
         "dynscope fix train.py --epochs 1\ndynscope fix --patch my.diff train.py --epochs 1"),
+    "numerics": Page(
+        "Finds where the compiled run's numbers part from eager's, in one run of your program: each Inductor graph at "
+        "its first call is run compiled (twice: values that change run to run are nondeterministic, never blamed), in "
+        "eager at the program's precision and in a float64 reference (float32 for bf16/fp16 programs), and every "
+        "intermediate the compiled code exposes is judged by torch's accuracy rule (`torch._dynamo.utils.same` with "
+        "`fp64_ref`): suspect when the compiled error exceeds eager's own error by the stated factor. It names the first "
+        "suspect node, its generated kernel and your source line, and records a capture (`--json`: "
+        "[numerics-json.md](../numerics-json.md)); `--from CAPTURE` reruns a capture's recorded command after asking.",
+        ((0, "the compiled run stays within eager's own error (or only differs run to run)"),
+         (1, "a node is suspect: the compiled run parts from eager beyond eager's own error"),
+         (2, "also: no Inductor graph ran, or `--from` without a terminal to ask on and without `--yes`")),
+        "dynscope numerics examples/numerics_relu_bug.py --inject-relu-bug\n"
+        "dynscope numerics --json numerics.json -o run.dynscope train.py --epochs 1"),
     "import": Page(
         "Imports `TORCH_TRACE` logs (plain or gzip, a file or a directory; what a cluster job leaves behind) "
         "into captures, one per rank, that every view opens.",

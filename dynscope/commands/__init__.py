@@ -22,7 +22,7 @@ from dynscope.errors import DynscopeError
 
 SUBCOMMANDS = (
     "explain", "summary", "stages", "show", "diff", "graph", "tui", "report", "check", "compare", "minify", "fix", "import", "timeline",
-    "mcp", "share",
+    "mcp", "share", "numerics",
 )
 
 INTERNAL_ERROR_EXIT = 70

@@ -213,7 +213,7 @@ def _options(args: argparse.Namespace):
     if args.capture is not None:
         if program is not None:
             raise DynscopeError("give either a program to run or --from CAPTURE, not both")
-        program, cwd = _recorded_program(args.capture)
+        program, cwd = recorded_program(args.capture)
     if program is None:
         raise DynscopeError("fix needs a program to run (dynscope fix SCRIPT [ARGS...]) "
                             "or a capture (dynscope fix --from CAPTURE)")
@@ -246,7 +246,7 @@ def _stem(path: str) -> str:
     return os.path.splitext(os.path.basename(path.rstrip("/")))[0] or "program"
 
 
-def _recorded_program(path: str):
+def recorded_program(path: str):
     """The program a capture recorded (``dynscope explain ... train.py --epochs 1``) and the
     directory it ran in, checked before anything is shown or run: text without NUL, an existing
     absolute directory, a script that is a regular file (or a directory: its __main__.py)."""
@@ -309,21 +309,23 @@ def one_line(text: str) -> str:
     return visible(text).replace("\n", "\\n").replace("\t", "\\t")
 
 
-def confirm_recorded(capture: str, program, cwd: str, *, yes: bool) -> None:
-    """Show the recorded command and directory, and run them only if the user agrees."""
+def confirm_recorded(capture: str, program, cwd: str, *, yes: bool, command: str = "fix",
+                     runs: str = "once per trial") -> None:
+    """Show the recorded command and directory, and run them only if the user agrees
+    (``dynscope fix --from`` and ``dynscope numerics --from``: ``command`` names the one asking)."""
     shown, where = command_text(program), one_line(cwd)
     if len(shown) + len(where) > MAX_SHOWN_COMMAND:
         raise DynscopeError(f"{capture} records a command of {len(shown):,} characters (more than "
                             f"{MAX_SHOWN_COMMAND:,} with its directory): too long to show, so it is not run; "
-                            "run the program yourself with dynscope fix SCRIPT [ARGS...]")
+                            f"run the program yourself with dynscope {command} SCRIPT [ARGS...]")
     if yes:
         print(f"dynscope: running the command {one_line(capture)} recorded (--yes): {shown}  (in {where})",
               file=sys.stderr)
         return
     if not _stdin_is_terminal():
-        raise DynscopeError(f"{capture} records the command {shown} (in {where}); fix --from runs it again, once per "
-                            "trial: read it, then pass --yes to run it (there is no terminal to ask on)")
-    sys.stderr.write(f"dynscope fix --from {one_line(capture)} runs the command that capture recorded, once per trial:\n"
+        raise DynscopeError(f"{capture} records the command {shown} (in {where}); {command} --from runs it again, {runs}"
+                            ": read it, then pass --yes to run it (there is no terminal to ask on)")
+    sys.stderr.write(f"dynscope {command} --from {one_line(capture)} runs the command that capture recorded, {runs}:\n"
                      f"  command:   {shown}\n"
                      f"  directory: {where}\n"
                      "A capture can come from anyone: run it only if you would run it yourself. Run it? [y/N] ")

@@ -97,8 +97,9 @@ class Run:
     @property
     def program_command(self) -> list[str]:
         """The user's own command: what came after ``dynscope explain`` and its options
-        (``dynscope explain -o rc.dynscope train.py --epochs 1`` -> ``train.py --epochs 1``)."""
-        if self.command[:2] != ["dynscope", "explain"]:
+        (``dynscope explain -o rc.dynscope train.py --epochs 1`` -> ``train.py --epochs 1``;
+        ``dynscope numerics`` records its program's command right after its name)."""
+        if self.command[:2] != ["dynscope", "explain"] and self.command[:2] != ["dynscope", "numerics"]:
             return self.command
         rest = self.command[2:]
         i = 0

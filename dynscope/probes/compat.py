@@ -256,7 +256,7 @@ def device_summary() -> dict[str, Any]:
 # enable_provenance_tracking): never reported as the user's, never put in a repro.
 DYNSCOPE_OWNED_CONFIGS = {
     "torch._inductor.config": frozenset({"force_disable_caches", "trace.provenance_tracking_level",
-                                         "trace.provenance_tracking"}),
+                                         "trace.provenance_tracking", "generate_intermediate_hooks"}),
     "torch.compiler.config": frozenset({"force_disable_caches"}),
 }
 # Config values (for patch_configs) that turn every compile cache off.
@@ -936,3 +936,211 @@ def is_compiling() -> bool:
     compiler = getattr(torch, "compiler", None)
     check = getattr(compiler, "is_compiling", None) or getattr(torch._dynamo, "is_compiling", None)
     return bool(check()) if check is not None else False
+
+
+# -- dynscope numerics ------------------------------------------------------------------------
+# The numerics check needs each Inductor graph after its post-grad passes (the graph Inductor
+# lowers: its node names are the ones the compiled code passes to run_intermediate_hooks), the
+# compiled graph's calls (to take the first one's real inputs), and Inductor's intermediate-value
+# hooks. Each lookup answers None where this torch lacks it.
+
+INTERMEDIATE_HOOKS_ON = {"torch._inductor.config": {"generate_intermediate_hooks": True}}
+
+
+def patch_inductor_graph_compiles(on_graph: Callable[[Any, bool, Any], None]) -> Callable[[], None] | None:
+    """Call ``on_graph(post_grad_gm, is_backward, compiled_graph)`` after Inductor compiled a
+    graph (``fx_codegen_and_compile`` runs the post-grad passes on ``gm`` in place and lowers
+    it, so once it returns ``gm`` is the post-grad graph); None where this torch has no such seam."""
+    try:
+        from torch._inductor import compile_fx as module
+    except ImportError:
+        return None
+    original = getattr(module, "fx_codegen_and_compile", None)
+    if original is None:
+        return None
+
+    def fx_codegen_and_compile(gm: Any, *args: Any, **kwargs: Any) -> Any:
+        compiled = original(gm, *args, **kwargs)
+        try:
+            on_graph(gm, bool(kwargs.get("is_backward", False)), compiled)
+        except Exception:  # a probe must never break the compile
+            pass
+        return compiled
+
+    fx_codegen_and_compile.__wrapped__ = original  # type: ignore[attr-defined]
+    module.fx_codegen_and_compile = fx_codegen_and_compile
+
+    def undo() -> None:
+        if module.fx_codegen_and_compile is fx_codegen_and_compile:
+            module.fx_codegen_and_compile = original
+
+    return undo
+
+
+def patch_compiled_graph_calls(intercept: Callable[[Any, list[Any], Callable[[list[Any]], Any]], Any]
+                               ) -> Callable[[], None] | None:
+    """Route every call of an Inductor-compiled graph through ``intercept(graph, inputs, call)``
+    (``call(inputs)`` runs it); None where this torch has no CompiledFxGraph."""
+    try:
+        from torch._inductor.output_code import CompiledFxGraph
+    except ImportError:
+        return None
+    original = CompiledFxGraph.__call__
+
+    def __call__(self: Any, inputs: Any) -> Any:
+        return intercept(self, inputs, lambda xs: original(self, xs))
+
+    __call__.__wrapped__ = original  # type: ignore[attr-defined]
+    CompiledFxGraph.__call__ = __call__
+
+    def undo() -> None:
+        CompiledFxGraph.__call__ = original
+
+    return undo
+
+
+def emit_more_intermediate_hooks() -> Callable[[], None] | None:
+    """Make C++ kernels and extern (library) calls report their outputs to the intermediate hooks
+    too: Inductor emits ``run_intermediate_hooks`` only after Triton kernels and allocating extern
+    calls. The added lines read the buffer with ``locals().get`` (a buffer the wrapper did not
+    keep reaches the hook as None); None where this torch lacks either seam."""
+    try:
+        from torch._inductor import config as inductor_config
+        from torch._inductor.codegen.cpp import CppScheduling
+        from torch._inductor.scheduler import Scheduler
+        from torch._inductor.virtualized import V
+    except ImportError:
+        return None
+    flush, extern_call = getattr(CppScheduling, "flush", None), getattr(Scheduler, "codegen_extern_call", None)
+    if flush is None or extern_call is None:
+        return None
+
+    def write_hooks(nodes: Any, live: Any) -> None:
+        wrapper = V.graph.wrapper_code
+        if not (inductor_config.generate_intermediate_hooks and getattr(wrapper, "supports_intermediate_hooks", False)):
+            return
+        for node in nodes:
+            origin = _origin_node(getattr(node, "node", None))
+            for buffer in node.get_outputs():
+                if origin is not None and (live is None or buffer.get_name() in live):
+                    wrapper.writeline(f"run_intermediate_hooks({origin.name!r}, locals().get({buffer.get_name()!r}))")
+                # A kernel that updates a buffer in place (a scatter's atomic adds) finishes the value
+                # of the buffer it mutates: report it under that buffer's node (the mutation itself
+                # often has no FX node of its own).
+                for name in getattr(buffer, "get_mutations", list)():
+                    target = _origin_node(V.graph.name_to_buffer.get(name)) or origin
+                    if target is not None and (live is None or name in live):
+                        wrapper.writeline(f"run_intermediate_hooks({target.name!r}, locals().get({name!r}))")
+
+    def cpp_flush(self: Any) -> Any:
+        group = getattr(self, "kernel_group", None)
+        scheduled = list(getattr(group, "scheduled_nodes", None) or ())
+        result = flush(self)
+        try:
+            if scheduled and group is not None:
+                write_hooks(scheduled, group.args.live_output_buffers())
+        except Exception:  # never break code generation
+            pass
+        return result
+
+    def codegen_extern_call(self: Any, scheduler_node: Any) -> Any:
+        result = extern_call(self, scheduler_node)
+        try:
+            write_hooks([scheduler_node], None)
+        except Exception:
+            pass
+        return result
+
+    CppScheduling.flush = cpp_flush
+    Scheduler.codegen_extern_call = codegen_extern_call
+    # Triton: Inductor's own hooks skip a buffer a kernel updates in place (relu on addmm's output).
+    simd = _simd_scheduling()
+    node_schedule = getattr(simd, "codegen_node_schedule", None) if simd is not None else None
+
+    def codegen_node_schedule(self: Any, kernel_features: Any, *args: Any, **kwargs: Any) -> Any:
+        assert node_schedule is not None  # installed only when there is one
+        result = node_schedule(self, kernel_features, *args, **kwargs)
+        try:
+            write_hooks(list(kernel_features.scheduler_nodes()), None)
+        except Exception:
+            pass
+        return result
+
+    if simd is not None and node_schedule is not None:
+        simd.codegen_node_schedule = codegen_node_schedule
+
+    def undo() -> None:
+        CppScheduling.flush = flush
+        Scheduler.codegen_extern_call = extern_call
+        if simd is not None and node_schedule is not None:
+            simd.codegen_node_schedule = node_schedule
+
+    return undo
+
+
+def _origin_node(ir_node: Any) -> Any:
+    try:
+        return ir_node.get_origin_node() if ir_node is not None else None
+    except Exception:  # an IR node kind with no origin
+        return None
+
+
+def _simd_scheduling() -> Any:
+    try:
+        from torch._inductor.codegen.simd import SIMDScheduling
+    except ImportError:
+        return None
+    return SIMDScheduling
+
+
+def compiled_graph_source(compiled_graph: Any) -> str:
+    """The output code (the Python wrapper module) of an Inductor-compiled graph, "" if unknown."""
+    source = getattr(compiled_graph, "source_code", None)
+    return source if isinstance(source, str) else ""
+
+
+def intermediate_values(record: Callable[[str, Any], None]) -> Any:
+    """A context in which the compiled code's ``run_intermediate_hooks(name, buffer)`` calls
+    ``record``; None where this torch has no intermediate hooks."""
+    try:
+        from torch._inductor.hooks import intermediate_hook
+    except ImportError:
+        return None
+    return intermediate_hook(record)
+
+
+_SEEDED_PRIMS = ("inductor_random", "inductor_randint", "inductor_seeds", "inductor_lookup_seed", "inductor_seed")
+
+
+def is_seeded_random(target: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> bool:
+    """Whether an FX call draws random numbers (dropout, rand, Inductor's seeded prims): its value
+    and everything computed from it differ between the compiled and the eager run by design. An op
+    tagged random only for its dropout (attention) is not, when its ``dropout_p`` is 0."""
+    tags = getattr(target, "tags", ())
+    if torch.Tag.nondeterministic_seeded in tags:
+        return not _dropout_off(target, args, kwargs or {})
+    name = str(getattr(target, "__name__", target))
+    return any(name.startswith(p) for p in _SEEDED_PRIMS)
+
+
+def _dropout_off(target: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    schema = getattr(target, "_schema", None)
+    names = [a.name for a in getattr(schema, "arguments", ())]
+    if schema is None or "dropout_p" not in names:
+        return False
+    at = names.index("dropout_p")
+    value = kwargs.get("dropout_p", args[at] if at < len(args) else schema.arguments[at].default_value)
+    return isinstance(value, (int, float)) and value == 0
+
+
+def rng_state() -> tuple[Any, list[Any]]:
+    """The CPU and (where initialized) CUDA random states, to give the program back after the check's own runs."""
+    cuda = torch.cuda.get_rng_state_all() if cuda_initialized() else []
+    return torch.get_rng_state(), cuda
+
+
+def set_rng_state(state: tuple[Any, list[Any]]) -> None:
+    cpu, cuda = state
+    torch.set_rng_state(cpu)
+    if cuda:
+        torch.cuda.set_rng_state_all(cuda)

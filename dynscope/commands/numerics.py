@@ -1,0 +1,162 @@
+"""dynscope numerics: where compiled and eager part ways -- every intermediate of the Inductor
+graphs at their first call, compiled vs eager, each against a higher-precision reference.
+
+    dynscope numerics [OPTIONS] SCRIPT [ARGS...]
+    dynscope numerics [OPTIONS] -m MODULE [ARGS...]
+    dynscope numerics --from CAPTURE [--yes] [OPTIONS]
+
+It runs the program as ``explain`` does and records a capture with one ``NumericsChecked`` event.
+Exit status: 1 when a node is suspect, 0 when the compiled run stays within eager's own error (or
+only differs run to run), 2 for usage errors. ``--from`` reruns the command a capture recorded
+under the same consent rule as ``fix --from`` (shown first; y on a terminal or ``--yes``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import subprocess
+import sys
+from typing import TYPE_CHECKING
+
+from dynscope.commands._common import add_program_arguments, program_from_args
+from dynscope.errors import DynscopeError
+
+if TYPE_CHECKING:
+    from dynscope.events import NumericsChecked
+
+USAGE = """dynscope numerics [OPTIONS] SCRIPT [ARGS...]
+       dynscope numerics [OPTIONS] -m MODULE [ARGS...]
+       dynscope numerics --from CAPTURE [OPTIONS]"""
+SHOWN_NODES = 12
+
+
+class Command:
+    name = "numerics"
+    help = ("find where the compiled run's numbers part from eager's: every intermediate of the Inductor graphs, "
+            "judged against eager's own error (exit 1 when a node is suspect)")
+
+    def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
+        from dynscope.numerics.criterion import DEFAULT_TOLERANCE
+
+        parser.usage = USAGE
+        parser.add_argument("-o", "--output", metavar="PATH",
+                            help="capture file to write (default: <script>-<time>.dynscope in the current directory)")
+        parser.add_argument("--json", dest="json_path", metavar="PATH",
+                            help="also write the result as JSON (schema dynscope.numerics/1, docs/numerics-json.md)")
+        parser.add_argument("--factor", type=float, default=None, metavar="F",
+                            help="a node is suspect when its compiled error exceeds F x eager's error + tolerance "
+                                 "(default: torch's rule, 2, or 3 for bf16/fp16 and small tensors)")
+        parser.add_argument("--tolerance", type=float, default=DEFAULT_TOLERANCE, metavar="T",
+                            help=f"the absolute slack of that rule (default {DEFAULT_TOLERANCE:g}, torch's)")
+        parser.add_argument("--from", dest="capture", metavar="CAPTURE",
+                            help="rerun the command a capture recorded (shown first; asks before running it)")
+        parser.add_argument("--yes", action="store_true",
+                            help="with --from: run the recorded command without asking (it is still shown)")
+        add_program_arguments(parser)
+
+    def run(self, args: argparse.Namespace) -> int:
+        from dynscope.commands.fix import confirm_recorded, recorded_program
+        from dynscope.numerics.child import NumericsOptions
+        from dynscope.runner.launcher import capture_path_for, launch
+        from dynscope.runner.spec import ChildSpec
+
+        if args.factor is not None and not (math.isfinite(args.factor) and args.factor > 0):
+            raise DynscopeError("--factor must be a positive number")
+        if not (math.isfinite(args.tolerance) and args.tolerance >= 0):
+            raise DynscopeError("--tolerance must be a number, not negative")
+        if args.yes and args.capture is None:
+            raise DynscopeError("--yes goes with --from CAPTURE (it answers the question before a recorded command runs)")
+        program, cwd = program_from_args(args), None
+        if args.capture is not None:
+            if program is not None:
+                raise DynscopeError("give either a program to run or --from CAPTURE, not both")
+            program, cwd = recorded_program(args.capture)
+            confirm_recorded(args.capture, program, cwd, yes=args.yes, command="numerics", runs="once")
+        if program is None:
+            raise DynscopeError("numerics needs a program to run (dynscope numerics SCRIPT [ARGS...]) "
+                                "or a capture (dynscope numerics --from CAPTURE)")
+        if args.json_path:
+            from dynscope.commands._common import refuse_overwriting_a_capture
+
+            refuse_overwriting_a_capture(args.json_path, [args.capture] if args.capture else [])
+        path = capture_path_for(program, args.output, rank=None, world_size=None)
+        from dynscope.fix.trials import program_argv
+
+        command = ("dynscope", "numerics", *program_argv(program))  # the model reads the program's command back
+        spec = ChildSpec(program, path, command, workdir=cwd,
+                         extensions=(NumericsOptions(args.factor, args.tolerance).extension(),))
+        result = launch(spec, popen_kwargs={"stdin": subprocess.DEVNULL} if args.capture else None)
+        record = _recorded(path) if result.capture_written else None
+        if record is None or (record.graphs_checked == 0 and not record.notes):
+            raise DynscopeError(f"the program ended (status {result.returncode}) with no Inductor graph checked: "
+                                "numerics checks graphs compiled with backend=\"inductor\" (the default) at their first "
+                                f"call (capture: {path})", exit_code=2)
+        _report(record, path)
+        if result.returncode != 0:
+            print(f"dynscope: note: the program itself exited with status {result.returncode}", file=sys.stderr)
+        if args.json_path:
+            from dynscope.numerics.document import document
+
+            _write(args.json_path, json.dumps(document(record, capture=path), indent=2) + "\n")
+            print(f"dynscope: wrote {args.json_path}", file=sys.stderr)
+        from dynscope.numerics.criterion import exit_status
+
+        return exit_status(record.verdict)
+
+
+def _recorded(path: str) -> NumericsChecked | None:
+    from dynscope.events import NumericsChecked
+    from dynscope.model import Capture
+
+    with Capture.open(path) as capture:
+        found = capture.record_reader.records(NumericsChecked)
+    return found[-1][0] if found else None
+
+
+def _report(record: NumericsChecked, path: str) -> None:
+    """The result in plain lines on stderr (the views -- summary, TUI, HTML -- show it in full)."""
+    from dynscope.numerics.criterion import NONFINITE_ERROR
+    from dynscope.safe_text import one_line
+
+    def err(value: float) -> str:
+        return "non-finite" if value >= NONFINITE_ERROR else f"{value:.3g}"
+
+    out: list[str] = []
+    words = {"suspect": "SUSPECT: the compiled run parts from eager beyond eager's own error",
+             "within": "within eager's own error: no node is suspect",
+             "nondeterministic": "within eager's own error; some nodes differ run to run (nondeterministic), none suspect"}
+    out.append(f"dynscope numerics: {words.get(record.verdict, record.verdict)}")
+    out.append(f"  checked {record.graphs_checked} graph(s), {len(record.nodes)} intermediate(s); program "
+               f"{record.program_dtype or '?'}, reference {record.reference_dtype or '?'}"
+               + (f"; {record.not_compared} computed from random numbers not compared" if record.not_compared else ""))
+    out.append(f"  criterion: {record.criterion}")
+    if record.first_suspect is not None and 0 <= record.first_suspect < len(record.nodes):
+        n = record.nodes[record.first_suspect]
+        out.append(f"  first suspect: {n.node} ({n.op}) in graph {n.graph} {n.direction}: compiled error "
+                   f"{err(n.compiled_error)} vs eager {err(n.eager_error)}")
+        out.append(f"    kernel: {n.kernel or '(extern / none)'}")
+        out.append(f"    source: {n.source or '(no user line recorded)'}")
+        for frame in n.stack:
+            out.append(f"      {frame.file}:{frame.line} in {frame.function}" + (f": {frame.code}" if frame.code else ""))
+    flagged = [n for n in record.nodes if n.suspect or n.nondeterministic][:SHOWN_NODES]
+    if flagged:
+        out.append("  nodes:")
+        for n in flagged:
+            mark = "suspect" if n.suspect else "nondeterministic"
+            out.append(f"    {n.graph} {n.direction[:3]} #{n.index:<4} {n.node:<24} {mark:<16} compiled {err(n.compiled_error):>10} "
+                       f"eager {err(n.eager_error):>10}  {n.kernel}")
+    for note in record.notes:
+        out.append(f"  note: {note}")
+    out.append(f"  capture: {path}")
+    for line in out:
+        print(one_line(line), file=sys.stderr)
+
+
+def _write(path: str, text: str) -> None:
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as e:
+        raise DynscopeError(f"cannot write {path}: {e.strerror}") from None
