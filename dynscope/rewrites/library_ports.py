@@ -78,7 +78,7 @@ def forward(self, hidden_states, top_k_index, top_k_weights):
     split_expert_shape = (-1, self.ffn_hidden_size, self.hidden_size)
     # every expert on every token in three batched matmuls (DbrxExpertGLU's, over the experts' stacked
     # weights), then each token's sum of the outputs weighted by its routing weight for each expert
-    # (0 where not routed): no nonzero, no per-expert token selection, and few ops per layer
+    # (0 where not routed): no data-dependent selection of experts or tokens, and few ops per layer
     w1 = self.mlp.w1.view(split_expert_shape)
     v1 = self.mlp.v1.view(split_expert_shape)
     w2 = self.mlp.w2.view(split_expert_shape)
@@ -88,7 +88,7 @@ def forward(self, hidden_states, top_k_index, top_k_weights):
     weights = torch.zeros(hidden_states.shape[0], self.num_experts + 1, dtype=top_k_weights.dtype, device=top_k_weights.device)
     weights = weights.scatter_add(1, top_k_index, top_k_weights)
     next_states = torch.zeros_like(hidden_states)
-    # in expert order, as the original's index_add_ per expert hit
+    # summed in expert order, as the original adds each expert's rows
     for expert_idx in range(self.num_experts):
         next_states = next_states + states[expert_idx] * weights[:, expert_idx, None]
     return next_states.view(batch_size, -1, self.hidden_size)
