@@ -199,8 +199,8 @@ def _run(options: Options, say: Callable[[str], None], starter: Starter) -> FixD
             verdict = judge(trial.facts, t.keys)
             proven.append((remedy.key, verdict.verdict, won_on(verdict, base, trial.facts, t.keys), trial.facts.metrics))
 
-    combined = _combined(program, runs, proven, base, judge, options, deadline, estimate, say, starter,
-                         speculative if speculative is not None and guess else None, guess)
+    combined, stacked_runs = _combined(program, runs, proven, base, judge, options, deadline, estimate, say, starter,
+                                       speculative if speculative is not None and guess else None, guess)
     after = _fingerprint(options.program)
     doc = FixDocument(
         command=tuple(program_argv_text(program)),
@@ -211,7 +211,8 @@ def _run(options: Options, say: Callable[[str], None], starter: Starter) -> FixD
         problems=tuple(ProblemRow.of(p) for p in problems),
         trials=tuple(rows),
         combined=combined,
-        runs=1 + (second is not None) + sum(1 for t in to_run if t.skipped is None) + _combined_runs(speculative, combined),
+        runs=1 + (second is not None) + sum(1 for t in to_run if t.skipped is None) + _combined_runs(speculative, combined)
+        + stacked_runs,
         jobs=options.jobs,
         budget_s=options.budget_s,
         wall_s=round(time.time() - started, 2),
@@ -326,14 +327,49 @@ def combine(remedies: list[Remedy]) -> CombinedChange:
 
 def _combined(program: Program, runs: list[Planned], proven: list[tuple[str, Verdict_, list[str], Metrics | None]],
               base: RunFacts, judge: Judge, options: Options, deadline: float, estimate: float, say: Callable[[str], None],
-              starter: Starter, speculative: TrialRun | None, guess: list[str]) -> Combined | None:
+              starter: Starter, speculative: TrialRun | None, guess: list[str]) -> tuple[Combined | None, int]:
+    """The combined run of the winners, and how many more runs it took (the stacked retry)."""
     remedy_of = {r.key: r for r, _, _ in runs}
 
     def in_code(key: str) -> bool:
         return remedy_of[key].rule is not None
     keys = pick_combined(proven, lambda a, b: remedies_conflict(remedy_of[a], remedy_of[b]), in_code)
     if not keys:
-        return None
+        return None, 0
+    combined = _run_combined(program, runs, keys, judge, options, deadline, estimate, say, starter, speculative, guess)
+    if not combined.verified or combined.after is None:
+        return combined, 0
+    # A rewrite that removed its own break but was a trade-off alone (it let Dynamo trace on into
+    # a break a winner removes: SwitchTransformers' mask clause and its expert loop) gets one more
+    # run, on top of the winners; it enters only if that whole run is a win and has fewer breaks
+    # and recompiles than the winners' alone.
+    verdict_of = {key: verdict for key, verdict, _, _ in proven}
+    chosen = [remedy_of[k] for k in keys]
+    stacked = [r for r, ts, t in runs if r.rule is not None and verdict_of.get(r.key) == "trade-off" and r.key not in keys
+               and t is not None and t.facts is not None and all(left_at(t.facts.problems, p.key) == 0 for p in ts)
+               and not any(remedies_conflict(r, other) for other in chosen)]
+    if len(combine([*chosen, *stacked]).remedies) == len(combine(chosen).remedies):
+        return combined, 0  # none to add (or each changes lines a winner changed)
+    say(f"combined: {_plural(len(stacked), 'rewrite')} that removed {'its' if len(stacked) == 1 else 'their'} "
+        "break but grew something alone, retried on top of the winners")
+    retried = _run_combined(program, runs, [*keys, *(r.key for r in stacked)], judge, options, deadline, estimate, say,
+                            starter, None, [], name="combined-stacked")
+    ran = 1 if retried.capture is not None else 0
+    left_before = combined.after.graph_breaks + combined.after.recompiles
+    if not retried.verified or retried.after is None or retried.after.graph_breaks + retried.after.recompiles >= left_before:
+        return combined, ran
+    left_after = retried.after.graph_breaks + retried.after.recompiles
+    added = len(retried.remedies) - len(combined.remedies)
+    why = (f"{retried.why}; with {_plural(added, 'rewrite')} that {'was a trade-off' if added == 1 else 'were trade-offs'} "
+           f"alone, on top of the winners: breaks and recompiles {left_before} → {left_after}")
+    # the document counts the combined run it shows (now this one): the winners' own run is the extra one
+    winners_ran = combined.ran and combined.capture != (speculative.capture if speculative is not None else None)
+    return replace(retried, why=why), int(winners_ran)
+
+
+def _run_combined(program: Program, runs: list[Planned], keys: list[str], judge: Judge, options: Options, deadline: float,
+                  estimate: float, say: Callable[[str], None], starter: Starter, speculative: TrialRun | None,
+                  guess: list[str], name: str = "combined") -> Combined:
     change = combine([r for r, _, _ in runs if r.key in keys])
     kept = {r.key for r in change.remedies}
     chosen = [(r, t, trial) for r, t, trial in runs if r.key in kept]
@@ -345,8 +381,9 @@ def _combined(program: Program, runs: list[Planned], proven: list[tuple[str, Ver
     elif speculative is not None and keys == guess and speculative.skipped is None:
         trial = speculative  # the guess was right: it already ran
     else:
-        say(f"combined: {len(chosen)} proven remedies in one run")
-        trial = TrialRun("combined", change.actions, options.out_dir, options.cwd, options.profile)
+        if name == "combined":
+            say(f"combined: {len(chosen)} proven remedies in one run")
+        trial = TrialRun(name, change.actions, options.out_dir, options.cwd, options.profile)
         run_all(program, [trial], jobs=1, deadline=deadline, estimate_s=estimate, starter=starter)
     assert trial is not None  # a proven remedy was tried
     ran = len(chosen) > 1 and trial.skipped is None

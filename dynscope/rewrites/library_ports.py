@@ -8,9 +8,11 @@ the breaks gone, under ``dynscope fix`` on bench/hf_models/: bench/hf_models/REA
 
 A port is (the function's qualified name in its module, the fingerprint of the exact code it was
 written for, the replacement). ``library-port`` fires when the break line lies inside such a
-function, or calls it by name, AND the function's fingerprint matches: a function changed by one
-token (another library version, a user's edit) is left alone. It replaces the body, keeping the
-``def`` line, the decorators and the docstring.
+function, or calls it by name, or lies inside a helper the port answers for (``Port.answers``: EnCodec's
+``_pad1d`` breaks on the paddings ``forward`` hands it), AND the function's fingerprint matches, and those
+of the functions the port relies on (``Port.relies_on``: the ``__init__`` that sets the values it
+recomputes): a function changed by one token (another library version, a user's edit) is left
+alone. It replaces the body, keeping the ``def`` line, the decorators and the docstring.
 
 The fingerprint is the sha256 of the function's code (decorators and the lines above left out)
 as Python tokens, comments and blank lines dropped, so a re-indented or re-commented copy still
@@ -49,6 +51,12 @@ class Port:
     replacement: str  # the new function, whole; its body replaces the original's (same parameters)
     what: str  # the change and its cost, for fix's table
     cause: str  # the break's real cause in words
+    # other functions of the module whose breaks porting this one answers ("Class._helper"): the break
+    # is in a helper, the cause in what the ported function hands it
+    answers: tuple[str, ...] = ()
+    # (qualname, fingerprint) of the other functions whose code the port relies on (the __init__ that
+    # sets the values it recomputes): all must match too, or the port is not proven for this code
+    relies_on: tuple[tuple[str, str], ...] = ()
 
 
 _BATCH_FREXP = '''
@@ -67,17 +75,22 @@ _DBRX_EXPERTS_FORWARD = '''
 def forward(self, hidden_states, top_k_index, top_k_weights):
     batch_size = hidden_states.shape[0]
     hidden_states = hidden_states.reshape(-1, self.hidden_size)
-    next_states = torch.zeros_like(hidden_states, dtype=hidden_states.dtype, device=hidden_states.device)
     split_expert_shape = (-1, self.ffn_hidden_size, self.hidden_size)
-    # every expert on every token, weighted by the token's routing weight for it (0 where not routed):
-    # the work no longer depends on which experts the router picked
+    # every expert on every token in three batched matmuls (DbrxExpertGLU's, over the experts' stacked
+    # weights), then each token's sum of the outputs weighted by its routing weight for each expert
+    # (0 where not routed): no data-dependent selection of experts or tokens, and few ops per layer
+    w1 = self.mlp.w1.view(split_expert_shape)
+    v1 = self.mlp.v1.view(split_expert_shape)
+    w2 = self.mlp.w2.view(split_expert_shape)
+    gate_proj = self.mlp.activation_fn(torch.matmul(hidden_states, w1.transpose(1, 2)))
+    up_proj = torch.matmul(hidden_states, v1.transpose(1, 2))
+    states = torch.matmul(gate_proj * up_proj, w2)
+    weights = torch.zeros(hidden_states.shape[0], self.num_experts + 1, dtype=top_k_weights.dtype, device=top_k_weights.device)
+    weights = weights.scatter_add(1, top_k_index, top_k_weights)
+    next_states = torch.zeros_like(hidden_states)
+    # summed in expert order, as the original adds each expert's rows
     for expert_idx in range(self.num_experts):
-        weight = (top_k_weights * (top_k_index == expert_idx)).sum(dim=-1)
-        v1 = self.mlp.v1.view(split_expert_shape)[expert_idx]
-        w1 = self.mlp.w1.view(split_expert_shape)[expert_idx]
-        w2 = self.mlp.w2.view(split_expert_shape)[expert_idx]
-        states = self.mlp(hidden_states, w1, v1, w2)
-        next_states = next_states + states.view(-1, self.hidden_size) * weight[:, None]
+        next_states = next_states + states[expert_idx] * weights[:, expert_idx, None]
     return next_states.view(batch_size, -1, self.hidden_size)
 '''
 
@@ -93,6 +106,35 @@ def forward(self, hidden_states, selected_experts, routing_weights):
     return final_hidden_states
 '''
 
+_ENCODEC_CONV1D_FORWARD = '''
+def forward(self, hidden_states):
+    # the padding arithmetic in Python ints from the conv's own settings: the stride / kernel_size /
+    # padding_total buffers hold the same constants as int64 tensors, and _pad1d's branch on them breaks
+    kernel_size = (self.conv.kernel_size[0] - 1) * self.conv.dilation[0] + 1
+    stride = self.conv.stride[0]
+    padding_total = kernel_size - stride
+    length = hidden_states.shape[-1]
+    # _get_extra_padding_for_conv1d's ceil((length - kernel_size + padding_total) / stride + 1) - 1 frames, in integers
+    n_frames = -((kernel_size - padding_total - length) // stride)
+    extra_padding = n_frames * stride + kernel_size - padding_total - length
+
+    if self.causal:
+        # Left padding for causal
+        hidden_states = self._pad1d(hidden_states, (padding_total, extra_padding), mode=self.pad_mode)
+    else:
+        # Asymmetric padding required for odd strides
+        padding_right = padding_total // 2
+        padding_left = padding_total - padding_right
+        hidden_states = self._pad1d(hidden_states, (padding_left, padding_right + extra_padding), mode=self.pad_mode)
+
+    hidden_states = self.conv(hidden_states)
+
+    if self.norm_type == "time_group_norm":
+        hidden_states = self.norm(hidden_states)
+
+    return hidden_states
+'''
+
 _DENSE_COST = "every expert runs on every token: E× the expert FLOPs"
 _MOE_CAUSE = "a loop over the experts a data-dependent nonzero picks (the number of experts hit, and their tokens, are data)"
 
@@ -103,9 +145,18 @@ PORTS: tuple[Port, ...] = (
          "same values and dtypes)",
          "NumPy and decimal on tensors: np.frexp, a Python loop of decimal rounding over the values, torch.from_numpy"),
     Port("DbrxExperts.forward", "fead715105d32674e82b698af3ea3872a9a76bfcd051f5e1dc7c41d0bb5a872f", _DBRX_EXPERTS_FORWARD,
-         f"run DbrxExperts.forward dense, without nonzero: {_DENSE_COST}", _MOE_CAUSE),
+         f"run DbrxExperts.forward dense, without nonzero: {_DENSE_COST} (in three batched matmuls)", _MOE_CAUSE),
     Port("SwitchTransformersExperts.forward", "2003f104468ad7dc0052a1c4637f3c4949e13180b92bec269e4b0a7f44636eef", _SWITCH_EXPERTS_FORWARD,
          f"run SwitchTransformersExperts.forward dense, without nonzero: {_DENSE_COST}", _MOE_CAUSE),
+    Port("EncodecConv1d.forward", "e85d191040626a83022e8df45d160b6fc512397feb3ce330688e40f99d22957a", _ENCODEC_CONV1D_FORWARD,
+         "compute EncodecConv1d's padding in Python ints from self.conv's kernel size, stride and dilation (the values "
+         "its int64 buffers hold; the same paddings, exact in integers)",
+         "padding arithmetic on constant int64 buffers (stride, kernel_size, padding_total): the paddings are tensors, "
+         "and _pad1d branches on them",
+         answers=("EncodecConv1d._pad1d", "EncodecConv1d._get_extra_padding_for_conv1d"),
+         relies_on=(("EncodecConv1d.__init__", "41be957b2a0eb4c8410bbcfbf7ed4e013ed6f8ae5aff7d4593d18da380eea383"),
+                    ("EncodecConv1d._get_extra_padding_for_conv1d",
+                     "5f0f73e026eb229b0ec386eb4dfb320a33bd401d241889833a6062457e6a98ae"))),
 )
 
 _DROPPED_TOKENS = frozenset({tokenize.COMMENT, tokenize.NL, tokenize.ENCODING, tokenize.ENDMARKER})
@@ -202,13 +253,36 @@ def _candidates(module: cst.Module, line: int, ported_names: set[str]) -> list[c
     return found
 
 
+def _functions_named(module: cst.Module, qualname: str) -> list[cst.FunctionDef]:
+    last = qualname.rsplit(".", 1)[-1]
+    return [node for node, _span in nodes_of_kind(module, cst.FunctionDef)
+            if node.name.value == last and qualified_name(module, node) == qualname]
+
+
+def _target(module: cst.Module, function: cst.FunctionDef, qualname: str, port: Port) -> cst.FunctionDef | None:
+    """The function the port replaces, given the one the break is in or calls: itself, or (for a
+    function the port answers for) the ported function of the same module; None when any code the
+    port stands on is not the exact code it was written for."""
+    targets = [function] if qualname == port.qualname else _functions_named(module, port.qualname)
+    if len(targets) != 1 or fingerprint(targets[0]) != port.fingerprint:
+        return None
+    for qualname, expected in port.relies_on:
+        relied = _functions_named(module, qualname)
+        if len(relied) != 1 or fingerprint(relied[0]) != expected:
+            return None
+    return targets[0]
+
+
 def library_port(module: cst.Module, _source: str, site: BreakSite) -> Rewrite | None:
     by_name = {port.qualname: port for port in PORTS}
+    by_name.update({answered: port for port in PORTS for answered in port.answers})
     last_names = {qualname.rsplit(".", 1)[-1] for qualname in by_name}
-    for function in _candidates(module, site.line, last_names):
+    for candidate in _candidates(module, site.line, last_names):
         # the plain name first: resolving every node's parent for qualified_name costs a large file's walk
-        port = by_name.get(qualified_name(module, function)) if function.name.value in last_names else None
-        if port is None or fingerprint(function) != port.fingerprint:
+        qualname = qualified_name(module, candidate) if candidate.name.value in last_names else ""
+        port = by_name.get(qualname)
+        function = None if port is None else _target(module, candidate, qualname, port)
+        if port is None or function is None:
             continue
         ported = _ported(function, port)
         if ported is None:

@@ -1,11 +1,13 @@
 """library-port (dynscope/rewrites/library_ports.py): whole-function ports fire only on the exact code they were written for.
 
 The fixtures are the functions' text copied from transformers 5.24 (ibert/quant_modules.py:704-735,
-dbrx/modeling_dbrx.py:272-308, switch_transformers/modeling_switch_transformers.py:161-180), so these
-tests do not depend on the installed transformers.
+dbrx/modeling_dbrx.py:272-308, switch_transformers/modeling_switch_transformers.py:161-180,
+encodec/modeling_encodec.py:82-176), so these tests do not depend on the installed transformers.
 """
 
 from __future__ import annotations
+
+import math
 
 import pytest
 
@@ -111,6 +113,104 @@ class SwitchTransformersExperts(nn.ModuleDict):
         return final_hidden_states
 '''
 
+ENCODEC_CONV1D = '''\
+class EncodecConv1d(nn.Module):
+    """Conv1d with asymmetric or causal padding and normalization."""
+
+    def __init__(
+        self, config, in_channels: int, out_channels: int, kernel_size: int, stride: int = 1, dilation: int = 1
+    ):
+        super().__init__()
+        self.causal = config.use_causal_conv
+        self.pad_mode = config.pad_mode
+        self.norm_type = config.norm_type
+
+        if self.norm_type not in ["weight_norm", "time_group_norm"]:
+            raise ValueError(
+                f'self.norm_type must be one of `"weight_norm"`, `"time_group_norm"`), got {self.norm_type}'
+            )
+
+        # warn user on unusual setup between dilation and stride
+        if stride > 1 and dilation > 1:
+            logger.warning(
+                "EncodecConv1d has been initialized with stride > 1 and dilation > 1"
+                f" (kernel_size={kernel_size} stride={stride}, dilation={dilation})."
+            )
+
+        self.conv = nn.Conv1d(in_channels, out_channels, kernel_size, stride, dilation=dilation)
+        weight_norm = nn.utils.weight_norm
+        if hasattr(nn.utils.parametrizations, "weight_norm"):
+            weight_norm = nn.utils.parametrizations.weight_norm
+
+        if self.norm_type == "weight_norm":
+            self.conv = weight_norm(self.conv)
+        elif self.norm_type == "time_group_norm":
+            self.norm = nn.GroupNorm(1, out_channels)
+
+        kernel_size = self.conv.kernel_size[0]
+        stride = torch.tensor(self.conv.stride[0], dtype=torch.int64)
+        dilation = self.conv.dilation[0]
+
+        # Effective kernel size with dilations.
+        kernel_size = torch.tensor((kernel_size - 1) * dilation + 1, dtype=torch.int64)
+
+        self.stride = nn.Buffer(stride, persistent=False)
+        self.kernel_size = nn.Buffer(kernel_size, persistent=False)
+        self.padding_total = nn.Buffer(kernel_size - stride, persistent=False)
+
+    def _get_extra_padding_for_conv1d(
+        self,
+        hidden_states: torch.Tensor,
+    ) -> torch.Tensor:
+        """See `pad_for_conv1d`."""
+        length = hidden_states.shape[-1]
+        n_frames = (length - self.kernel_size + self.padding_total) / self.stride + 1
+        n_frames = torch.ceil(n_frames).to(torch.int64) - 1
+        ideal_length = n_frames * self.stride + self.kernel_size - self.padding_total
+
+        return ideal_length - length
+
+    @staticmethod
+    def _pad1d(hidden_states: torch.Tensor, paddings: tuple[int, int], mode: str = "zero", value: float = 0.0):
+        """Tiny wrapper around torch.nn.functional.pad, just to allow for reflect padding on small input.
+        If this is the case, we insert extra 0 padding to the right before the reflection happens.
+        """
+        length = hidden_states.shape[-1]
+        padding_left, padding_right = paddings
+        if mode != "reflect":
+            return nn.functional.pad(hidden_states, paddings, mode, value)
+
+        max_pad = max(padding_left, padding_right)
+        extra_pad = 0
+        if length <= max_pad:
+            extra_pad = max_pad - length + 1
+            hidden_states = nn.functional.pad(hidden_states, (0, extra_pad))
+        padded = nn.functional.pad(hidden_states, paddings, mode, value)
+        end = padded.shape[-1] - extra_pad
+        return padded[..., :end]
+
+    def forward(self, hidden_states):
+        extra_padding = self._get_extra_padding_for_conv1d(hidden_states)
+
+        if self.causal:
+            # Left padding for causal
+            hidden_states = self._pad1d(hidden_states, (self.padding_total, extra_padding), mode=self.pad_mode)
+        else:
+            # Asymmetric padding required for odd strides
+            padding_right = self.padding_total // 2
+            padding_left = self.padding_total - padding_right
+            hidden_states = self._pad1d(
+                hidden_states, (padding_left, padding_right + extra_padding), mode=self.pad_mode
+            )
+
+        hidden_states = self.conv(hidden_states)
+
+        if self.norm_type == "time_group_norm":
+            hidden_states = self.norm(hidden_states)
+
+        return hidden_states
+'''
+
 IBERT_FILE = "import decimal\n\nimport numpy as np\nimport torch\n\n\n" + BATCH_FREXP + """
 
 def caller(scale):
@@ -119,6 +219,7 @@ def caller(scale):
 """
 DBRX_FILE = "import torch\nfrom torch import nn\n\n\n" + DBRX_EXPERTS
 SWITCH_FILE = "import torch\nfrom torch import nn\n\n\n" + SWITCH_EXPERTS
+ENCODEC_FILE = "import torch\nfrom torch import nn\n\n\n" + ENCODEC_CONV1D
 
 NUMPY_BREAK = "Attempted to call function marked as skipped"
 NONZERO_BREAK = "Dynamic shape operator"
@@ -217,7 +318,7 @@ def test_the_moe_expert_loop_runs_every_expert_densely(source: str, cls: str) ->
     # the def line (with its annotations) and the class's __init__ stay as they were
     def_line = source[source.index("    def forward("):source.index(") -> torch.Tensor:") + len(") -> torch.Tensor:")]
     assert def_line in after and source.split("    def forward(")[0] == after.split("    def forward(")[0]
-    assert rewrite.title == f"run {cls}.forward dense, without nonzero: every expert runs on every token: E× the expert FLOPs"
+    assert rewrite.title.startswith(f"run {cls}.forward dense, without nonzero: every expert runs on every token: E× the expert FLOPs")
     assert rewrite.cause.startswith("a loop over the experts a data-dependent nonzero picks")
 
 
@@ -238,3 +339,73 @@ def test_a_moe_loop_changed_by_one_token_is_left_alone(source: str, before: str,
 def test_the_same_forward_in_another_class_is_left_alone() -> None:
     renamed = SWITCH_FILE.replace("class SwitchTransformersExperts(", "class MyExperts(")
     assert port(renamed, line_of(renamed, ".nonzero()"), NONZERO_BREAK) is None
+
+
+def _method(source: str, name: str) -> str:
+    """The text of one method of the fixture class, dedented to a top-level def."""
+    lines = source.splitlines(True)
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"    def {name}("))
+    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith(("    def ", "    @"))), len(lines))
+    return "".join(line[4:] for line in lines[start:end])
+
+
+@pytest.mark.parametrize("name", ["forward", "__init__", "_get_extra_padding_for_conv1d"])
+def test_the_encodec_fingerprints_are_those_of_the_transformers_code(name: str) -> None:
+    port = {p.qualname: p for p in PORTS}["EncodecConv1d.forward"]
+    fingerprints = {"EncodecConv1d.forward": port.fingerprint, **dict(port.relies_on)}
+    assert fingerprints[f"EncodecConv1d.{name}"] == fingerprint_of_source(_method(ENCODEC_CONV1D, name))
+
+
+@pytest.mark.parametrize("text", ["if length <= max_pad:", "n_frames = torch.ceil(n_frames)", "extra_padding = self._get_extra"])
+def test_encodec_padding_is_ported_to_python_ints_from_a_break_in_its_helpers(text: str) -> None:
+    # the break is in _pad1d (a branch on the tensor paddings); the cause is what forward hands it
+    rewrite = port(ENCODEC_FILE, line_of(ENCODEC_FILE, text), "Data-dependent branching")
+    assert rewrite is not None
+    compile(rewrite.source, "<ported>", "exec")
+    forward = _method(rewrite.source, "forward")
+    assert "self.padding_total" not in forward and "self._get_extra_padding_for_conv1d" not in forward
+    assert "stride = self.conv.stride[0]" in forward and "n_frames = -((kernel_size - padding_total - length) // stride)" in forward
+    # only forward changes: __init__ (the buffers), the helpers and the def line stay
+    for name in ("__init__", "_get_extra_padding_for_conv1d", "_pad1d"):
+        assert _method(rewrite.source, name) == _method(ENCODEC_FILE, name)
+    assert "padding arithmetic on constant int64 buffers" in rewrite.cause
+
+
+def _extra_padding_as_ported(length: int, kernel_size: int, stride: int, dilation: int) -> int:
+    """The port's integer arithmetic, run here on plain ints (its body's lines, executed)."""
+    forward = _method(port(ENCODEC_FILE, line_of(ENCODEC_FILE, "if length <= max_pad:")).source, "forward")  # type: ignore[union-attr]
+    lines = [line.strip() for line in forward.splitlines()[1:] if line.strip() and not line.strip().startswith("#")]
+    arithmetic = "\n".join(lines[: lines.index("extra_padding = n_frames * stride + kernel_size - padding_total - length") + 1])
+    conv = type("Conv", (), {"kernel_size": (kernel_size,), "stride": (stride,), "dilation": (dilation,)})()
+    shape = type("Shape", (), {"shape": (length,)})()
+    scope: dict[str, object] = {"self": type("Self", (), {"conv": conv})(), "hidden_states": shape}
+    exec(arithmetic, scope)  # the port's own text, from this test's fixture
+    extra = scope["extra_padding"]
+    assert isinstance(extra, int)
+    return extra
+
+
+@pytest.mark.parametrize(("length", "kernel_size", "stride", "dilation"),
+                         [(64, 7, 1, 1), (64, 4, 2, 1), (33, 4, 2, 1), (17, 3, 1, 2), (100, 8, 4, 1), (5, 7, 3, 1), (1, 2, 2, 1)])
+def test_encodec_integer_padding_equals_the_float_formula(length: int, kernel_size: int, stride: int, dilation: int) -> None:
+    # the original: ceil((length - k + padding_total) / stride + 1) - 1 frames, k the dilated kernel
+    k = (kernel_size - 1) * dilation + 1
+    padding_total = k - stride
+    n_frames = math.ceil((length - k + padding_total) / stride + 1) - 1
+    expected = n_frames * stride + k - padding_total - length
+    assert _extra_padding_as_ported(length, kernel_size, stride, dilation) == expected
+
+
+@pytest.mark.parametrize(("function", "before", "after"), [
+    ("forward", "padding_right = self.padding_total // 2", "padding_right = self.padding_total // 3"),
+    ("__init__", "kernel_size - stride, persistent=False", "kernel_size + stride, persistent=False"),
+    ("_get_extra_padding_for_conv1d", "torch.ceil(n_frames)", "torch.floor(n_frames)"),
+])
+def test_encodec_changed_by_one_token_in_what_the_port_relies_on_is_left_alone(function: str, before: str, after: str) -> None:
+    changed = ENCODEC_FILE.replace(before, after, 1)
+    assert changed != ENCODEC_FILE and _method(changed, function) != _method(ENCODEC_FILE, function)
+    assert port(changed, line_of(changed, "if length <= max_pad:"), "Data-dependent branching") is None
+
+
+def test_a_break_elsewhere_in_the_encodec_class_gets_no_port() -> None:
+    assert port(ENCODEC_FILE, line_of(ENCODEC_FILE, "weight_norm = nn.utils.weight_norm")) is None
