@@ -199,7 +199,7 @@ def _run(options: Options, say: Callable[[str], None], starter: Starter) -> FixD
             verdict = judge(trial.facts, t.keys)
             proven.append((remedy.key, verdict.verdict, won_on(verdict, base, trial.facts, t.keys), trial.facts.metrics))
 
-    combined, stacked_runs = _combined(program, runs, proven, base, judge, options, deadline, estimate, say, starter,
+    combined, combined_runs = _combined(program, runs, proven, base, judge, options, deadline, estimate, say, starter,
                                        speculative if speculative is not None and guess else None, guess)
     after = _fingerprint(options.program)
     doc = FixDocument(
@@ -211,8 +211,8 @@ def _run(options: Options, say: Callable[[str], None], starter: Starter) -> FixD
         problems=tuple(ProblemRow.of(p) for p in problems),
         trials=tuple(rows),
         combined=combined,
-        runs=1 + (second is not None) + sum(1 for t in to_run if t.skipped is None) + _combined_runs(speculative, combined)
-        + stacked_runs,
+        runs=1 + (second is not None) + sum(1 for t in to_run if t.skipped is None)
+        + (speculative is not None and speculative.skipped is None) + combined_runs,
         jobs=options.jobs,
         budget_s=options.budget_s,
         wall_s=round(time.time() - started, 2),
@@ -328,7 +328,8 @@ def combine(remedies: list[Remedy]) -> CombinedChange:
 def _combined(program: Program, runs: list[Planned], proven: list[tuple[str, Verdict_, list[str], Metrics | None]],
               base: RunFacts, judge: Judge, options: Options, deadline: float, estimate: float, say: Callable[[str], None],
               starter: Starter, speculative: TrialRun | None, guess: list[str]) -> tuple[Combined | None, int]:
-    """The combined run of the winners, and how many more runs it took (the stacked retry)."""
+    """The combined run of the winners, and how many runs it made beyond the trials and the
+    speculative guess (a rerun when the guess was wrong, the stacked retry)."""
     remedy_of = {r.key: r for r, _, _ in runs}
 
     def in_code(key: str) -> bool:
@@ -336,9 +337,9 @@ def _combined(program: Program, runs: list[Planned], proven: list[tuple[str, Ver
     keys = pick_combined(proven, lambda a, b: remedies_conflict(remedy_of[a], remedy_of[b]), in_code)
     if not keys:
         return None, 0
-    combined = _run_combined(program, runs, keys, judge, options, deadline, estimate, say, starter, speculative, guess)
+    combined, made = _run_combined(program, runs, keys, judge, options, deadline, estimate, say, starter, speculative, guess)
     if not combined.verified or combined.after is None:
-        return combined, 0
+        return combined, made
     # A rewrite that removed its own break but was a trade-off alone (it let Dynamo trace on into
     # a break a winner removes: SwitchTransformers' mask clause and its expert loop) gets one more
     # run, on top of the winners; it enters only if that whole run is a win and has fewer breaks
@@ -349,33 +350,33 @@ def _combined(program: Program, runs: list[Planned], proven: list[tuple[str, Ver
                and t is not None and t.facts is not None and all(left_at(t.facts.problems, p.key) == 0 for p in ts)
                and not any(remedies_conflict(r, other) for other in chosen)]
     if len(combine([*chosen, *stacked]).remedies) == len(combine(chosen).remedies):
-        return combined, 0  # none to add (or each changes lines a winner changed)
+        return combined, made  # none to add (or each changes lines a winner changed)
     say(f"combined: {_plural(len(stacked), 'rewrite')} that removed {'its' if len(stacked) == 1 else 'their'} "
         "break but grew something alone, retried on top of the winners")
-    retried = _run_combined(program, runs, [*keys, *(r.key for r in stacked)], judge, options, deadline, estimate, say,
-                            starter, None, [], name="combined-stacked")
-    ran = 1 if retried.capture is not None else 0
+    retried, retry_made = _run_combined(program, runs, [*keys, *(r.key for r in stacked)], judge, options, deadline,
+                                        estimate, say, starter, None, [], name="combined-stacked")
+    made += retry_made
     left_before = combined.after.graph_breaks + combined.after.recompiles
     if not retried.verified or retried.after is None or retried.after.graph_breaks + retried.after.recompiles >= left_before:
-        return combined, ran
+        return combined, made
     left_after = retried.after.graph_breaks + retried.after.recompiles
     added = len(retried.remedies) - len(combined.remedies)
     why = (f"{retried.why}; with {_plural(added, 'rewrite')} that {'was a trade-off' if added == 1 else 'were trade-offs'} "
            f"alone, on top of the winners: breaks and recompiles {left_before} → {left_after}")
-    # the document counts the combined run it shows (now this one): the winners' own run is the extra one
-    winners_ran = combined.ran and combined.capture != (speculative.capture if speculative is not None else None)
-    return replace(retried, why=why), int(winners_ran)
+    return replace(retried, why=why), made
 
 
 def _run_combined(program: Program, runs: list[Planned], keys: list[str], judge: Judge, options: Options, deadline: float,
                   estimate: float, say: Callable[[str], None], starter: Starter, speculative: TrialRun | None,
-                  guess: list[str], name: str = "combined") -> Combined:
+                  guess: list[str], name: str = "combined") -> tuple[Combined, int]:
+    """The combined run of ``keys``, and how many runs it made (0 when a trial or the guess already was it)."""
     change = combine([r for r, _, _ in runs if r.key in keys])
     kept = {r.key for r in change.remedies}
     chosen = [(r, t, trial) for r, t, trial in runs if r.key in kept]
     remedies = [r for r, _, _ in chosen]
     titles, patch = tuple(r.title for r in remedies), combined_patch(remedies, change.edits)
     trial: TrialRun | None
+    made = 0
     if len(chosen) == 1:  # the trial already is the combined run
         trial = chosen[0][2]
     elif speculative is not None and keys == guess and speculative.skipped is None:
@@ -385,27 +386,20 @@ def _run_combined(program: Program, runs: list[Planned], keys: list[str], judge:
             say(f"combined: {len(chosen)} proven remedies in one run")
         trial = TrialRun(name, change.actions, options.out_dir, options.cwd, options.profile)
         run_all(program, [trial], jobs=1, deadline=deadline, estimate_s=estimate, starter=starter)
+        made = int(trial.skipped is None)
     assert trial is not None  # a proven remedy was tried
     ran = len(chosen) > 1 and trial.skipped is None
     if trial.skipped or trial.facts is None:
         return Combined(titles, patch, ran, "not run", trial.skipped or "not run", edits=change.edits,
-                        conflicts=change.conflicts, settings=change.settings)
+                        conflicts=change.conflicts, settings=change.settings), made
     if trial.facts.timed_out:
         return Combined(titles, patch, ran, "not run", STOPPED, capture=trial.capture, edits=change.edits,
-                        conflicts=change.conflicts, settings=change.settings)
+                        conflicts=change.conflicts, settings=change.settings), made
     targeted = list(dict.fromkeys(p.key for _, ts, _ in chosen for p in ts))
     v = judge(trial.facts, targeted)
     left = tuple(trial.facts.problems)  # everything the combined run still had, targeted or not
     return Combined(titles, patch, ran, v.verdict, v.why, trial.facts.metrics, v.correct, v.max_abs_diff,
-                    trial.capture, left, change.edits, change.conflicts, change.settings)
-
-
-def _combined_runs(speculative: TrialRun | None, combined: Combined | None) -> int:
-    """Combined runs made: the guess (if started) and a second one when the guess was wrong."""
-    ran = 1 if speculative is not None and speculative.skipped is None else 0
-    if combined and combined.ran and combined.capture != (speculative.capture if speculative else None):
-        ran += 1
-    return ran
+                    trial.capture, left, change.edits, change.conflicts, change.settings), made
 
 
 def combined_patch(remedies: list[Remedy], edits: tuple[SourceEdit, ...] = ()) -> str:
