@@ -1,5 +1,7 @@
 """Switch Transformers (mixture of experts) from a tiny config: a dynamic-shape break in the expert loop."""
 
+import sys
+
 import torch
 from transformers import SwitchTransformersConfig, SwitchTransformersEncoderModel
 
@@ -9,6 +11,6 @@ config = SwitchTransformersConfig(
     encoder_sparse_step=1, num_decoder_layers=0, num_sparse_decoder_layers=0, num_experts=2, expert_capacity=4,
 )
 model = SwitchTransformersEncoderModel(config).eval()
-compiled = torch.compile(model, backend="eager")
+compiled = torch.compile(model, backend=sys.argv[1] if len(sys.argv) > 1 else "eager")
 with torch.no_grad():
     print(tuple(compiled(torch.randint(0, 32, (1, 6))).last_hidden_state.shape))

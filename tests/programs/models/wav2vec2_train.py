@@ -1,5 +1,7 @@
 """Wav2Vec2 from a tiny config, one training-mode forward: graph breaks inside loops, skipped frames."""
 
+import sys
+
 import torch
 from transformers import Wav2Vec2Config, Wav2Vec2ForCTC
 
@@ -11,6 +13,6 @@ config = Wav2Vec2Config(
     mask_time_prob=0.5, mask_time_length=2,  # SpecAugment masking: its mask loop breaks
 )
 model = Wav2Vec2ForCTC(config).train()  # LayerDrop's data-dependent branch only runs in training
-compiled = torch.compile(model, backend="eager")
+compiled = torch.compile(model, backend=sys.argv[1] if len(sys.argv) > 1 else "eager")
 logits = compiled(torch.randn(2, 800)).logits
 print(tuple(logits.shape))
