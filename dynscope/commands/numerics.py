@@ -7,7 +7,8 @@ graphs at their first call, compiled vs eager, each against a higher-precision r
 
 It runs the program as ``explain`` does and records a capture with one ``NumericsChecked`` event.
 Exit status: 1 when a node is suspect, 0 when the compiled run stays within eager's own error (or
-only differs run to run), 2 for usage errors. ``--from`` reruns the command a capture recorded
+only differs run to run), 2 for usage errors; with ``--try-remedies`` and a suspect: 0 when a remedy
+was verified (docs/numerics-json.md), else 1. ``--from`` reruns the command a capture recorded
 under the same consent rule as ``fix --from`` (shown first; y on a terminal or ``--yes``).
 """
 
