@@ -7,7 +7,8 @@ graphs at their first call, compiled vs eager, each against a higher-precision r
 
 It runs the program as ``explain`` does and records a capture with one ``NumericsChecked`` event.
 Exit status: 1 when a node is suspect, 0 when the compiled run stays within eager's own error (or
-only differs run to run), 2 for usage errors. ``--from`` reruns the command a capture recorded
+only differs run to run), 2 for usage errors; with ``--try-remedies`` and a suspect: 0 when a remedy
+was verified (docs/numerics-json.md), else 1. ``--from`` reruns the command a capture recorded
 under the same consent rule as ``fix --from`` (shown first; y on a terminal or ``--yes``).
 """
 
@@ -54,10 +55,15 @@ class Command:
                             help="rerun the command a capture recorded (shown first; asks before running it)")
         parser.add_argument("--yes", action="store_true",
                             help="with --from: run the recorded command without asking (it is still shown)")
+        parser.add_argument("--try-remedies", action="store_true",
+                            help="when a node is suspect, rerun the program once per numerics remedy of the table "
+                                 "(Inductor settings, torch.compiler.disable) with the check on, and report the "
+                                 "suspect's error and the program's time before -> after (exit 0 when one is verified)")
         add_program_arguments(parser)
 
     def run(self, args: argparse.Namespace) -> int:
         from dynscope.commands.fix import confirm_recorded, recorded_program
+        from dynscope.fix.trial_payload import TrialRemedies
         from dynscope.numerics.child import NumericsOptions
         from dynscope.runner.launcher import capture_path_for, launch
         from dynscope.runner.spec import ChildSpec
@@ -85,8 +91,11 @@ class Command:
         from dynscope.fix.trials import program_argv
 
         command = ("dynscope", "numerics", *program_argv(program))  # the model reads the program's command back
-        spec = ChildSpec(program, path, command, workdir=cwd,
-                         extensions=(NumericsOptions(args.factor, args.tolerance).extension(),))
+        options = NumericsOptions(args.factor, args.tolerance)
+        # --try-remedies: the baseline also records what this torch offers the remedies (fix's trial
+        # extension with no remedy to apply writes FixFeatures), so the table can choose among them.
+        remedy_features = (TrialRemedies(()).extension(),) if args.try_remedies else ()
+        spec = ChildSpec(program, path, command, workdir=cwd, extensions=(*remedy_features, options.extension()))
         result = launch(spec, popen_kwargs={"stdin": subprocess.DEVNULL} if args.capture else None)
         record = _recorded(path) if result.capture_written else None
         if record is None or (record.graphs_checked == 0 and not record.notes):
@@ -96,13 +105,27 @@ class Command:
         _report(record, path)
         if result.returncode != 0:
             print(f"dynscope: note: the program itself exited with status {result.returncode}", file=sys.stderr)
+        outcomes = None
+        if args.try_remedies:
+            from dynscope.commands.numerics_remedies import report_outcomes, try_remedies
+
+            outcomes = try_remedies(program, cwd, path, record, options, from_capture=args.capture is not None)
+            report_outcomes(outcomes)
         if args.json_path:
             from dynscope.numerics.document import document
+            from dynscope.numerics.remedy_trials import outcome_json
 
-            _write(args.json_path, json.dumps(document(record, capture=path), indent=2) + "\n")
+            doc = document(record, capture=path)
+            if outcomes is not None:
+                doc["remedies"] = [outcome_json(o) for o in outcomes]
+            _write(args.json_path, json.dumps(doc, indent=2) + "\n")
             print(f"dynscope: wrote {args.json_path}", file=sys.stderr)
         from dynscope.numerics.criterion import exit_status
 
+        if outcomes is not None and record.verdict == "suspect":
+            from dynscope.numerics.remedy_trials import remedies_exit_status
+
+            return remedies_exit_status(outcomes)
         return exit_status(record.verdict)
 
 

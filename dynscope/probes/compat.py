@@ -912,7 +912,22 @@ def remedy_features() -> dict[str, Any]:
     features["maybe_mark_dynamic"] = hasattr(torch._dynamo, "maybe_mark_dynamic")
     features["compiler_disable"] = hasattr(getattr(torch, "compiler", None), "disable")
     features["torch_check"] = hasattr(torch, "_check")
+    features.update(_inductor_remedy_features())
     return features
+
+
+# Inductor settings the numerics remedies try, recorded under their full dotted names (the remedy
+# table tells them from Dynamo's bare names this way).
+INDUCTOR_REMEDY_CONFIGS = ("emulate_precision_casts", "fallback_random")
+
+
+def _inductor_remedy_features() -> dict[str, Any]:
+    try:
+        import torch._inductor.config as inductor_config
+    except ImportError:  # a torch without Inductor: no numerics remedy to try
+        return {}
+    return {f"torch._inductor.config.{name}": getattr(inductor_config, name)
+            for name in INDUCTOR_REMEDY_CONFIGS if hasattr(inductor_config, name)}
 
 
 def reorderable_logging_functions() -> set | None:

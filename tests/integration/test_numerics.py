@@ -13,9 +13,10 @@ RELU_BUG = EXAMPLES / "numerics_relu_bug.py"
 RELU_LINE = next(i for i, line in enumerate(RELU_BUG.read_text().splitlines(), 1) if "torch.relu(" in line)
 
 
-def numerics(tmp_path, *program: str) -> tuple[int, dict, str]:
+def numerics(tmp_path, *program: str, options: tuple[str, ...] = ()) -> tuple[int, dict, str]:
     out = tmp_path / "numerics.json"
-    done = run_dynscope("numerics", "-o", str(tmp_path / "run.dynscope"), "--json", str(out), *program, cwd=tmp_path)
+    done = run_dynscope("numerics", *options, "-o", str(tmp_path / "run.dynscope"), "--json", str(out), *program,
+                        cwd=tmp_path)
     assert out.exists(), done.stderr[-3000:]
     return done.returncode, json.loads(out.read_text()), done.stderr
 
@@ -23,7 +24,9 @@ def numerics(tmp_path, *program: str) -> tuple[int, dict, str]:
 @pytest.fixture(scope="module")
 def relu_bug(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("relu_bug")
-    return (tmp, *numerics(tmp, str(RELU_BUG), "--inject-relu-bug", "--calls", "1"))
+    # --try-remedies: the same run then tries the numerics remedies (none can fix the injected bug: it is
+    # in Inductor's relu lowering), so the exit status stays 1 as without it
+    return (tmp, *numerics(tmp, str(RELU_BUG), "--inject-relu-bug", "--calls", "1", options=("--try-remedies",)))
 
 
 def test_the_injected_relu_bug_is_the_first_suspect_with_its_kernel_and_line(relu_bug):
@@ -38,6 +41,22 @@ def test_the_injected_relu_bug_is_the_first_suspect_with_its_kernel_and_line(rel
     assert earlier and not any(n["suspect"] for n in earlier)
     # what the command says: the criterion and the first suspect's kernel and line
     assert "criterion:" in err and "fp64_ref" in err and first["kernel"] in err and f":{RELU_LINE}" in err
+
+
+def test_the_numerics_remedies_are_tried_and_reported_not_verified_with_their_numbers(relu_bug):
+    _, status, doc, err = relu_bug
+    first = doc["first_suspect"]
+    tried = {r["entry"]: r for r in doc["remedies"]}
+    # float32, not random, in the compiled frame: the table expects neither setting to help, and does not
+    # offer the disable (it would compile nothing); the settings are tried anyway and shown not to help
+    assert set(tried) == {"emulate_precision_casts", "fallback_random"}
+    for r in tried.values():
+        assert r["applied"] and not r["verified"] and r["expectation"] == "long_shot"
+        assert r["before"]["compiled_error"] == first["compiled_error"] and r["before"]["verdict"] == "suspect"
+        assert r["after"]["verdict"] == "suspect" and r["after"]["suspect"] is True
+        assert r["after"]["compiled_error"] > 1000 * r["after"]["eager_error"]
+        assert r["before"]["program_s"] > 0 and r["after"]["program_s"] > 0
+    assert status == 1 and err.count("NOT verified") == 2 and "emulate_precision_casts = True" in err
 
 
 def test_without_the_bug_the_compiled_run_is_within_eagers_error(tmp_path):
