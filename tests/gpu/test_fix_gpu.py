@@ -42,5 +42,9 @@ def test_every_problem_fixed_on_the_gpu(tmp_path):
     print("mark_dynamic:", batch["verdict"], batch.get("why"), batch["before"], batch["after"])
     print("combined:", json.dumps(doc["combined"])[:1500])
     assert batch["verdict"] in ("fixed", "improved") and batch["correct"] is True
-    assert all(t["verdict"] != "failed" for t in doc["trials"])
+    # The one remedy that changes what the program prints (print only when not compiling) is judged
+    # failed, as on the CPU (tests/data/golden/fix_model.fix.json); no other trial fails.
+    failed = {t["remedy"]: t["why"] for t in doc["trials"] if t["verdict"] == "failed"}
+    assert all("only when not compiling" in remedy for remedy in failed), failed
+    assert all(why == "the program printed something else" for why in failed.values()), failed
     assert doc["combined"]["correct"] is True
