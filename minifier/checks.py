@@ -47,6 +47,7 @@ def run_check(request: dict[str, Any], notify: Callable[[dict[str, Any]], None] 
     configs, _ = replay_settings.split(request.get("configs") or {})
     if subsystem is not None:  # a cache hit would skip the very passes and lowerings being counted
         configs = _merge(configs, compat.CACHES_OFF)
+        compat.keep_kernel_builds_for_tests()  # the test suite's knob; nothing without it
     undo_configs = compat.patch_configs(configs)
 
     def compiled() -> None:
@@ -206,6 +207,7 @@ def warm_up(*, run: bool = True, compile: bool = True) -> dict[str, Any]:
         failed = compat.import_compiler_modules()
         return {"seconds": time.perf_counter() - started, "not_imported": failed}
     undo = compat.patch_configs(compat.CACHES_OFF)  # a cache hit would skip the code generation to warm up
+    compat.keep_kernel_builds_for_tests()  # the test suite's knob; nothing without it
     try:
         if run:
             compat.reset_dynamo()

@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -21,6 +22,27 @@ pytest_plugins = ("pytester",)
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
+
+# Test-only settings (CONTRIBUTING.md, "Test-only settings"), set here, before any test module
+# imports torch and before xdist starts its workers, so every process and run of the session
+# inherits them.
+# Inductor's kernel builds stay in one cache directory for the session instead of a fresh one per
+# compile: every stage still runs and is recorded, but gcc does not build the same kernels and
+# precompiled header again in each of the suite's compiles. The directory is this session's
+# (made by the process that loads this file first: the xdist controller), unless the caller set one.
+os.environ.setdefault("DYNSCOPE_TEST_KEEP_KERNEL_BUILDS", "1")
+_SESSION_INDUCTOR_CACHE: str | None = None
+if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
+    _SESSION_INDUCTOR_CACHE = tempfile.mkdtemp(prefix="dynscope-tests-inductor-")
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = _SESSION_INDUCTOR_CACHE
+# Inductor compiles in the process that compiles, not in a pool of worker processes (one per
+# core) that each start by importing torch: xdist's two workers already keep both cores busy.
+os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _SESSION_INDUCTOR_CACHE is not None:
+        shutil.rmtree(_SESSION_INDUCTOR_CACHE, ignore_errors=True)
 
 
 def run_dynscope(*args: str, cwd: str | os.PathLike | None = None, timeout: float = 600,

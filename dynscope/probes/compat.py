@@ -8,6 +8,7 @@ instead of guessing. No other module imports private torch names.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import sys
@@ -125,6 +126,7 @@ def disable_compile_caches() -> Callable[[], None]:
     saved = [(c, c.force_disable_caches) for c in configs]
     for config in configs:
         config.force_disable_caches = True
+    stop_keeping = keep_kernel_builds_for_tests()
     # Torch then warns that profile-guided dynamic shapes are off. That warning is about
     # our switch, not the user's program: keep it off their stderr, without a warnings filter
     # the program could see (torch's warn_once stays silent for a message it holds).
@@ -139,6 +141,7 @@ def disable_compile_caches() -> Callable[[], None]:
     def restore() -> None:
         for config, value in saved:
             config.force_disable_caches = value
+        stop_keeping()
         if ours and warned is not None:
             warned.discard(message)
 
@@ -176,6 +179,28 @@ def cache_info_counts(info: Any) -> dict[str, int]:
     if not isinstance(artifacts, dict):
         return {}
     return {str(kind): len(keys) for kind, keys in artifacts.items() if isinstance(keys, list | tuple)}
+# The test suite's one knob on what a recorded run does (CONTRIBUTING.md, "Test-only settings").
+KEEP_KERNEL_BUILDS_FOR_TESTS = "DYNSCOPE_TEST_KEEP_KERNEL_BUILDS"
+
+
+def keep_kernel_builds_for_tests() -> Callable[[], None]:
+    """Only where the environment has DYNSCOPE_TEST_KEEP_KERNEL_BUILDS=1 (tests/conftest.py sets it):
+    Inductor's kernel builds (C++ libraries, their precompiled header, Python modules) stay in
+    TORCHINDUCTOR_CACHE_DIR from one compile and run to the next, instead of going to a fresh
+    directory per compile, so gcc does not build the same kernel again in every test. The
+    force_disable_caches switch stays on: the FX graph, AOTAutograd, PGO and autotune caches are
+    still off and every stage still runs and is recorded; only kernel compile times get shorter.
+    Returns the function that stops waiting for Inductor's import (the replacement stays)."""
+    import os
+
+    if os.environ.get(KEEP_KERNEL_BUILDS_FOR_TESTS) != "1":
+        return lambda: None
+
+    def install(compile_fx: Any) -> None:
+        if hasattr(compile_fx, "with_fresh_cache_if_config"):  # torch >= 2.2: a fresh cache per compile
+            compile_fx.with_fresh_cache_if_config = contextlib.nullcontext
+
+    return _on_import("torch._inductor.compile_fx", install) or (lambda: None)
 
 
 def _warn_once_cache() -> set | None:

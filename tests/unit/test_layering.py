@@ -305,3 +305,16 @@ def test_no_unit_test_module_imports_torch():
                             capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert result.returncode == 0, result.stderr[-2000:]
     assert json.loads(result.stdout.strip().splitlines()[-1]) == []
+
+
+def test_the_test_only_kernel_build_knob_is_read_in_compat_alone_and_set_by_the_tests_alone():
+    """DYNSCOPE_TEST_KEEP_KERNEL_BUILDS (CONTRIBUTING.md, "Test-only settings") changes what a
+    recorded run does: only compat.py may read it and only tests/conftest.py may set it, so no
+    command, option or default can ever hand it to a user."""
+    name = "DYNSCOPE_TEST_KEEP_KERNEL_BUILDS"
+    sources = [p for folder in FOLDERS.values() for p in sorted((ROOT / folder).rglob("*.py"))]
+    naming = sorted(str(p.relative_to(ROOT)) for p in sources if name in p.read_text(encoding="utf-8"))
+    assert naming == ["dynscope/probes/compat.py"]
+    setting = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "tests").rglob("*.py")
+                     if name in p.read_text(encoding="utf-8") and p.name != "test_layering.py")
+    assert setting == ["tests/conftest.py"]
