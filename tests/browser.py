@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -146,3 +147,12 @@ class Browser:
         texts += [json.dumps(e.get("exception", {}).get("description") or e.get("text")) for e in self.exceptions]
         return texts
 
+
+
+def open_browser() -> Iterator[Browser]:
+    """A module-scoped fixture's body: one Chromium for the module's tests, closed after them."""
+    chromium = find_chromium()
+    assert chromium, "no Chromium to open the report with"
+    b = Browser(chromium)
+    yield b
+    b.close()

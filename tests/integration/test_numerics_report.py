@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from browser import Browser, find_chromium
+from browser import Browser, open_browser
 from conftest import REPO, needs_program, run_dynscope
 
 sys.path.insert(0, str(REPO / "tests" / "unit"))
@@ -21,11 +21,7 @@ needs_chromium = needs_program("chromium", "chromium-browser", "google-chrome")
 
 @pytest.fixture(scope="module")
 def browser():
-    chromium = find_chromium()
-    assert chromium, "no Chromium to open the report with"
-    b = Browser(chromium)
-    yield b
-    b.close()
+    yield from open_browser()
 
 
 def _report(capture: Path, out: Path) -> Path:

@@ -11,7 +11,7 @@ import zlib
 from pathlib import Path
 
 import pytest
-from browser import Browser, find_chromium
+from browser import Browser, open_browser
 from conftest import EXAMPLES, needs_program, run_dynscope
 from markdown_it import MarkdownIt
 
@@ -25,11 +25,7 @@ PWNED = "window.__pwned=1"
 
 @pytest.fixture(scope="module")
 def browser():
-    chromium = find_chromium()
-    assert chromium, "no Chromium to open the report with"
-    b = Browser(chromium)
-    yield b
-    b.close()
+    yield from open_browser()
 
 
 def report(tmp_path: Path, *captures: Path, name: str = "report.html") -> Path:
