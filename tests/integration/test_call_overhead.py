@@ -45,15 +45,23 @@ def profiled_lookups(device: str, path: str, depth: int = 8) -> list[float]:
     return [e.cpu_time_total / 1e6 for e in prof.events() if e.name == "TorchDynamo Cache Lookup"]
 
 
-def assert_lookup_agrees(tmp_path, device: str) -> None:
-    path = str(tmp_path / "overhead.dynscope")
-    lookups = profiled_lookups(device, path)
-    assert len(lookups) >= CALLS
+def assert_lookup_agrees(tmp_path, device: str, attempts: int = 3) -> None:
+    """The replay and the profiler time different calls of one run, so another process's load
+    between them can part them (seen in CI: 9.5 vs 7.4 µs): a run that disagrees is made again,
+    at most ``attempts`` times in all. A replay that measures something else disagrees every time."""
+    for attempt in range(attempts):
+        path = str(tmp_path / f"overhead{attempt}.dynscope")
+        lookups = profiled_lookups(device, path)
+        assert len(lookups) >= CALLS
+        with Capture.open(path) as capture:
+            [overhead] = run_view(capture).call_overheads
+        if overhead.lookup_per_call_s == pytest.approx(statistics.median(lookups), rel=0.20):
+            break
+    assert overhead.lookup_per_call_s == pytest.approx(statistics.median(lookups), rel=0.20)
     with Capture.open(path) as capture:
         view = run_view(capture)
         [overhead] = view.call_overheads
         assert overhead.lookup_samples >= 64
-        assert overhead.lookup_per_call_s == pytest.approx(statistics.median(lookups), rel=0.20)
         [version] = overhead.versions
         assert version.guards is not None and version.guards > 8  # a guard per layer at least
         assert version.lambda_guards is not None
