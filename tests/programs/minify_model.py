@@ -10,9 +10,10 @@ block's MLP, so the failure sits in the middle of the graph. --train runs a trai
 (forward, backward, optimizer step) instead of inference. --aot-fault compiles with a
 custom AOTAutograd backend whose decomposition of GELU is broken. --check exits 1 when the
 compiled result differs from eager (for bisection tools that judge by exit status). --mlp
-leaves attention out of the blocks (the same three blocks, relu still in the middle one): the
-CPU tests use it, since every kernel Inductor generates for the model is one more gcc run in
-each test that compiles it, and the minifier's steps do not depend on the model's size.
+leaves attention out of the blocks (the same three blocks, relu still in the middle one; 19
+compute nodes of 6 distinct ops instead of 82 of 14): the CPU tests use it, since every kernel
+Inductor generates for the model is one more gcc run in each test that compiles it, and the
+minifier takes the same steps on it (backends, op screening, subsystems, repro).
 """
 
 from __future__ import annotations
