@@ -17,6 +17,7 @@ RESULT_FILE = "result.json"
 PROGRAM_LOG = "program.log"
 WORKER_LOG = "worker.log"
 VERIFY_LOG = "verify.log"
+VERDICT_FILE = "verified.json"  # the repro's last proof in a fresh process, for --resume (minifier/verdicts.py)
 
 IDLE, COMPILING, RUNNING = 0, 1, 2
 _FORMAT = "<iii"  # graph index, state, sequence number

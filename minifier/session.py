@@ -148,7 +148,7 @@ def _prepare(out_dir: str, *, resume: bool) -> None:
         if resume:
             return
         for name in (files.FAILURE_FILE, files.VALUES_FILE, files.CHECKS_FILE, files.RESULT_FILE, files.MARKER_FILE,
-                     REPRO_FILE, REPRO_VALUES_FILE, files.WORKER_LOG, files.VERIFY_LOG):
+                     REPRO_FILE, REPRO_VALUES_FILE, files.WORKER_LOG, files.VERIFY_LOG, files.VERDICT_FILE):
             path = os.path.join(out_dir, name)
             if os.path.lexists(path):
                 os.remove(path)
@@ -279,7 +279,7 @@ def _minify(case: Case, options: Options, out_dir: str, worker: Worker, progress
     progress.stage("writing repro.py")
     repro_path = _write_repro(worker, case, small, culprit, settings, checker.use_values, out_dir, verdict)
     verification: dict[str, Any] = {}
-    prover = threading.Thread(target=_verify_into, args=(repro_path, options.timeout, out_dir, verification))
+    prover = threading.Thread(target=_verify_into, args=(repro_path, options.timeout, out_dir, verification, options.resume))
     prover.start()
     subsystem = None
     plan = _bisector_plan(worker).get(culprit_backend, [])
@@ -298,6 +298,9 @@ def _minify(case: Case, options: Options, out_dir: str, worker: Worker, progress
     outcome.verified = checker.target is not None and checker.target.same_as(observed)
     outcome.verify = (observed.describe() if observed
                            else verification.get("error", "it ran without failing"))
+    if verification.get("reused"):
+        case.notes.append(f"{REPRO_FILE} is byte for byte the one the last run proved in a fresh process: "
+                          "its verdict was reused, not run again")
     return _finish(outcome, checker, case, reproduced=True, verdict=verdict, subsystem=subsystem, small=small)
 
 
@@ -385,14 +388,22 @@ def _write_repro(worker: Worker, case: Case, small: Fragment, backend: dict[str,
     return path
 
 
-def _verify_into(repro_path: str, timeout: float, out_dir: str, into: dict[str, Any]) -> None:
+def _verify_into(repro_path: str, timeout: float, out_dir: str, into: dict[str, Any], resume: bool) -> None:
+    from dynscope.minifier import verdicts
     from dynscope.minifier.verify import verify
 
+    kept = os.path.join(out_dir, files.VERDICT_FILE)
+    key = verdicts.digest([repro_path, os.path.join(out_dir, REPRO_VALUES_FILE)])
+    if resume and (verdict := verdicts.recall(kept, key)) is not None:
+        into["signature"], into["reused"] = verdict.signature, True
+        return
     # A fresh process pays torch's import and Inductor's first compile again: allow for it.
     try:
         into["signature"] = verify(repro_path, timeout=timeout + 120, log_path=os.path.join(out_dir, files.VERIFY_LOG))
     except OSError as e:
         into["error"] = f"could not be run ({e})"
+        return
+    verdicts.remember(kept, key, verdicts.Verdict(into["signature"]))
 
 
 def _outcome(case: Case, out_dir: str) -> Outcome:
