@@ -2,18 +2,21 @@
 
 The fixtures are the functions' text copied from transformers 5.24 (ibert/quant_modules.py:704-735,
 dbrx/modeling_dbrx.py:272-308, switch_transformers/modeling_switch_transformers.py:161-180,
-encodec/modeling_encodec.py:82-176), so these tests do not depend on the installed transformers.
+encodec/modeling_encodec.py:82-176, bigbird_pegasus/modeling_bigbird_pegasus.py:833-970), so these tests do not
+depend on the installed transformers.
 """
 
 from __future__ import annotations
 
 import math
 
+import libcst as cst
 import pytest
 
 from dynscope.rewrites import BreakSite, Rewrite
 from dynscope.rewrites.catalogue import RULES, rewrites_for
-from dynscope.rewrites.library_ports import PORTS, fingerprint_of_source
+from dynscope.rewrites.library_ports import PORTS, fingerprint, fingerprint_of_source
+from dynscope.rewrites.locate import nodes_of_kind
 
 BATCH_FREXP = '''\
 def batch_frexp(inputs, max_bit=31):
@@ -409,3 +412,194 @@ def test_encodec_changed_by_one_token_in_what_the_port_relies_on_is_left_alone(f
 
 def test_a_break_elsewhere_in_the_encodec_class_gets_no_port() -> None:
     assert port(ENCODEC_FILE, line_of(ENCODEC_FILE, "weight_norm = nn.utils.weight_norm")) is None
+
+
+BIGBIRD_FILE = '''\
+import numpy as np
+import torch
+from torch import nn
+
+
+class BigBirdPegasusBlockSparseAttention(nn.Module):
+    def _bigbird_block_rand_mask_with_head(
+        self,
+        from_seq_length,
+        to_seq_length,
+        from_block_size,
+        to_block_size,
+        num_heads,
+        plan_from_length,
+        plan_num_rand_blocks,
+        window_block_left=1,
+        window_block_right=1,
+        global_block_top=1,
+        global_block_bottom=1,
+        global_block_left=1,
+        global_block_right=1,
+    ):
+        """
+        Create adjacency list of random attention.
+
+        Args:
+            from_seq_length: int. length of from sequence.
+            to_seq_length: int. length of to sequence.
+            from_block_size: int. size of block in from sequence.
+            to_block_size: int. size of block in to sequence.
+            num_heads: int. total number of heads.
+            plan_from_length: list. plan from length where num_random_blocks are chosen from.
+            plan_num_rand_blocks: list. number of rand blocks within the plan.
+            window_block_left: int. number of blocks of window to left of a block.
+            window_block_right: int. number of blocks of window to right of a block.
+            global_block_top: int. number of blocks at the top.
+            global_block_bottom: int. number of blocks at the bottom.
+            global_block_left: int. Number of blocks globally used to the left.
+            global_block_right: int. Number of blocks globally used to the right.
+
+        Returns:
+            adjacency list of size num_head where each element is of size from_seq_length//from_block_size-2 by
+            num_rand_blocks
+        """
+        # using this method when from_seq_length not in [1024, 3072, 4096]
+
+        if from_seq_length // from_block_size != to_seq_length // to_block_size:
+            raise ValueError("Error the number of blocks needs to be same!")
+
+        if from_seq_length not in plan_from_length:
+            raise ValueError("Error from sequence length not in plan!")
+
+        # Total number of blocks in the mmask
+        num_blocks = from_seq_length // from_block_size
+        # Number of blocks per plan
+        plan_block_length = np.array(plan_from_length) // from_block_size
+        # till when to follow plan
+        max_plan_idx = plan_from_length.index(from_seq_length)
+
+        # Random Attention adjacency list
+        rand_attn = [
+            np.zeros((num_blocks, np.sum(plan_num_rand_blocks[: max_plan_idx + 1])), dtype=np.int32)
+            for i in range(num_heads)
+        ]
+        # During inference (eval) no randomness
+        if not self.training:
+            for nh in range(num_heads):
+                rand_attn[nh] = rand_attn[nh][global_block_top : num_blocks - global_block_bottom, :]
+            return rand_attn
+
+        # We will go iteratively over the plan blocks and pick random number of
+        # Attention blocks from the legally allowed blocks
+        for plan_idx in range(max_plan_idx + 1):
+            rnd_r_cnt = 0
+            if plan_idx > 0:
+                # set the row for all from_blocks starting from 0 to
+                # plan_block_length[plan_idx-1]
+                # column index start from plan_block_length[plan_idx-1] and ends at
+                # plan_block_length[plan_idx]
+                if plan_num_rand_blocks[plan_idx] > 0:
+                    rnd_r_cnt = int(np.sum(plan_num_rand_blocks[:plan_idx]))
+                    curr_r_cnt = int(np.sum(plan_num_rand_blocks[: plan_idx + 1]))
+                    for blk_rw_idx in range(global_block_top, plan_block_length[plan_idx - 1]):
+                        for h in range(num_heads):
+                            rand_attn[h][blk_rw_idx, rnd_r_cnt:curr_r_cnt] = self._get_single_block_row_attention(
+                                block_id=blk_rw_idx,
+                                to_start_block_id=plan_block_length[plan_idx - 1],
+                                to_end_block_id=plan_block_length[plan_idx],
+                                num_rand_blocks=plan_num_rand_blocks[plan_idx],
+                                window_block_left=window_block_left,
+                                window_block_right=window_block_right,
+                                global_block_left=global_block_left,
+                                global_block_right=global_block_right,
+                            )
+
+                for pl_id in range(plan_idx):
+                    if plan_num_rand_blocks[pl_id] == 0:
+                        continue
+                    for blk_rw_idx in range(plan_block_length[plan_idx - 1], plan_block_length[plan_idx]):
+                        rnd_r_cnt = 0
+                        to_start_block_id = 0
+                        if pl_id > 0:
+                            rnd_r_cnt = int(np.sum(plan_num_rand_blocks[:pl_id]))
+                            to_start_block_id = plan_block_length[pl_id - 1]
+                        curr_r_cnt = int(np.sum(plan_num_rand_blocks[: pl_id + 1]))
+                        for h in range(num_heads):
+                            rand_attn[h][blk_rw_idx, rnd_r_cnt:curr_r_cnt] = self._get_single_block_row_attention(
+                                block_id=blk_rw_idx,
+                                to_start_block_id=to_start_block_id,
+                                to_end_block_id=plan_block_length[pl_id],
+                                num_rand_blocks=plan_num_rand_blocks[pl_id],
+                                window_block_left=window_block_left,
+                                window_block_right=window_block_right,
+                                global_block_left=global_block_left,
+                                global_block_right=global_block_right,
+                            )
+
+            if plan_num_rand_blocks[plan_idx] == 0:
+                continue
+            curr_r_cnt = int(np.sum(plan_num_rand_blocks[: plan_idx + 1]))
+            from_start_block_id = global_block_top
+            to_start_block_id = 0
+            if plan_idx > 0:
+                rnd_r_cnt = int(np.sum(plan_num_rand_blocks[:plan_idx]))
+                from_start_block_id = plan_block_length[plan_idx - 1]
+                to_start_block_id = plan_block_length[plan_idx - 1]
+
+            for blk_rw_idx in range(from_start_block_id, plan_block_length[plan_idx]):
+                for h in range(num_heads):
+                    rand_attn[h][blk_rw_idx, rnd_r_cnt:curr_r_cnt] = self._get_single_block_row_attention(
+                        block_id=blk_rw_idx,
+                        to_start_block_id=to_start_block_id,
+                        to_end_block_id=plan_block_length[plan_idx],
+                        num_rand_blocks=plan_num_rand_blocks[plan_idx],
+                        window_block_left=window_block_left,
+                        window_block_right=window_block_right,
+                        global_block_left=global_block_left,
+                        global_block_right=global_block_right,
+                    )
+
+        for nh in range(num_heads):
+            rand_attn[nh] = rand_attn[nh][global_block_top : num_blocks - global_block_bottom, :]
+
+        return rand_attn
+'''
+
+
+def test_the_bigbird_fingerprint_is_the_one_of_the_transformers_code() -> None:
+    ports = {p.qualname: p for p in PORTS}
+    # taken in its class (its docstring's indentation is part of its text)
+    expected, = (fingerprint(node) for node, _span in nodes_of_kind(cst.parse_module(BIGBIRD_FILE), cst.FunctionDef))
+    # one method, word for word, in BigBird-Pegasus and BigBird
+    assert ports["BigBirdPegasusBlockSparseAttention._bigbird_block_rand_mask_with_head"].fingerprint == expected
+    assert ports["BigBirdBlockSparseAttention._bigbird_block_rand_mask_with_head"].fingerprint == expected
+
+
+def test_bigbird_np_sum_of_the_plan_becomes_sum_and_nothing_else_changes() -> None:
+    line = line_of(BIGBIRD_FILE, "np.zeros((num_blocks, np.sum(")
+    rewrite = port(BIGBIRD_FILE, line, "Data dependent operator")
+    assert rewrite is not None
+    expected = BIGBIRD_FILE.replace("np.zeros((num_blocks, np.sum(plan_num_rand_blocks[: max_plan_idx + 1])), dtype=np.int32)",
+                                    "np.zeros((num_blocks, sum(plan_num_rand_blocks[: max_plan_idx + 1])), dtype=np.int32)")
+    assert expected != BIGBIRD_FILE and rewrite.source == expected  # one expression, the rest byte for byte
+    assert "NumPy integer" in rewrite.cause and rewrite.title.startswith("use sum() instead of np.sum()")
+    # the same method in BigBird's class
+    bigbird = BIGBIRD_FILE.replace("class BigBirdPegasusBlockSparseAttention(", "class BigBirdBlockSparseAttention(")
+    assert port(bigbird, line, "Data dependent operator") is not None
+
+
+def test_bigbird_sum_and_np_sum_agree_on_the_plan() -> None:
+    # the plan _get_rand_attn_plan builds is a list of Python ints: sum() gives np.sum()'s value, as an int
+    np = pytest.importorskip("numpy")
+    for plan in ([2, 0], [1, 1], [3], [0]):
+        for end in range(1, len(plan) + 1):
+            assert sum(plan[:end]) == np.sum(plan[:end]) and type(sum(plan[:end])) is int
+
+
+@pytest.mark.parametrize(("before", "after"), [
+    ("plan_num_rand_blocks[: max_plan_idx + 1]", "plan_num_rand_blocks[:max_plan_idx]"),
+    ("if not self.training:", "if self.training:"),
+    ("global_block_top : num_blocks - global_block_bottom", "global_block_top : num_blocks"),
+])
+def test_bigbird_changed_by_one_token_is_left_alone(before: str, after: str) -> None:
+    changed = BIGBIRD_FILE.replace(before, after, 1)
+    assert changed != BIGBIRD_FILE
+    assert port(changed, line_of(changed, "rand_attn = ["), "Data dependent operator") is None
+    renamed = BIGBIRD_FILE.replace("class BigBirdPegasusBlockSparseAttention(", "class MyAttention(")
+    assert port(renamed, line_of(renamed, "np.zeros((num_blocks"), "Data dependent operator") is None
