@@ -146,11 +146,21 @@ _BIGBIRD_WHAT = ("use sum() instead of np.sum() on the random-block plan's Pytho
 _BIGBIRD_CAUSE = ("np.sum on a list of Python ints returns a NumPy integer, which Dynamo traces as a tensor: np.zeros "
                   "then gets a tensor for a size (filed as \"Data dependent operator\")")
 
+# Reformer's axial position encodings: the table is cut to the rows the largest position id needs, found with
+# .item() (a break without capture_scalar_outputs); index_select then reads rows by position id, and the whole
+# table holds them at the same flat indices (row p // w, column p % w): the largest valid id keeps every row
+_REFORMER_WHOLE_TABLE = (("position_ids.max().item()", "reduce(mul, self.axial_pos_shape) - 1"),)
+_REFORMER_WHAT = ("keep AxialPositionEmbeddings' whole table instead of cutting it at position_ids.max().item(): "
+                  "index_select reads the same rows, no .item(); an out-of-range position id is refused by index_select "
+                  "(an IndexError) rather than by the ValueError check")
+_REFORMER_CAUSE = ("position_ids.max().item() sizes a slice of the table (how many rows the largest id needs): a "
+                   "tensor's value read back to Python")
+
 _DENSE_COST = "every expert runs on every token: E× the expert FLOPs"
 _MOE_CAUSE = "a loop over the experts a data-dependent nonzero picks (the number of experts hit, and their tokens, are data)"
 
 # transformers 5.24 (quant_modules.py, modeling_dbrx.py, modeling_switch_transformers.py, modeling_encodec.py,
-# modeling_bigbird_pegasus.py, modeling_big_bird.py)
+# modeling_bigbird_pegasus.py, modeling_big_bird.py, modeling_reformer.py)
 PORTS: tuple[Port, ...] = (
     Port("batch_frexp", "c93751ff9d299408717da1f796ce605f6a6239456d1c3d9b84023f8a58adc157", _BATCH_FREXP,
          "port batch_frexp() from NumPy and decimal to torch (torch.frexp, rounding half away from zero in float64: "
@@ -173,6 +183,9 @@ PORTS: tuple[Port, ...] = (
     *(Port(f"{cls}._bigbird_block_rand_mask_with_head", "ffa35a7d2abdd21d9aa9fc0f30aa16d9bd384f94da839bf0191c81ecef4eddf2",
            "", _BIGBIRD_WHAT, _BIGBIRD_CAUSE, edits=_BIGBIRD_PLAN_SUM)
       for cls in ("BigBirdPegasusBlockSparseAttention", "BigBirdBlockSparseAttention")),
+    Port("AxialPositionEmbeddings.forward", "1e3d14626a0c87ccc708e6dd0b85e26945897f39f6558261e8049a5498c3e69b", "",
+         _REFORMER_WHAT, _REFORMER_CAUSE, edits=_REFORMER_WHOLE_TABLE,
+         relies_on=(("AxialPositionEmbeddings.__init__", "5a1a20509f942381cb13f48a4f1a8aa70a07f4f1aa2c292a6a818c2d65f7d6ad"),)),
 )
 
 _DROPPED_TOKENS = frozenset({tokenize.COMMENT, tokenize.NL, tokenize.ENCODING, tokenize.ENDMARKER})
