@@ -2,7 +2,8 @@
 
 The fixtures are the functions' text copied from transformers 5.24 (ibert/quant_modules.py:704-735,
 dbrx/modeling_dbrx.py:272-308, switch_transformers/modeling_switch_transformers.py:161-180,
-encodec/modeling_encodec.py:82-176, bigbird_pegasus/modeling_bigbird_pegasus.py:833-970), so these tests do not
+encodec/modeling_encodec.py:82-176, bigbird_pegasus/modeling_bigbird_pegasus.py:833-970,
+reformer/modeling_reformer.py:193-296), so these tests do not
 depend on the installed transformers.
 """
 
@@ -603,3 +604,157 @@ def test_bigbird_changed_by_one_token_is_left_alone(before: str, after: str) -> 
     assert port(changed, line_of(changed, "rand_attn = ["), "Data dependent operator") is None
     renamed = BIGBIRD_FILE.replace("class BigBirdPegasusBlockSparseAttention(", "class MyAttention(")
     assert port(renamed, line_of(renamed, "np.zeros((num_blocks"), "Data dependent operator") is None
+
+
+REFORMER_FILE = '''\
+from functools import reduce
+from operator import mul
+
+import torch
+from torch import nn
+
+
+class AxialPositionEmbeddings(nn.Module):
+    """
+    Constructs axial position embeddings. Useful for very long input sequences to save memory and time.
+    """
+
+    def __init__(self, config):
+        super().__init__()
+        self.axial_pos_shape = config.axial_pos_shape
+        self.axial_pos_embds_dim = config.axial_pos_embds_dim
+        self.dropout = config.hidden_dropout_prob
+
+        self.least_common_mult_chunk_length = _get_least_common_mult_chunk_len(config)
+        self.weights = nn.ParameterList()
+
+        if sum(self.axial_pos_embds_dim) != config.hidden_size:
+            raise ValueError(
+                f"Make sure that config.axial_pos_embds factors: {self.axial_pos_embds_dim} sum to "
+                f"config.hidden_size: {config.hidden_size}"
+            )
+
+        # create weights
+        for axis, axial_pos_embd_dim in enumerate(self.axial_pos_embds_dim):
+            # create expanded shapes
+            ax_shape = [1] * len(self.axial_pos_shape)
+            ax_shape[axis] = self.axial_pos_shape[axis]
+            ax_shape = tuple(ax_shape) + (axial_pos_embd_dim,)
+
+            # create tensor and init
+            self.weights.append(nn.Parameter(torch.ones(ax_shape, dtype=torch.float32)))
+
+    def forward(self, position_ids):
+        # broadcast weights to correct shape
+        batch_size = position_ids.shape[0]
+        sequence_length = position_ids.shape[1]
+
+        broadcasted_weights = [
+            weight.expand((batch_size,) + self.axial_pos_shape + weight.shape[-1:]) for weight in self.weights
+        ]
+
+        if self.training is True:
+            if reduce(mul, self.axial_pos_shape) != sequence_length:
+                raise ValueError(
+                    f"If training, make sure that config.axial_pos_shape factors: {self.axial_pos_shape} multiply to "
+                    f"sequence length. Got prod({self.axial_pos_shape}) != sequence_length: {sequence_length}. "
+                    f"You might want to consider padding your sequence length to {reduce(mul, self.axial_pos_shape)} "
+                    "or changing config.axial_pos_shape."
+                )
+
+            if self.dropout > 0:
+                weights = torch.cat(broadcasted_weights, dim=-1)
+                # permute weights so that 2D correctly drops dims 1 and 2
+                transposed_weights = weights.transpose(2, 1)
+                # drop entire matrix of last two dims (prev dims 1 and 2)
+                dropped_transposed_weights = nn.functional.dropout2d(
+                    transposed_weights, p=self.dropout, training=self.training
+                )
+                dropped_weights = dropped_transposed_weights.transpose(2, 1)
+
+                position_encodings = torch.reshape(dropped_weights, (batch_size, sequence_length, -1))
+
+            else:
+                position_encodings = torch.cat(
+                    [torch.reshape(weight, (batch_size, sequence_length, -1)) for weight in broadcasted_weights],
+                    dim=-1,
+                )
+
+        else:
+            if reduce(mul, self.axial_pos_shape) < sequence_length:
+                raise ValueError(
+                    f"Make sure that config.axial_pos_shape factors: {self.axial_pos_shape} multiply at least to "
+                    f"max(sequence_length, least_common_mult_chunk_length): max({sequence_length}, "
+                    f"{self.least_common_mult_chunk_length})."
+                )
+
+            # compute how many columns are needed; ceil-div as `(x + bs - 1) // bs` to keep
+            # the engine on positive-arithmetic, and the `torch_compilable_check` calls propagate
+            # the trivial bounds `0 <= max_position_id < axial_pos_shape[0] * axial_pos_shape[1]`
+            # (from the axial-encoding contract) so the result stays within `[1, axial_pos_shape[0]]`.
+            max_position_id = position_ids.max().item()
+            axial_h, axial_w = self.axial_pos_shape
+            torch_compilable_check(max_position_id >= 0, "Axial position id underflow.")
+            torch_compilable_check(
+                max_position_id < axial_h * axial_w,
+                "Position id exceeds axial_pos_shape[0] * axial_pos_shape[1].",
+            )
+            required_pos_encodings_columns = (max_position_id + axial_w) // axial_w
+
+            # cut to columns that are needed
+            position_encodings = torch.cat(
+                [weight[:, :required_pos_encodings_columns] for weight in broadcasted_weights], dim=-1
+            )
+            position_encodings = torch.reshape(position_encodings, (batch_size, -1, position_encodings.shape[-1]))
+
+            # select correct position encodings
+            position_encodings = torch.cat(
+                [
+                    torch.index_select(position_encodings[i], 0, position_ids[i]).unsqueeze(0)
+                    for i in range(batch_size)
+                ],
+                dim=0,
+            )
+
+        return position_encodings
+'''
+
+
+def test_the_reformer_fingerprints_are_those_of_the_transformers_code() -> None:
+    port = {p.qualname: p for p in PORTS}["AxialPositionEmbeddings.forward"]
+    found = {name: fingerprint(node) for node, _span in nodes_of_kind(cst.parse_module(REFORMER_FILE), cst.FunctionDef)
+             for name in [f"AxialPositionEmbeddings.{node.name.value}"]}
+    assert found["AxialPositionEmbeddings.forward"] == port.fingerprint
+    assert found["AxialPositionEmbeddings.__init__"] == dict(port.relies_on)["AxialPositionEmbeddings.__init__"]
+
+
+def test_reformer_keeps_the_whole_table_instead_of_reading_the_largest_id_back() -> None:
+    rewrite = port(REFORMER_FILE, line_of(REFORMER_FILE, "position_ids.max().item()"), "Unsupported Tensor.item() call")
+    assert rewrite is not None
+    assert rewrite.source == REFORMER_FILE.replace("max_position_id = position_ids.max().item()",
+                                                   "max_position_id = reduce(mul, self.axial_pos_shape) - 1")
+    assert rewrite.settings == ()  # no capture_scalar_outputs: nothing is read back
+    assert "index_select reads the same rows" in rewrite.title and ".item() sizes a slice" in rewrite.cause
+
+
+@pytest.mark.parametrize(("h", "w", "ids"), [(4, 8, [0, 5, 31]), (4, 8, [0, 1, 2]), (3, 5, [14, 0, 7, 7]), (2, 2, [1])])
+def test_reformer_the_whole_table_gives_the_rows_the_cut_one_gives(h: int, w: int, ids: list[int]) -> None:
+    # the table as (rows h, columns w) of entries; cut to the rows the largest id needs, flattened, read by id:
+    # the whole table flattened holds each id's entry at the same index
+    table = [[(row, col) for col in range(w)] for row in range(h)]
+    needed = (max(ids) + w) // w
+    cut = [entry for row in table[:needed] for entry in row]
+    whole = [entry for row in table[:(h * w - 1 + w) // w] for entry in row]
+    assert (h * w - 1 + w) // w == h
+    assert [cut[i] for i in ids] == [whole[i] for i in ids] == [(i // w, i % w) for i in ids]
+
+
+@pytest.mark.parametrize(("function", "before", "after"), [
+    ("forward", "weight[:, :required_pos_encodings_columns]", "weight[:, :required_pos_encodings_columns + 1]"),
+    ("forward", "position_ids[i]).unsqueeze(0)", "position_ids[i] + 1).unsqueeze(0)"),
+    ("__init__", "ax_shape[axis] = self.axial_pos_shape[axis]", "ax_shape[axis] = self.axial_pos_shape[0]"),
+])
+def test_reformer_changed_by_one_token_is_left_alone(function: str, before: str, after: str) -> None:
+    changed = REFORMER_FILE.replace(before, after, 1)
+    assert changed != REFORMER_FILE and _method(changed, function) != _method(REFORMER_FILE, function)
+    assert port(changed, line_of(changed, "position_ids.max().item()"), "Unsupported Tensor.item() call") is None
