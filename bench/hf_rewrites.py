@@ -10,6 +10,12 @@ Steady state is `explain --profile`'s per-call time of the compiled model over t
     python bench/hf_rewrites.py [--models reformer,mra,...] [--budget 420] [--jobs 1] [--calls 10] [--out DIR]
     python bench/hf_rewrites.py --table A/results.json B/results.json   # the table of recorded runs again
                                                                          # (a model in several: the last one's row)
+    python bench/hf_rewrites.py --strict-from A --models ... --out B     # judge a recorded run's rewrites alone
+
+"Rewrites only" (on by default; --no-strict skips it): for each model whose verified combined run holds source
+rewrites, the source part of that combined patch (its diffs, no setting, no wrapper) is given back to
+`dynscope fix --patch` with --jobs 1, the judge: its own baseline against the patched run, breaks, outputs equal,
+steady-state time. Its win (fixed or improved, outputs equal) is what "removed by verified rewrites alone" counts.
 
 Slow (tens of seconds per run, several runs per model): not part of the test suite. `--jobs 1` (the default)
 keeps the runs of one model from sharing the cores, so their times compare.
@@ -358,12 +364,18 @@ def main() -> None:
                              "the fix JSONs), without running fix again")
     parser.add_argument("--table", type=Path, nargs="+", default=None,
                         help="print the table of recorded results.json files and stop (a model in several: the last row)")
+    parser.add_argument("--save", type=Path, default=None, metavar="PATH",
+                        help="with --table: also write the merged rows as one results.json")
     args = parser.parse_args()
     if args.table is not None:
         rows: dict[str, ModelResult] = {}
+        sources = []
         for path in args.table:
             rows.update((r.model, r) for r in load_results(path))
+            sources.append(str(path))
         print(format_table(list(rows.values())))
+        if args.save is not None:
+            save_results(args.save, list(rows.values()), {"merged_from": sources})
         return
     unknown = [m for m in args.models.split(",") if m not in models]
     if unknown:
