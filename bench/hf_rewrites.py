@@ -373,9 +373,10 @@ def main() -> None:
         for path in args.table:
             rows.update((r.model, r) for r in load_results(path))
             sources.append(str(path))
-        print(format_table(list(rows.values())))
+        merged = sorted(rows.values(), key=lambda r: r.model)
+        print(format_table(merged))
         if args.save is not None:
-            save_results(args.save, list(rows.values()), {"merged_from": sources})
+            save_results(args.save, merged, {"merged_from": sources})
         return
     unknown = [m for m in args.models.split(",") if m not in models]
     if unknown:
