@@ -278,8 +278,12 @@ def format_strict(results: list[ModelResult], total_before: int) -> list[str]:
                      f"{_ratio(st.steady_after_s, st.steady_before_s):>5}  {st.status}"
                      + ("" if st.counted or st.status == "no rewrite" else " (not counted)"))
     share = 100.0 * removed / total_before if total_before else 0.0
+    slower = [r.model for r in results if r.strict is not None and r.strict.counted and r.strict.steady_before_s
+              and r.strict.steady_after_s and r.strict.steady_after_s > r.strict.steady_before_s]
     lines.append("-" * len(head))
-    lines.append(f"removed by verified rewrites alone: {removed} of {total_before} ({share:.0f}%)")
+    lines.append(f"removed by verified rewrites alone: {removed} of {total_before} ({share:.0f}%); slower steady state "
+                 f"on {len(slower)} of {sum(1 for r in results if r.strict is not None and r.strict.counted)} counted"
+                 + (f" ({', '.join(slower)})" if slower else ""))
     return lines
 
 
