@@ -12,7 +12,9 @@ function, or calls it by name, or lies inside a helper the port answers for (``P
 ``_pad1d`` breaks on the paddings ``forward`` hands it), AND the function's fingerprint matches, and those
 of the functions the port relies on (``Port.relies_on``: the ``__init__`` that sets the values it
 recomputes): a function changed by one token (another library version, a user's edit) is left
-alone. It replaces the body, keeping the ``def`` line, the decorators and the docstring.
+alone. It replaces the body, keeping the ``def`` line, the decorators and the docstring; an *edit* port
+(``Port.edits``) replaces only a few exact expressions of the function and leaves the rest of it as it is
+(BigBird's ``np.sum`` of Python ints, Reformer's ``.item()`` that cuts the axial table).
 
 The fingerprint is the sha256 of the function's code (decorators and the lines above left out)
 as Python tokens, comments and blank lines dropped, so a re-indented or re-commented copy still
