@@ -63,6 +63,16 @@ class Strict:
     steady_before_s: float | None
     steady_after_s: float | None
     left: tuple[Site, ...] = ()
+    # with --strict-runs N > 1: every judge run's verdict and steady-time ratio, in order; the row is the median-ratio
+    # run of the majority (won or not)
+    verdicts: tuple[str, ...] = ()
+    ratios: tuple[float | None, ...] = ()
+
+    @property
+    def ratio(self) -> float | None:
+        if self.steady_before_s and self.steady_after_s is not None:
+            return self.steady_after_s / self.steady_before_s
+        return None
 
     @property
     def counted(self) -> bool:
@@ -180,29 +190,49 @@ def no_rewrite(row: ModelResult) -> Strict:
                   None, row.steady_before_s, row.steady_before_s, ())
 
 
+def majority(runs: list[Strict]) -> Strict:
+    """Several judge runs of one patch as one row: the majority's outcome (won, or not; a tie is not won), shown by
+    its median-ratio run, with every run's verdict and ratio. On a loaded machine one run's time verdict can flip."""
+    if len(runs) == 1:
+        return runs[0]
+    won = [r for r in runs if r.counted]
+    side = won if 2 * len(won) > len(runs) else [r for r in runs if not r.counted]
+    by_ratio = sorted(side, key=lambda r: float("inf") if r.ratio is None else r.ratio)
+    return replace(by_ratio[(len(by_ratio) - 1) // 2], verdicts=tuple(r.status for r in runs),
+                   ratios=tuple(r.ratio for r in runs))
+
+
 def judge_rewrites(model: str, fix: dict[str, Any], row: ModelResult, args: argparse.Namespace, out: Path) -> Strict:
-    """`dynscope fix --patch` on the source part of the verified combined change, alone, --jobs 1."""
+    """`dynscope fix --patch` on the source part of the verified combined change, alone, --jobs 1 (--strict-runs times)."""
     combined = fix.get("combined") or {}
     diff = source_part(combined.get("patch") or "") if row.status.startswith("verified") else ""
     if not diff:
         return no_rewrite(row)
     patch = out / f"{model}.rewrites.diff"
     patch.write_text(diff)
-    judge_json = out / f"{model}.strict.json"
     program = [str(MODELS_DIR / f"{model}.py"), "--backend", args.backend, "--calls", str(args.calls)]
-    subprocess.run([sys.executable, "-m", "dynscope", "fix", "--profile", "--budget", str(args.budget), "--jobs", "1",
-                    "--patch", str(patch), "--out", str(out / f"{model}-strict"), "-o", str(judge_json), *program],
-                   cwd=out, env=_env(), stdout=subprocess.DEVNULL, stderr=(out / f"{model}.strict.err").open("w"),
-                   timeout=args.budget + 300)
-    judge = json.loads(judge_json.read_text())
-    trial = judge["trials"][0]
-    before = _summary(judge["baseline"]["capture"])
-    after = _summary(trial["capture"]) if trial.get("capture") and trial.get("after") is not None else None
-    return strict_of(judge, before, after)
+    runs = []
+    for run in range(1, args.strict_runs + 1):
+        tag = "" if args.strict_runs == 1 else f"-{run}"
+        judge_json = out / f"{model}.strict{tag}.json"
+        subprocess.run([sys.executable, "-m", "dynscope", "fix", "--profile", "--budget", str(args.budget), "--jobs", "1",
+                        "--patch", str(patch), "--out", str(out / f"{model}-strict{tag}"), "-o", str(judge_json), *program],
+                       cwd=out, env=_env(), stdout=subprocess.DEVNULL, stderr=(out / f"{model}.strict{tag}.err").open("w"),
+                       timeout=args.budget + 300)
+        judge = json.loads(judge_json.read_text())
+        trial = judge["trials"][0]
+        before = _summary(judge["baseline"]["capture"])
+        after = _summary(trial["capture"]) if trial.get("capture") and trial.get("after") is not None else None
+        runs.append(strict_of(judge, before, after))
+    return majority(runs)
 
 
 def _ms(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds * 1000:.2f}"
+
+
+def _x(ratio: float | None) -> str:
+    return "-" if ratio is None else f"{ratio:.2f}"
 
 
 def _ratio(after: float | None, before: float | None) -> str:
@@ -276,7 +306,8 @@ def format_strict(results: list[ModelResult], total_before: int) -> list[str]:
                      f"{f'{st.distinct_before}→{st.distinct_after}':>8} {equal:>5} "
                      f"{f'{_ms(st.steady_before_s)}→{_ms(st.steady_after_s)}':>15} "
                      f"{_ratio(st.steady_after_s, st.steady_before_s):>5}  {st.status}"
-                     + ("" if st.counted or st.status == "no rewrite" else " (not counted)"))
+                     + ("" if st.counted or st.status == "no rewrite" else " (not counted)")
+                     + (f"; runs: {', '.join(f'{v} {_x(x)}' for v, x in zip(st.verdicts, st.ratios))}" if st.verdicts else ""))
     share = 100.0 * removed / total_before if total_before else 0.0
     slower = [r.model for r in results if r.strict is not None and r.strict.counted and r.strict.steady_before_s
               and r.strict.steady_after_s and r.strict.steady_after_s > r.strict.steady_before_s]
@@ -302,6 +333,8 @@ def load_results(path: Path) -> list[ModelResult]:
         if strict is not None:
             strict = dict(strict)
             strict["left"] = tuple(Site(**s) for s in strict.get("left", ()))
+            strict["verdicts"] = tuple(strict.get("verdicts", ()))
+            strict["ratios"] = tuple(strict.get("ratios", ()))
             row["strict"] = Strict(**strict)
         out.append(ModelResult(**row))
     return out
@@ -363,6 +396,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None, help="where fix's runs and results.json go (default: a new temp dir)")
     parser.add_argument("--no-strict", dest="strict", action="store_false",
                         help="skip the rewrites-only judge (fix --patch on the verified source rewrites alone)")
+    parser.add_argument("--strict-runs", type=int, default=1, metavar="N",
+                        help="judge the rewrites alone N times and count the majority (a loaded machine flips time verdicts)")
     parser.add_argument("--strict-from", type=Path, default=None, metavar="DIR",
                         help="judge the rewrites alone for a recorded run's models (DIR: its --out, with results.json and "
                              "the fix JSONs), without running fix again")

@@ -125,3 +125,20 @@ def test_a_row_with_its_rewrites_only_judge_survives_the_json(bench: ModuleType,
     row = replace(base, strict=bench.Strict("improved", 4, 1, 2, 1, True, 0.2, 0.1, (site,)))
     bench.save_results(tmp_path / "r.json", [row], {})
     assert bench.load_results(tmp_path / "r.json") == [row]
+
+
+def test_several_judge_runs_count_by_their_majority(bench: ModuleType) -> None:
+    def run(verdict: str, after_s: float) -> Any:
+        return bench.Strict(verdict, 22, 9, 2, 1, True, 0.1, after_s)
+
+    # 2 of 3 won: counted, shown by the winners' median-ratio run, every run listed
+    row = bench.majority([run("trade-off", 0.3), run("improved", 0.05), run("improved", 0.08)])
+    assert row.counted and row.steady_after_s == 0.05 and row.verdicts == ("trade-off", "improved", "improved")
+    assert row.ratios == pytest.approx((3.0, 0.5, 0.8))
+    # 1 of 3, or a tie: not counted
+    assert not bench.majority([run("trade-off", 0.3), run("improved", 0.05), run("trade-off", 0.2)]).counted
+    assert not bench.majority([run("trade-off", 0.3), run("improved", 0.05)]).counted
+    assert bench.majority([run("improved", 0.05)]).verdicts == ()  # one run: as it is
+    lines = bench.format_strict([replace(bench.load_results(RECORDED)[0], model="enc", breaks_before=22, strict=row)], 22)
+    assert "runs: trade-off 3.00, improved 0.50, improved 0.80" in lines[2] and lines[-1].startswith(
+        "removed by verified rewrites alone: 13 of 22 (59%)")
