@@ -351,8 +351,15 @@ def _summary(capture: str) -> dict[str, Any]:
     return doc
 
 
+THREADS = 1  # --threads: torch's intra-op threads in every run of the bench
+
+
 def _env() -> dict[str, str]:
-    return {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    # OpenMP's threads wait for each other at every parallel op: on a shared, loaded machine a 2-thread run measures
+    # the load (BigBird-Pegasus: 450-500 ms a call at load 6 with 2 threads, 3-9 ms with 1, the same code)
+    threads = str(THREADS)
+    return {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": threads,
+            "MKL_NUM_THREADS": threads}
 
 
 def run_model(model: str, args: argparse.Namespace, out: Path) -> ModelResult:
@@ -396,6 +403,9 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None, help="where fix's runs and results.json go (default: a new temp dir)")
     parser.add_argument("--no-strict", dest="strict", action="store_false",
                         help="skip the rewrites-only judge (fix --patch on the verified source rewrites alone)")
+    parser.add_argument("--threads", type=int, default=1, metavar="N",
+                        help="OMP_NUM_THREADS for every run (default 1: with more, a loaded machine's OpenMP waits "
+                             "swamp the models' times)")
     parser.add_argument("--strict-runs", type=int, default=1, metavar="N",
                         help="judge the rewrites alone N times and count the majority (a loaded machine flips time verdicts)")
     parser.add_argument("--strict-from", type=Path, default=None, metavar="DIR",
@@ -406,6 +416,8 @@ def main() -> None:
     parser.add_argument("--save", type=Path, default=None, metavar="PATH",
                         help="with --table: also write the merged rows as one results.json")
     args = parser.parse_args()
+    global THREADS
+    THREADS = args.threads
     if args.table is not None:
         rows: dict[str, ModelResult] = {}
         sources = []
@@ -423,11 +435,13 @@ def main() -> None:
     out = args.out or Path(tempfile.mkdtemp(prefix="hf-bench-"))
     out.mkdir(parents=True, exist_ok=True)
     results: list[ModelResult] = []
-    meta: dict[str, Any] = {"budget_s": args.budget, "jobs": args.jobs, "calls": args.calls, "backend": args.backend}
+    meta: dict[str, Any] = {"budget_s": args.budget, "jobs": args.jobs, "calls": args.calls, "backend": args.backend,
+                            "threads": args.threads}
     recorded: dict[str, ModelResult] = {}
     if args.strict_from is not None:
         recorded = {r.model: r for r in load_results(args.strict_from / "results.json")}
-        meta = {**json.loads((args.strict_from / "results.json").read_text()), "strict_jobs": 1}
+        meta = {**json.loads((args.strict_from / "results.json").read_text()), "strict_jobs": 1,
+                "strict_threads": args.threads, "strict_runs": args.strict_runs}
         meta = {k: v for k, v in meta.items() if k not in ("schema", "models")}
     for model in args.models.split(","):
         started = time.perf_counter()
