@@ -187,7 +187,7 @@ def strict_of(judge: dict[str, Any], before: dict[str, Any], after: dict[str, An
 def no_rewrite(row: ModelResult) -> Strict:
     """A model whose verified combined run holds no source rewrite: nothing removed by rewrites."""
     return Strict("no rewrite", row.breaks_before, row.breaks_before, row.distinct_before, row.distinct_before,
-                  None, row.steady_before_s, row.steady_before_s, ())
+                  None, None, None, ())  # nothing judged, nothing timed
 
 
 def majority(runs: list[Strict]) -> Strict:
@@ -312,7 +312,7 @@ def format_strict(results: list[ModelResult], total_before: int) -> list[str]:
     slower = [r.model for r in results if r.strict is not None and r.strict.counted and r.strict.steady_before_s
               and r.strict.steady_after_s and r.strict.steady_after_s > r.strict.steady_before_s]
     lines.append("-" * len(head))
-    lines.append(f"removed by verified rewrites alone: {removed} of {total_before} ({share:.0f}%); slower steady state "
+    lines.append(f"removed by verified rewrites alone: {removed} of {total_before} ({share:.1f}%); slower steady state "
                  f"on {len(slower)} of {sum(1 for r in results if r.strict is not None and r.strict.counted)} counted"
                  + (f" ({', '.join(slower)})" if slower else ""))
     return lines

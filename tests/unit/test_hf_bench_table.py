@@ -114,7 +114,7 @@ def test_the_rewrites_only_total_counts_judged_wins_against_every_models_baselin
     rows = [replace(base, model="a", breaks_before=10, strict=won), replace(base, model="b", breaks_before=8, strict=traded),
             replace(base, model="c", breaks_before=12, strict=None)]
     lines = bench.format_strict([r for r in rows if r.strict is not None], total_before=30)
-    assert lines[-1] == "removed by verified rewrites alone: 10 of 30 (33%); slower steady state on 0 of 1 counted"
+    assert lines[-1] == "removed by verified rewrites alone: 10 of 30 (33.3%); slower steady state on 0 of 1 counted"
     assert any(line.startswith("b ") and "trade-off (not counted)" in line for line in lines)
     assert bench.no_rewrite(rows[2]).final_breaks == 12 and not bench.no_rewrite(rows[2]).counted
 
@@ -141,4 +141,4 @@ def test_several_judge_runs_count_by_their_majority(bench: ModuleType) -> None:
     assert bench.majority([run("improved", 0.05)]).verdicts == ()  # one run: as it is
     lines = bench.format_strict([replace(bench.load_results(RECORDED)[0], model="enc", breaks_before=22, strict=row)], 22)
     assert "runs: trade-off 3.00, improved 0.50, improved 0.80" in lines[2] and lines[-1].startswith(
-        "removed by verified rewrites alone: 13 of 22 (59%)")
+        "removed by verified rewrites alone: 13 of 22 (59.1%)")
