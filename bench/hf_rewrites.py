@@ -10,6 +10,12 @@ Steady state is `explain --profile`'s per-call time of the compiled model over t
     python bench/hf_rewrites.py [--models reformer,mra,...] [--budget 420] [--jobs 1] [--calls 10] [--out DIR]
     python bench/hf_rewrites.py --table A/results.json B/results.json   # the table of recorded runs again
                                                                          # (a model in several: the last one's row)
+    python bench/hf_rewrites.py --strict-from A --models ... --out B     # judge a recorded run's rewrites alone
+
+"Rewrites only" (on by default; --no-strict skips it): for each model whose verified combined run holds source
+rewrites, the source part of that combined patch (its diffs, no setting, no wrapper) is given back to
+`dynscope fix --patch` with --jobs 1, the judge: its own baseline against the patched run, breaks, outputs equal,
+steady-state time. Its win (fixed or improved, outputs equal) is what "removed by verified rewrites alone" counts.
 
 Slow (tens of seconds per run, several runs per model): not part of the test suite. `--jobs 1` (the default)
 keeps the runs of one model from sharing the cores, so their times compare.
@@ -24,7 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +47,41 @@ class Site:
     line: int
     gb_type: str
     count: int
+
+
+@dataclass(frozen=True)
+class Strict:
+    """The verified source rewrites alone: the source part of fix's combined patch (no setting, no wrapper)
+    given back to `dynscope fix --patch` with --jobs 1 (the judge), its own baseline against the patched run."""
+
+    status: str  # the judge's verdict ("fixed", "improved", "trade-off", "failed", ...), or "no rewrite"
+    breaks_before: int
+    breaks_after: int
+    distinct_before: int
+    distinct_after: int
+    outputs_equal: bool | None  # None: no rewrite to judge
+    steady_before_s: float | None
+    steady_after_s: float | None
+    left: tuple[Site, ...] = ()
+    # with --strict-runs N > 1: every judge run's verdict and steady-time ratio, in order; the row is the median-ratio
+    # run of the majority (won or not)
+    verdicts: tuple[str, ...] = ()
+    ratios: tuple[float | None, ...] = ()
+
+    @property
+    def ratio(self) -> float | None:
+        if self.steady_before_s and self.steady_after_s is not None:
+            return self.steady_after_s / self.steady_before_s
+        return None
+
+    @property
+    def counted(self) -> bool:
+        """Counts as removed by rewrites: the judge's verdict is a win with equal outputs."""
+        return self.status in ("fixed", "improved") and self.outputs_equal is True
+
+    @property
+    def final_breaks(self) -> int:
+        return self.breaks_after if self.counted else self.breaks_before
 
 
 @dataclass(frozen=True)
@@ -63,6 +104,8 @@ class ModelResult:
     rules: tuple[str, ...] = ()  # catalogue rules among the verified rewrites
     settings: tuple[str, ...] = ()  # the combined run's other remedies (settings, wrappers): not source rewrites
     left: tuple[Site, ...] = field(default_factory=tuple)
+    # "rewrites only": the combined run's source rewrites alone (its diff, no setting), judged by `fix --patch`
+    strict: Strict | None = None
 
     @property
     def fix_goal_s(self) -> float | None:
@@ -119,8 +162,77 @@ def result_of(model: str, fix: dict[str, Any], before: dict[str, Any], after: di
         remedies=remedies, rules=tuple(rules), settings=settings if verified else (), left=sites_of(final))
 
 
+def source_part(patch: str) -> str:
+    """The unified diffs of fix's combined patch: its config lines (settings, wrappers: they come first) left out."""
+    lines = patch.splitlines(keepends=True)
+    for i, line in enumerate(lines):
+        if line.startswith("--- ") and i + 1 < len(lines) and lines[i + 1].startswith("+++ "):
+            return "".join(lines[i:])
+    return ""
+
+
+def strict_of(judge: dict[str, Any], before: dict[str, Any], after: dict[str, Any] | None) -> Strict:
+    """The rewrites-only row from the judge's JSON (`fix --patch`) and the summaries of its baseline and patched run."""
+    trial = judge["trials"][0]
+    counted = trial.get("verdict") in ("fixed", "improved") and trial.get("correct") is True and after is not None
+    final = after if after is not None else before
+    return Strict(status=str(trial.get("verdict")),
+                  breaks_before=before["totals"]["graph_breaks"], breaks_after=final["totals"]["graph_breaks"],
+                  distinct_before=before["totals"]["distinct_graph_breaks"],
+                  distinct_after=final["totals"]["distinct_graph_breaks"],
+                  outputs_equal=trial.get("correct"), steady_before_s=steady_per_call(before),
+                  steady_after_s=steady_per_call(final), left=sites_of(final if counted else before))
+
+
+def no_rewrite(row: ModelResult) -> Strict:
+    """A model whose verified combined run holds no source rewrite: nothing removed by rewrites."""
+    return Strict("no rewrite", row.breaks_before, row.breaks_before, row.distinct_before, row.distinct_before,
+                  None, None, None, ())  # nothing judged, nothing timed
+
+
+def majority(runs: list[Strict]) -> Strict:
+    """Several judge runs of one patch as one row: the majority's outcome (won, or not; a tie is not won), shown by
+    its median-ratio run, with every run's verdict and ratio. On a loaded machine one run's time verdict can flip."""
+    if len(runs) == 1:
+        return runs[0]
+    won = [r for r in runs if r.counted]
+    side = won if 2 * len(won) > len(runs) else [r for r in runs if not r.counted]
+    by_ratio = sorted(side, key=lambda r: float("inf") if r.ratio is None else r.ratio)
+    return replace(by_ratio[(len(by_ratio) - 1) // 2], verdicts=tuple(r.status for r in runs),
+                   ratios=tuple(r.ratio for r in runs))
+
+
+def judge_rewrites(model: str, fix: dict[str, Any], row: ModelResult, args: argparse.Namespace, out: Path) -> Strict:
+    """`dynscope fix --patch` on the source part of the verified combined change, alone, --jobs 1 (--strict-runs times)."""
+    combined = fix.get("combined") or {}
+    diff = source_part(combined.get("patch") or "") if row.status.startswith("verified") else ""
+    if not diff:
+        return no_rewrite(row)
+    patch = out / f"{model}.rewrites.diff"
+    patch.write_text(diff)
+    program = [str(MODELS_DIR / f"{model}.py"), "--backend", args.backend, "--calls", str(args.calls)]
+    runs = []
+    for run in range(1, args.strict_runs + 1):
+        tag = "" if args.strict_runs == 1 else f"-{run}"
+        judge_json = out / f"{model}.strict{tag}.json"
+        subprocess.run([sys.executable, "-m", "dynscope", "fix", "--profile", "--budget", str(args.budget), "--jobs", "1",
+                        "--patch", str(patch), "--out", str(out / f"{model}-strict{tag}"), "-o", str(judge_json), *program],
+                       cwd=out, env=_env(), stdout=subprocess.DEVNULL, stderr=(out / f"{model}.strict{tag}.err").open("w"),
+                       timeout=args.budget + 300)
+        judge = json.loads(judge_json.read_text())
+        trial = judge["trials"][0]
+        before = _summary(judge["baseline"]["capture"])
+        after = _summary(trial["capture"]) if trial.get("capture") and trial.get("after") is not None else None
+        runs.append(strict_of(judge, before, after))
+    return majority(runs)
+
+
 def _ms(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds * 1000:.2f}"
+
+
+def _x(ratio: float | None) -> str:
+    return "-" if ratio is None else f"{ratio:.2f}"
 
 
 def _ratio(after: float | None, before: float | None) -> str:
@@ -161,6 +273,10 @@ def format_table(results: list[ModelResult]) -> str:
     lines.append(f"{'total':20} {f'{before}→{after}':>9} {f'{d_before}→{d_after}':>8}   occurrences removed: "
                  f"{before - after} of {before} ({removed:.0f}%); outputs equal on {equal_all} of {len(results)} "
                  f"combined runs; slower steady state on {slower}")
+    judged = [r for r in results if r.strict is not None]
+    if judged:
+        lines.append("")
+        lines.extend(format_strict(judged, before))
     settings = [(r.model, s) for r in results for s in r.settings]
     if settings:
         lines.append("")
@@ -174,6 +290,34 @@ def format_table(results: list[ModelResult]) -> str:
     return "\n".join(lines)
 
 
+def format_strict(results: list[ModelResult], total_before: int) -> list[str]:
+    """The rewrites-only table: each model's verified source rewrites alone, judged by `fix --patch` (--jobs 1)."""
+    head = (f"{'rewrites only':20} {'breaks':>9} {'distinct':>8} {'equal':>5} {'ms/call':>15} {'x':>5}  judge's verdict")
+    lines = [head, "-" * len(head)]
+    removed = 0
+    for r in results:
+        st = r.strict
+        assert st is not None
+        equal = {True: "yes", False: "NO", None: "-"}[st.outputs_equal]
+        # the judge's own proof: its fresh baseline against the patched run
+        gone = st.breaks_before - st.final_breaks
+        removed += gone
+        lines.append(f"{r.model:20} {f'{st.breaks_before}→{st.breaks_after}':>9} "
+                     f"{f'{st.distinct_before}→{st.distinct_after}':>8} {equal:>5} "
+                     f"{f'{_ms(st.steady_before_s)}→{_ms(st.steady_after_s)}':>15} "
+                     f"{_ratio(st.steady_after_s, st.steady_before_s):>5}  {st.status}"
+                     + ("" if st.counted or st.status == "no rewrite" else " (not counted)")
+                     + (f"; runs: {', '.join(f'{v} {_x(x)}' for v, x in zip(st.verdicts, st.ratios))}" if st.verdicts else ""))
+    share = 100.0 * removed / total_before if total_before else 0.0
+    slower = [r.model for r in results if r.strict is not None and r.strict.counted and r.strict.steady_before_s
+              and r.strict.steady_after_s and r.strict.steady_after_s > r.strict.steady_before_s]
+    lines.append("-" * len(head))
+    lines.append(f"removed by verified rewrites alone: {removed} of {total_before} ({share:.1f}%); slower steady state "
+                 f"on {len(slower)} of {sum(1 for r in results if r.strict is not None and r.strict.counted)} counted"
+                 + (f" ({', '.join(slower)})" if slower else ""))
+    return lines
+
+
 def load_results(path: Path) -> list[ModelResult]:
     doc = json.loads(path.read_text())
     if doc.get("schema") != SCHEMA:
@@ -185,6 +329,13 @@ def load_results(path: Path) -> list[ModelResult]:
         row["rules"] = tuple(row.get("rules", ()))
         row["settings"] = tuple(row.get("settings", ()))
         row["left"] = tuple(Site(**s) for s in row.get("left", ()))
+        strict = row.get("strict")
+        if strict is not None:
+            strict = dict(strict)
+            strict["left"] = tuple(Site(**s) for s in strict.get("left", ()))
+            strict["verdicts"] = tuple(strict.get("verdicts", ()))
+            strict["ratios"] = tuple(strict.get("ratios", ()))
+            row["strict"] = Strict(**strict)
         out.append(ModelResult(**row))
     return out
 
@@ -200,8 +351,15 @@ def _summary(capture: str) -> dict[str, Any]:
     return doc
 
 
+THREADS = 1  # --threads: torch's intra-op threads in every run of the bench
+
+
 def _env() -> dict[str, str]:
-    return {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    # OpenMP's threads wait for each other at every parallel op: on a shared, loaded machine a 2-thread run measures
+    # the load (BigBird-Pegasus: 450-500 ms a call at load 6 with 2 threads, 3-9 ms with 1, the same code)
+    threads = str(THREADS)
+    return {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": threads,
+            "MKL_NUM_THREADS": threads}
 
 
 def run_model(model: str, args: argparse.Namespace, out: Path) -> ModelResult:
@@ -223,7 +381,14 @@ def run_model(model: str, args: argparse.Namespace, out: Path) -> ModelResult:
     before = _summary(fix["baseline"]["capture"])
     combined = fix.get("combined") or {}
     after = _summary(combined["capture"]) if combined.get("capture") else None
-    return result_of(model, fix, before, after, plain_s)
+    row = result_of(model, fix, before, after, plain_s)
+    return replace(row, strict=judge_rewrites(model, fix, row, args, out)) if args.strict else row
+
+
+def rejudge(model: str, recorded: Path, row: ModelResult, args: argparse.Namespace, out: Path) -> ModelResult:
+    """A recorded run's row with the rewrites-only judge added (its fix JSON read from the recorded run's directory)."""
+    fix = json.loads((recorded / f"{model}.fix.json").read_text())
+    return replace(row, strict=judge_rewrites(model, fix, row, args, out))
 
 
 def main() -> None:
@@ -236,14 +401,33 @@ def main() -> None:
     parser.add_argument("--backend", default="eager")
     parser.add_argument("--no-plain", action="store_true", help="skip the plain timed run (no fix-time goal)")
     parser.add_argument("--out", type=Path, default=None, help="where fix's runs and results.json go (default: a new temp dir)")
+    parser.add_argument("--no-strict", dest="strict", action="store_false",
+                        help="skip the rewrites-only judge (fix --patch on the verified source rewrites alone)")
+    parser.add_argument("--threads", type=int, default=1, metavar="N",
+                        help="OMP_NUM_THREADS for every run (default 1: with more, a loaded machine's OpenMP waits "
+                             "swamp the models' times)")
+    parser.add_argument("--strict-runs", type=int, default=1, metavar="N",
+                        help="judge the rewrites alone N times and count the majority (a loaded machine flips time verdicts)")
+    parser.add_argument("--strict-from", type=Path, default=None, metavar="DIR",
+                        help="judge the rewrites alone for a recorded run's models (DIR: its --out, with results.json and "
+                             "the fix JSONs), without running fix again")
     parser.add_argument("--table", type=Path, nargs="+", default=None,
                         help="print the table of recorded results.json files and stop (a model in several: the last row)")
+    parser.add_argument("--save", type=Path, default=None, metavar="PATH",
+                        help="with --table: also write the merged rows as one results.json")
     args = parser.parse_args()
+    global THREADS
+    THREADS = args.threads
     if args.table is not None:
         rows: dict[str, ModelResult] = {}
+        sources = []
         for path in args.table:
             rows.update((r.model, r) for r in load_results(path))
-        print(format_table(list(rows.values())))
+            sources.append(str(path))
+        merged = sorted(rows.values(), key=lambda r: r.model)
+        print(format_table(merged))
+        if args.save is not None:
+            save_results(args.save, merged, {"merged_from": sources})
         return
     unknown = [m for m in args.models.split(",") if m not in models]
     if unknown:
@@ -251,11 +435,23 @@ def main() -> None:
     out = args.out or Path(tempfile.mkdtemp(prefix="hf-bench-"))
     out.mkdir(parents=True, exist_ok=True)
     results: list[ModelResult] = []
-    meta = {"budget_s": args.budget, "jobs": args.jobs, "calls": args.calls, "backend": args.backend}
+    meta: dict[str, Any] = {"budget_s": args.budget, "jobs": args.jobs, "calls": args.calls, "backend": args.backend,
+                            "threads": args.threads}
+    recorded: dict[str, ModelResult] = {}
+    if args.strict_from is not None:
+        recorded = {r.model: r for r in load_results(args.strict_from / "results.json")}
+        meta = {**json.loads((args.strict_from / "results.json").read_text()), "strict_jobs": 1,
+                "strict_threads": args.threads, "strict_runs": args.strict_runs}
+        meta = {k: v for k, v in meta.items() if k not in ("schema", "models")}
     for model in args.models.split(","):
         started = time.perf_counter()
         try:
-            results.append(run_model(model, args, out))
+            if args.strict_from is not None:
+                if model not in recorded:
+                    continue
+                results.append(rejudge(model, args.strict_from, recorded[model], args, out))
+            else:
+                results.append(run_model(model, args, out))
         except (subprocess.SubprocessError, OSError, KeyError, json.JSONDecodeError) as exc:
             print(f"{model}: failed after {time.perf_counter() - started:.0f} s: {type(exc).__name__}: {exc}",
                   file=sys.stderr, flush=True)

@@ -233,12 +233,15 @@ def _options(args: argparse.Namespace):
 
 def _patch(path: str, root: str) -> Remedy:
     """A --patch file read and applied in memory to the files under the program's working
-    directory (paths as `git apply` run there takes them); refused in one line when it does not apply."""
+    directory (paths as `git apply` run there takes them) or of an installed library (paths from the
+    package on); refused in one line when it does not apply."""
     from dynscope.analysis.remedies import patch_remedy
     from dynscope.fix import unified_diff
+    from dynscope.fix.source_reader import library_dirs
 
     text, name = unified_diff.read_patch(path)
-    changed = unified_diff.apply(unified_diff.parse(text, name), root, name)
+    # a file of an installed library is named from its package on (``transformers/...``), as --diff writes it
+    changed = unified_diff.apply(unified_diff.parse(text, name), root, name, library_dirs())
     return patch_remedy(name, text, [(c.path, c.new) for c in changed])
 
 

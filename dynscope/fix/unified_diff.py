@@ -4,7 +4,9 @@ The patch is someone else's change (a colleague's, an agent's), judged before an
 it: this module only computes the changed text of each file, which the trial child runs
 through the shadow (dynscope.runner.shadow). It applies like ``git apply`` without fuzz: every
 context and removed line must match exactly, a hunk may sit a few lines from where its header
-says. What it cannot judge is refused in one line: a path outside the program's tree, a new,
+says. A path is a file under the program's tree or, failing that, of an installed library named from
+its package on (``transformers/models/x.py``, as ``fix --diff`` writes a library's changes). What it
+cannot judge is refused in one line: a path outside the program's tree and the libraries, a new,
 deleted, renamed or binary file, a file not valid UTF-8.
 """
 
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from dynscope.errors import DynscopeError
@@ -131,17 +134,17 @@ def _hunk(lines: list[str], i: int, name: str) -> tuple[Hunk, int]:
     return Hunk(old_start, tuple(old), tuple(new), new_without_newline), i
 
 
-def apply(patches: list[FilePatch], root: str, name: str = "the patch") -> list[ChangedFile]:
-    """The changed text of every file the patch names under ``root``; nothing is written."""
+def apply(patches: list[FilePatch], root: str, name: str = "the patch",
+          libraries: Sequence[str] = ()) -> list[ChangedFile]:
+    """The changed text of every file the patch names under ``root``; nothing is written.
+
+    A path that is not a file under ``root`` but is one under a directory of ``libraries`` (site-packages:
+    ``transformers/models/x.py``, as fix's own library diffs name it) is that installed file: the shadow
+    serves a library's changed text as it serves the program's."""
     real_root = os.path.realpath(root)
     changed = []
     for patch in patches:
-        path = os.path.join(real_root, *patch.path.split("/"))
-        real = os.path.realpath(path)
-        if os.path.commonpath([real, real_root]) != real_root:
-            raise PatchError(f"{name}: {patch.path} leads outside the program's tree ({root})")
-        if not os.path.isfile(real):
-            raise PatchError(f"{name}: {patch.path} does not exist under {root}")
+        real = _resolve(patch.path, real_root, root, libraries, name)
         if os.path.getsize(real) > MAX_FILE_BYTES:
             raise PatchError(f"{name}: {patch.path} is larger than {MAX_FILE_BYTES >> 20} MiB")
         try:
@@ -151,6 +154,21 @@ def apply(patches: list[FilePatch], root: str, name: str = "the patch") -> list[
             raise PatchError(f"{name}: cannot read {patch.path}: {getattr(e, 'strerror', None) or e}") from None
         changed.append(ChangedFile(real, patch.path, old, _apply_hunks(old, patch, name)))
     return changed
+
+
+def _resolve(relative: str, real_root: str, root: str, libraries: Sequence[str], name: str) -> str:
+    """The real path of a patched file: under the program's tree first, else under an installed library's
+    directory; never a link that leads out of the directory it was found in."""
+    for base in (real_root, *(os.path.realpath(d) for d in libraries)):
+        real = os.path.realpath(os.path.join(base, *relative.split("/")))
+        if os.path.commonpath([real, base]) != base:
+            if base == real_root:
+                raise PatchError(f"{name}: {relative} leads outside the program's tree ({root})")
+            continue
+        if os.path.isfile(real):
+            return real
+    where = f"{root} or an installed library" if libraries else root
+    raise PatchError(f"{name}: {relative} does not exist under {where}")
 
 
 def _apply_hunks(text: str, patch: FilePatch, name: str) -> str:

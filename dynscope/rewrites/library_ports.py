@@ -12,7 +12,9 @@ function, or calls it by name, or lies inside a helper the port answers for (``P
 ``_pad1d`` breaks on the paddings ``forward`` hands it), AND the function's fingerprint matches, and those
 of the functions the port relies on (``Port.relies_on``: the ``__init__`` that sets the values it
 recomputes): a function changed by one token (another library version, a user's edit) is left
-alone. It replaces the body, keeping the ``def`` line, the decorators and the docstring.
+alone. It replaces the body, keeping the ``def`` line, the decorators and the docstring; an *edit* port
+(``Port.edits``) replaces only a few exact expressions of the function and leaves the rest of it as it is
+(BigBird's ``np.sum`` of Python ints, Reformer's ``.item()`` that cuts the axial table).
 
 The fingerprint is the sha256 of the function's code (decorators and the lines above left out)
 as Python tokens, comments and blank lines dropped, so a re-indented or re-commented copy still
@@ -48,7 +50,7 @@ class Port:
 
     qualname: str  # the function's name in its module: "batch_frexp", "DbrxExperts.forward"
     fingerprint: str  # sha256 of the original's normalized code (``fingerprint``)
-    replacement: str  # the new function, whole; its body replaces the original's (same parameters)
+    replacement: str  # the new function, whole; its body replaces the original's (same parameters); "" with ``edits``
     what: str  # the change and its cost, for fix's table
     cause: str  # the break's real cause in words
     # other functions of the module whose breaks porting this one answers ("Class._helper"): the break
@@ -57,6 +59,9 @@ class Port:
     # (qualname, fingerprint) of the other functions whose code the port relies on (the __init__ that
     # sets the values it recomputes): all must match too, or the port is not proven for this code
     relies_on: tuple[tuple[str, str], ...] = ()
+    # a port of a few expressions instead of the whole body: (the expression's code, its replacement), each
+    # found exactly once in the function (whose fingerprint already pins down where), the rest of it untouched
+    edits: tuple[tuple[str, str], ...] = ()
 
 
 _BATCH_FREXP = '''
@@ -135,10 +140,29 @@ def forward(self, hidden_states):
     return hidden_states
 '''
 
+# BigBird's random-block plan: np.sum over a list of Python ints gives a NumPy integer, traced as a 0-d tensor,
+# so np.zeros gets a tensor for a size ("Data dependent operator" in the list comprehension); sum() gives the same int
+_BIGBIRD_PLAN_SUM = (("np.sum(plan_num_rand_blocks[: max_plan_idx + 1])", "sum(plan_num_rand_blocks[: max_plan_idx + 1])"),)
+_BIGBIRD_WHAT = ("use sum() instead of np.sum() on the random-block plan's Python ints (a list _get_rand_attn_plan "
+                 "builds): the mask's width as a Python int, the same value")
+_BIGBIRD_CAUSE = ("np.sum on a list of Python ints returns a NumPy integer, which Dynamo traces as a tensor: np.zeros "
+                  "then gets a tensor for a size (filed as \"Data dependent operator\")")
+
+# Reformer's axial position encodings: the table is cut to the rows the largest position id needs, found with
+# .item() (a break without capture_scalar_outputs); index_select then reads rows by position id, and the whole
+# table holds them at the same flat indices (row p // w, column p % w): the largest valid id keeps every row
+_REFORMER_WHOLE_TABLE = (("position_ids.max().item()", "reduce(mul, self.axial_pos_shape) - 1"),)
+_REFORMER_WHAT = ("keep AxialPositionEmbeddings' whole table instead of cutting it at position_ids.max().item(): "
+                  "index_select reads the same rows, no .item(); an out-of-range position id is refused by index_select "
+                  "(an IndexError) rather than by the ValueError check")
+_REFORMER_CAUSE = ("position_ids.max().item() sizes a slice of the table (how many rows the largest id needs): a "
+                   "tensor's value read back to Python")
+
 _DENSE_COST = "every expert runs on every token: E× the expert FLOPs"
 _MOE_CAUSE = "a loop over the experts a data-dependent nonzero picks (the number of experts hit, and their tokens, are data)"
 
-# transformers 5.24 (quant_modules.py, modeling_dbrx.py, modeling_switch_transformers.py)
+# transformers 5.24 (quant_modules.py, modeling_dbrx.py, modeling_switch_transformers.py, modeling_encodec.py,
+# modeling_bigbird_pegasus.py, modeling_big_bird.py, modeling_reformer.py)
 PORTS: tuple[Port, ...] = (
     Port("batch_frexp", "c93751ff9d299408717da1f796ce605f6a6239456d1c3d9b84023f8a58adc157", _BATCH_FREXP,
          "port batch_frexp() from NumPy and decimal to torch (torch.frexp, rounding half away from zero in float64: "
@@ -157,6 +181,13 @@ PORTS: tuple[Port, ...] = (
          relies_on=(("EncodecConv1d.__init__", "41be957b2a0eb4c8410bbcfbf7ed4e013ed6f8ae5aff7d4593d18da380eea383"),
                     ("EncodecConv1d._get_extra_padding_for_conv1d",
                      "5f0f73e026eb229b0ec386eb4dfb320a33bd401d241889833a6062457e6a98ae"))),
+    # one method, word for word, in BigBird and BigBird-Pegasus
+    *(Port(f"{cls}._bigbird_block_rand_mask_with_head", "ffa35a7d2abdd21d9aa9fc0f30aa16d9bd384f94da839bf0191c81ecef4eddf2",
+           "", _BIGBIRD_WHAT, _BIGBIRD_CAUSE, edits=_BIGBIRD_PLAN_SUM)
+      for cls in ("BigBirdPegasusBlockSparseAttention", "BigBirdBlockSparseAttention")),
+    Port("AxialPositionEmbeddings.forward", "1e3d14626a0c87ccc708e6dd0b85e26945897f39f6558261e8049a5498c3e69b", "",
+         _REFORMER_WHAT, _REFORMER_CAUSE, edits=_REFORMER_WHOLE_TABLE,
+         relies_on=(("AxialPositionEmbeddings.__init__", "5a1a20509f942381cb13f48a4f1a8aa70a07f4f1aa2c292a6a818c2d65f7d6ad"),)),
 )
 
 _DROPPED_TOKENS = frozenset({tokenize.COMMENT, tokenize.NL, tokenize.ENCODING, tokenize.ENDMARKER})
@@ -239,6 +270,20 @@ def _ported(function: cst.FunctionDef, port: Port) -> cst.FunctionDef | None:
     return function.with_changes(body=body.with_changes(body=[*docstring, *statements]))
 
 
+def _edited(function: cst.FunctionDef, port: Port) -> cst.FunctionDef | None:
+    """``function`` with the port's expressions replaced; None when one is not found exactly once."""
+    printer = cst.Module(body=[])
+    for old, new in port.edits:
+        found = [node for node in walk(function) if isinstance(node, cst.BaseExpression) and printer.code_for_node(node) == old]
+        if len(found) != 1:
+            return None
+        changed = function.deep_replace(found[0], cst.parse_expression(new))
+        if not isinstance(changed, cst.FunctionDef):
+            return None
+        function = changed
+    return function
+
+
 def _called_names(statement: cst.CSTNode) -> set[str]:
     return {dotted_name(node.func) for node in walk(statement) if isinstance(node, cst.Call)}
 
@@ -284,7 +329,7 @@ def library_port(module: cst.Module, _source: str, site: BreakSite) -> Rewrite |
         function = None if port is None else _target(module, candidate, qualname, port)
         if port is None or function is None:
             continue
-        ported = _ported(function, port)
+        ported = _edited(function, port) if port.edits else _ported(function, port)
         if ported is None:
             continue
         rewritten = ensure_import(replace(module, function, ported), "torch")

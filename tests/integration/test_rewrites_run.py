@@ -189,3 +189,96 @@ def test_the_batch_frexp_port_compiles_whole_and_equals_numpy_and_decimal(tmp_pa
     rewritten, sites_after, whole_after = _run(after, "ibert_after", x)
     assert sites_after == [] and whole_after, f"still breaks: {sites_after}"
     assert torch.equal(rewritten, eager)
+
+
+_REFORMER_DRIVER = '''
+
+def _get_least_common_mult_chunk_len(config):
+    return 8
+
+
+def torch_compilable_check(cond, msg):  # transformers' check while tracing (utils/import_utils.py)
+    torch._check(cond)
+
+
+class _Config:
+    axial_pos_shape = (4, 8)
+    axial_pos_embds_dim = (4, 12)
+    hidden_dropout_prob = 0.0
+    hidden_size = 16
+
+
+torch.manual_seed(0)
+_EMBEDDINGS = AxialPositionEmbeddings(_Config()).eval()
+for _weight in _EMBEDDINGS.weights:
+    _weight.data.normal_()
+
+
+def forward(position_ids):
+    return _EMBEDDINGS(position_ids)
+'''
+
+
+def test_the_reformer_axial_port_compiles_whole_with_the_rows_the_cut_table_gives(tmp_path: Path) -> None:
+    """The Reformer edit port (transformers 5.24's AxialPositionEmbeddings, the unit tests' fixture): the .item()
+    break torch reports is answered by keeping the whole table, which compiles whole with bit-identical rows."""
+    fixtures = _load(Path(__file__).parents[1] / "unit" / "test_library_ports.py", "library_port_fixtures")
+    before = tmp_path / "reformer_before.py"
+    before.write_text(fixtures.REFORMER_FILE + _REFORMER_DRIVER, encoding="utf-8")
+    # ids short of the table (the cut keeps 3 of its 4 rows) and out of order: the rows read must still match
+    ids = torch.tensor([[0, 5, 17, 3, 9, 2], [20, 1, 8, 8, 0, 11]])
+    eager = _load(before, "reformer_before").forward(ids)
+
+    _compiled, sites, _whole = _run(before, "reformer_before_c", ids)
+    assert sites, "the axial table's cut must break before the port"
+    candidates = {r.rule: r for r in rewrites_for(before.read_text(encoding="utf-8"), sites[0])}
+    assert "library-port" in candidates, f"library-port did not answer {sites[0]}; got {sorted(candidates)}"
+
+    after = tmp_path / "reformer_after.py"
+    after.write_text(candidates["library-port"].source, encoding="utf-8")
+    rewritten, sites_after, whole_after = _run(after, "reformer_after", ids)
+    assert sites_after == [] and whole_after, f"still breaks: {sites_after}"
+    assert torch.equal(rewritten, eager)
+    # ids up to the table's last entry (no cut in the original): the same rows again
+    every = torch.tensor([[31, 0, 24, 7, 30, 15], [1, 2, 3, 29, 28, 27]])
+    torch._dynamo.reset()
+    compiled_every = torch.compile(_load(after, "reformer_after_every").forward, backend="eager", fullgraph=True)(every)
+    torch._dynamo.reset()
+    assert torch.equal(compiled_every, _load(before, "reformer_before_every").forward(every))
+
+
+_BIGBIRD_DRIVER = '''
+
+_ATTENTION = BigBirdPegasusBlockSparseAttention().eval()
+
+
+def forward(x):
+    # as bigbird_block_sparse_attention calls it, with _get_rand_attn_plan's plan for 64 tokens, blocks of 4, 2 random blocks
+    rand_attn = _ATTENTION._bigbird_block_rand_mask_with_head(
+        from_seq_length=64, to_seq_length=64, from_block_size=4, to_block_size=4, num_heads=2,
+        plan_from_length=[36, 64], plan_num_rand_blocks=[2, 0],
+    )
+    rand_attn = torch.tensor(np.stack(rand_attn, axis=0), dtype=torch.long)
+    return torch.cat([x, rand_attn.flatten(), torch.tensor(rand_attn.shape)])  # the values and the shape
+'''
+
+
+def test_the_bigbird_plan_port_compiles_whole_with_the_same_mask(tmp_path: Path) -> None:
+    """The BigBird(-Pegasus) edit port (transformers 5.24's _bigbird_block_rand_mask_with_head, the unit tests'
+    fixture): np.sum's NumPy integer made np.zeros' size a tensor; with sum() the helper compiles whole, same mask."""
+    fixtures = _load(Path(__file__).parents[1] / "unit" / "test_library_ports.py", "library_port_fixtures")
+    before = tmp_path / "bigbird_before.py"
+    before.write_text(fixtures.BIGBIRD_FILE + _BIGBIRD_DRIVER, encoding="utf-8")
+    x = torch.arange(4)
+    eager = _load(before, "bigbird_before").forward(x)
+
+    _compiled, sites, _whole = _run(before, "bigbird_before_c", x)
+    assert sites, "np.zeros with np.sum's size must break before the port"
+    candidates = {r.rule: r for r in rewrites_for(before.read_text(encoding="utf-8"), sites[0])}
+    assert "library-port" in candidates, f"library-port did not answer {sites[0]}; got {sorted(candidates)}"
+
+    after = tmp_path / "bigbird_after.py"
+    after.write_text(candidates["library-port"].source, encoding="utf-8")
+    rewritten, sites_after, whole_after = _run(after, "bigbird_after", x)
+    assert sites_after == [] and whole_after, f"still breaks: {sites_after}"
+    assert torch.equal(rewritten, eager)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import re
 import sys
+from dataclasses import replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -78,3 +79,66 @@ def test_the_recorded_table_adds_up(bench: ModuleType) -> None:
     for r in results:
         for site in r.left:
             assert f"{site.file}:{site.line}" in table
+
+
+def test_the_source_part_of_a_combined_patch_leaves_its_settings_out(bench: ModuleType) -> None:
+    diff = ("--- a/transformers/m.py\n+++ b/transformers/m.py\n@@ -1 +1 @@\n-x = np.lcm(a, b)\n+x = math.lcm(a, b)\n")
+    patch = "import torch\ntorch._dynamo.config.capture_scalar_outputs = True\n# pass dynamic=True where ...:\n" + diff
+    assert bench.source_part(patch) == diff
+    assert bench.source_part("import torch\ntorch._dynamo.config.capture_scalar_outputs = True\n") == ""
+
+
+def _judge(verdict: str, correct: bool | None) -> dict[str, Any]:
+    return {"trials": [{"remedy": "the patch m.diff", "verdict": verdict, "correct": correct, "capture": "t.dynscope",
+                        "after": {"graph_breaks": 0}}]}
+
+
+@pytest.mark.parametrize(("verdict", "correct", "counted"), [
+    ("fixed", True, True), ("improved", True, True), ("trade-off", True, False), ("fixed", False, False),
+])
+def test_rewrites_only_counts_a_win_with_equal_outputs(bench: ModuleType, verdict: str, correct: bool, counted: bool) -> None:
+    before = _summary([("transformers/m.py", 169, 3), ("transformers/m.py", 271, 2)], steady_s=0.5, calls=6)
+    after = _summary([("transformers/m.py", 271, 2)], steady_s=0.25, calls=6)
+    strict = bench.strict_of(_judge(verdict, correct), before, after)
+    assert strict.counted is counted and strict.status == verdict
+    assert (strict.breaks_before, strict.breaks_after) == (5, 2)  # measured either way, shown as measured
+    assert strict.final_breaks == (2 if counted else 5)
+    # a trade-off or changed outputs leaves its sites where they were
+    assert [s.line for s in strict.left] == ([271] if counted else [169, 271])
+
+
+def test_the_rewrites_only_total_counts_judged_wins_against_every_models_baseline(bench: ModuleType) -> None:
+    base = bench.load_results(RECORDED)[0]
+    won = bench.Strict("fixed", 10, 0, 2, 0, True, 0.2, 0.1)
+    traded = bench.Strict("trade-off", 8, 2, 2, 1, True, 0.2, 0.6)
+    rows = [replace(base, model="a", breaks_before=10, strict=won), replace(base, model="b", breaks_before=8, strict=traded),
+            replace(base, model="c", breaks_before=12, strict=None)]
+    lines = bench.format_strict([r for r in rows if r.strict is not None], total_before=30)
+    assert lines[-1] == "removed by verified rewrites alone: 10 of 30 (33.3%); slower steady state on 0 of 1 counted"
+    assert any(line.startswith("b ") and "trade-off (not counted)" in line for line in lines)
+    assert bench.no_rewrite(rows[2]).final_breaks == 12 and not bench.no_rewrite(rows[2]).counted
+
+
+def test_a_row_with_its_rewrites_only_judge_survives_the_json(bench: ModuleType, tmp_path: Path) -> None:
+    base = bench.load_results(RECORDED)[0]
+    site = bench.Site("transformers/m.py", 3, "x", 1)
+    row = replace(base, strict=bench.Strict("improved", 4, 1, 2, 1, True, 0.2, 0.1, (site,)))
+    bench.save_results(tmp_path / "r.json", [row], {})
+    assert bench.load_results(tmp_path / "r.json") == [row]
+
+
+def test_several_judge_runs_count_by_their_majority(bench: ModuleType) -> None:
+    def run(verdict: str, after_s: float) -> Any:
+        return bench.Strict(verdict, 22, 9, 2, 1, True, 0.1, after_s)
+
+    # 2 of 3 won: counted, shown by the winners' median-ratio run, every run listed
+    row = bench.majority([run("trade-off", 0.3), run("improved", 0.05), run("improved", 0.08)])
+    assert row.counted and row.steady_after_s == 0.05 and row.verdicts == ("trade-off", "improved", "improved")
+    assert row.ratios == pytest.approx((3.0, 0.5, 0.8))
+    # 1 of 3, or a tie: not counted
+    assert not bench.majority([run("trade-off", 0.3), run("improved", 0.05), run("trade-off", 0.2)]).counted
+    assert not bench.majority([run("trade-off", 0.3), run("improved", 0.05)]).counted
+    assert bench.majority([run("improved", 0.05)]).verdicts == ()  # one run: as it is
+    lines = bench.format_strict([replace(bench.load_results(RECORDED)[0], model="enc", breaks_before=22, strict=row)], 22)
+    assert "runs: trade-off 3.00, improved 0.50, improved 0.80" in lines[2] and lines[-1].startswith(
+        "removed by verified rewrites alone: 13 of 22 (59.1%)")

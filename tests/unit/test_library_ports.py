@@ -2,18 +2,22 @@
 
 The fixtures are the functions' text copied from transformers 5.24 (ibert/quant_modules.py:704-735,
 dbrx/modeling_dbrx.py:272-308, switch_transformers/modeling_switch_transformers.py:161-180,
-encodec/modeling_encodec.py:82-176), so these tests do not depend on the installed transformers.
+encodec/modeling_encodec.py:82-176, bigbird_pegasus/modeling_bigbird_pegasus.py:833-970,
+reformer/modeling_reformer.py:193-296), so these tests do not
+depend on the installed transformers.
 """
 
 from __future__ import annotations
 
 import math
 
+import libcst as cst
 import pytest
 
 from dynscope.rewrites import BreakSite, Rewrite
 from dynscope.rewrites.catalogue import RULES, rewrites_for
-from dynscope.rewrites.library_ports import PORTS, fingerprint_of_source
+from dynscope.rewrites.library_ports import PORTS, fingerprint, fingerprint_of_source
+from dynscope.rewrites.locate import nodes_of_kind
 
 BATCH_FREXP = '''\
 def batch_frexp(inputs, max_bit=31):
@@ -409,3 +413,348 @@ def test_encodec_changed_by_one_token_in_what_the_port_relies_on_is_left_alone(f
 
 def test_a_break_elsewhere_in_the_encodec_class_gets_no_port() -> None:
     assert port(ENCODEC_FILE, line_of(ENCODEC_FILE, "weight_norm = nn.utils.weight_norm")) is None
+
+
+BIGBIRD_FILE = '''\
+import numpy as np
+import torch
+from torch import nn
+
+
+class BigBirdPegasusBlockSparseAttention(nn.Module):
+    def _bigbird_block_rand_mask_with_head(
+        self,
+        from_seq_length,
+        to_seq_length,
+        from_block_size,
+        to_block_size,
+        num_heads,
+        plan_from_length,
+        plan_num_rand_blocks,
+        window_block_left=1,
+        window_block_right=1,
+        global_block_top=1,
+        global_block_bottom=1,
+        global_block_left=1,
+        global_block_right=1,
+    ):
+        """
+        Create adjacency list of random attention.
+
+        Args:
+            from_seq_length: int. length of from sequence.
+            to_seq_length: int. length of to sequence.
+            from_block_size: int. size of block in from sequence.
+            to_block_size: int. size of block in to sequence.
+            num_heads: int. total number of heads.
+            plan_from_length: list. plan from length where num_random_blocks are chosen from.
+            plan_num_rand_blocks: list. number of rand blocks within the plan.
+            window_block_left: int. number of blocks of window to left of a block.
+            window_block_right: int. number of blocks of window to right of a block.
+            global_block_top: int. number of blocks at the top.
+            global_block_bottom: int. number of blocks at the bottom.
+            global_block_left: int. Number of blocks globally used to the left.
+            global_block_right: int. Number of blocks globally used to the right.
+
+        Returns:
+            adjacency list of size num_head where each element is of size from_seq_length//from_block_size-2 by
+            num_rand_blocks
+        """
+        # using this method when from_seq_length not in [1024, 3072, 4096]
+
+        if from_seq_length // from_block_size != to_seq_length // to_block_size:
+            raise ValueError("Error the number of blocks needs to be same!")
+
+        if from_seq_length not in plan_from_length:
+            raise ValueError("Error from sequence length not in plan!")
+
+        # Total number of blocks in the mmask
+        num_blocks = from_seq_length // from_block_size
+        # Number of blocks per plan
+        plan_block_length = np.array(plan_from_length) // from_block_size
+        # till when to follow plan
+        max_plan_idx = plan_from_length.index(from_seq_length)
+
+        # Random Attention adjacency list
+        rand_attn = [
+            np.zeros((num_blocks, np.sum(plan_num_rand_blocks[: max_plan_idx + 1])), dtype=np.int32)
+            for i in range(num_heads)
+        ]
+        # During inference (eval) no randomness
+        if not self.training:
+            for nh in range(num_heads):
+                rand_attn[nh] = rand_attn[nh][global_block_top : num_blocks - global_block_bottom, :]
+            return rand_attn
+
+        # We will go iteratively over the plan blocks and pick random number of
+        # Attention blocks from the legally allowed blocks
+        for plan_idx in range(max_plan_idx + 1):
+            rnd_r_cnt = 0
+            if plan_idx > 0:
+                # set the row for all from_blocks starting from 0 to
+                # plan_block_length[plan_idx-1]
+                # column index start from plan_block_length[plan_idx-1] and ends at
+                # plan_block_length[plan_idx]
+                if plan_num_rand_blocks[plan_idx] > 0:
+                    rnd_r_cnt = int(np.sum(plan_num_rand_blocks[:plan_idx]))
+                    curr_r_cnt = int(np.sum(plan_num_rand_blocks[: plan_idx + 1]))
+                    for blk_rw_idx in range(global_block_top, plan_block_length[plan_idx - 1]):
+                        for h in range(num_heads):
+                            rand_attn[h][blk_rw_idx, rnd_r_cnt:curr_r_cnt] = self._get_single_block_row_attention(
+                                block_id=blk_rw_idx,
+                                to_start_block_id=plan_block_length[plan_idx - 1],
+                                to_end_block_id=plan_block_length[plan_idx],
+                                num_rand_blocks=plan_num_rand_blocks[plan_idx],
+                                window_block_left=window_block_left,
+                                window_block_right=window_block_right,
+                                global_block_left=global_block_left,
+                                global_block_right=global_block_right,
+                            )
+
+                for pl_id in range(plan_idx):
+                    if plan_num_rand_blocks[pl_id] == 0:
+                        continue
+                    for blk_rw_idx in range(plan_block_length[plan_idx - 1], plan_block_length[plan_idx]):
+                        rnd_r_cnt = 0
+                        to_start_block_id = 0
+                        if pl_id > 0:
+                            rnd_r_cnt = int(np.sum(plan_num_rand_blocks[:pl_id]))
+                            to_start_block_id = plan_block_length[pl_id - 1]
+                        curr_r_cnt = int(np.sum(plan_num_rand_blocks[: pl_id + 1]))
+                        for h in range(num_heads):
+                            rand_attn[h][blk_rw_idx, rnd_r_cnt:curr_r_cnt] = self._get_single_block_row_attention(
+                                block_id=blk_rw_idx,
+                                to_start_block_id=to_start_block_id,
+                                to_end_block_id=plan_block_length[pl_id],
+                                num_rand_blocks=plan_num_rand_blocks[pl_id],
+                                window_block_left=window_block_left,
+                                window_block_right=window_block_right,
+                                global_block_left=global_block_left,
+                                global_block_right=global_block_right,
+                            )
+
+            if plan_num_rand_blocks[plan_idx] == 0:
+                continue
+            curr_r_cnt = int(np.sum(plan_num_rand_blocks[: plan_idx + 1]))
+            from_start_block_id = global_block_top
+            to_start_block_id = 0
+            if plan_idx > 0:
+                rnd_r_cnt = int(np.sum(plan_num_rand_blocks[:plan_idx]))
+                from_start_block_id = plan_block_length[plan_idx - 1]
+                to_start_block_id = plan_block_length[plan_idx - 1]
+
+            for blk_rw_idx in range(from_start_block_id, plan_block_length[plan_idx]):
+                for h in range(num_heads):
+                    rand_attn[h][blk_rw_idx, rnd_r_cnt:curr_r_cnt] = self._get_single_block_row_attention(
+                        block_id=blk_rw_idx,
+                        to_start_block_id=to_start_block_id,
+                        to_end_block_id=plan_block_length[plan_idx],
+                        num_rand_blocks=plan_num_rand_blocks[plan_idx],
+                        window_block_left=window_block_left,
+                        window_block_right=window_block_right,
+                        global_block_left=global_block_left,
+                        global_block_right=global_block_right,
+                    )
+
+        for nh in range(num_heads):
+            rand_attn[nh] = rand_attn[nh][global_block_top : num_blocks - global_block_bottom, :]
+
+        return rand_attn
+'''
+
+
+def test_the_bigbird_fingerprint_is_the_one_of_the_transformers_code() -> None:
+    ports = {p.qualname: p for p in PORTS}
+    # taken in its class (its docstring's indentation is part of its text)
+    expected, = (fingerprint(node) for node, _span in nodes_of_kind(cst.parse_module(BIGBIRD_FILE), cst.FunctionDef))
+    # one method, word for word, in BigBird-Pegasus and BigBird
+    assert ports["BigBirdPegasusBlockSparseAttention._bigbird_block_rand_mask_with_head"].fingerprint == expected
+    assert ports["BigBirdBlockSparseAttention._bigbird_block_rand_mask_with_head"].fingerprint == expected
+
+
+def test_bigbird_np_sum_of_the_plan_becomes_sum_and_nothing_else_changes() -> None:
+    line = line_of(BIGBIRD_FILE, "np.zeros((num_blocks, np.sum(")
+    rewrite = port(BIGBIRD_FILE, line, "Data dependent operator")
+    assert rewrite is not None
+    expected = BIGBIRD_FILE.replace("np.zeros((num_blocks, np.sum(plan_num_rand_blocks[: max_plan_idx + 1])), dtype=np.int32)",
+                                    "np.zeros((num_blocks, sum(plan_num_rand_blocks[: max_plan_idx + 1])), dtype=np.int32)")
+    assert expected != BIGBIRD_FILE and rewrite.source == expected  # one expression, the rest byte for byte
+    assert "NumPy integer" in rewrite.cause and rewrite.title.startswith("use sum() instead of np.sum()")
+    # the same method in BigBird's class
+    bigbird = BIGBIRD_FILE.replace("class BigBirdPegasusBlockSparseAttention(", "class BigBirdBlockSparseAttention(")
+    assert port(bigbird, line, "Data dependent operator") is not None
+
+
+def test_bigbird_sum_and_np_sum_agree_on_the_plan() -> None:
+    # the plan _get_rand_attn_plan builds is a list of Python ints: sum() gives np.sum()'s value, as an int
+    np = pytest.importorskip("numpy")
+    for plan in ([2, 0], [1, 1], [3], [0]):
+        for end in range(1, len(plan) + 1):
+            assert sum(plan[:end]) == np.sum(plan[:end]) and type(sum(plan[:end])) is int
+
+
+@pytest.mark.parametrize(("before", "after"), [
+    ("plan_num_rand_blocks[: max_plan_idx + 1]", "plan_num_rand_blocks[:max_plan_idx]"),
+    ("if not self.training:", "if self.training:"),
+    ("global_block_top : num_blocks - global_block_bottom", "global_block_top : num_blocks"),
+])
+def test_bigbird_changed_by_one_token_is_left_alone(before: str, after: str) -> None:
+    changed = BIGBIRD_FILE.replace(before, after, 1)
+    assert changed != BIGBIRD_FILE
+    assert port(changed, line_of(changed, "rand_attn = ["), "Data dependent operator") is None
+    renamed = BIGBIRD_FILE.replace("class BigBirdPegasusBlockSparseAttention(", "class MyAttention(")
+    assert port(renamed, line_of(renamed, "np.zeros((num_blocks"), "Data dependent operator") is None
+
+
+REFORMER_FILE = '''\
+from functools import reduce
+from operator import mul
+
+import torch
+from torch import nn
+
+
+class AxialPositionEmbeddings(nn.Module):
+    """
+    Constructs axial position embeddings. Useful for very long input sequences to save memory and time.
+    """
+
+    def __init__(self, config):
+        super().__init__()
+        self.axial_pos_shape = config.axial_pos_shape
+        self.axial_pos_embds_dim = config.axial_pos_embds_dim
+        self.dropout = config.hidden_dropout_prob
+
+        self.least_common_mult_chunk_length = _get_least_common_mult_chunk_len(config)
+        self.weights = nn.ParameterList()
+
+        if sum(self.axial_pos_embds_dim) != config.hidden_size:
+            raise ValueError(
+                f"Make sure that config.axial_pos_embds factors: {self.axial_pos_embds_dim} sum to "
+                f"config.hidden_size: {config.hidden_size}"
+            )
+
+        # create weights
+        for axis, axial_pos_embd_dim in enumerate(self.axial_pos_embds_dim):
+            # create expanded shapes
+            ax_shape = [1] * len(self.axial_pos_shape)
+            ax_shape[axis] = self.axial_pos_shape[axis]
+            ax_shape = tuple(ax_shape) + (axial_pos_embd_dim,)
+
+            # create tensor and init
+            self.weights.append(nn.Parameter(torch.ones(ax_shape, dtype=torch.float32)))
+
+    def forward(self, position_ids):
+        # broadcast weights to correct shape
+        batch_size = position_ids.shape[0]
+        sequence_length = position_ids.shape[1]
+
+        broadcasted_weights = [
+            weight.expand((batch_size,) + self.axial_pos_shape + weight.shape[-1:]) for weight in self.weights
+        ]
+
+        if self.training is True:
+            if reduce(mul, self.axial_pos_shape) != sequence_length:
+                raise ValueError(
+                    f"If training, make sure that config.axial_pos_shape factors: {self.axial_pos_shape} multiply to "
+                    f"sequence length. Got prod({self.axial_pos_shape}) != sequence_length: {sequence_length}. "
+                    f"You might want to consider padding your sequence length to {reduce(mul, self.axial_pos_shape)} "
+                    "or changing config.axial_pos_shape."
+                )
+
+            if self.dropout > 0:
+                weights = torch.cat(broadcasted_weights, dim=-1)
+                # permute weights so that 2D correctly drops dims 1 and 2
+                transposed_weights = weights.transpose(2, 1)
+                # drop entire matrix of last two dims (prev dims 1 and 2)
+                dropped_transposed_weights = nn.functional.dropout2d(
+                    transposed_weights, p=self.dropout, training=self.training
+                )
+                dropped_weights = dropped_transposed_weights.transpose(2, 1)
+
+                position_encodings = torch.reshape(dropped_weights, (batch_size, sequence_length, -1))
+
+            else:
+                position_encodings = torch.cat(
+                    [torch.reshape(weight, (batch_size, sequence_length, -1)) for weight in broadcasted_weights],
+                    dim=-1,
+                )
+
+        else:
+            if reduce(mul, self.axial_pos_shape) < sequence_length:
+                raise ValueError(
+                    f"Make sure that config.axial_pos_shape factors: {self.axial_pos_shape} multiply at least to "
+                    f"max(sequence_length, least_common_mult_chunk_length): max({sequence_length}, "
+                    f"{self.least_common_mult_chunk_length})."
+                )
+
+            # compute how many columns are needed; ceil-div as `(x + bs - 1) // bs` to keep
+            # the engine on positive-arithmetic, and the `torch_compilable_check` calls propagate
+            # the trivial bounds `0 <= max_position_id < axial_pos_shape[0] * axial_pos_shape[1]`
+            # (from the axial-encoding contract) so the result stays within `[1, axial_pos_shape[0]]`.
+            max_position_id = position_ids.max().item()
+            axial_h, axial_w = self.axial_pos_shape
+            torch_compilable_check(max_position_id >= 0, "Axial position id underflow.")
+            torch_compilable_check(
+                max_position_id < axial_h * axial_w,
+                "Position id exceeds axial_pos_shape[0] * axial_pos_shape[1].",
+            )
+            required_pos_encodings_columns = (max_position_id + axial_w) // axial_w
+
+            # cut to columns that are needed
+            position_encodings = torch.cat(
+                [weight[:, :required_pos_encodings_columns] for weight in broadcasted_weights], dim=-1
+            )
+            position_encodings = torch.reshape(position_encodings, (batch_size, -1, position_encodings.shape[-1]))
+
+            # select correct position encodings
+            position_encodings = torch.cat(
+                [
+                    torch.index_select(position_encodings[i], 0, position_ids[i]).unsqueeze(0)
+                    for i in range(batch_size)
+                ],
+                dim=0,
+            )
+
+        return position_encodings
+'''
+
+
+def test_the_reformer_fingerprints_are_those_of_the_transformers_code() -> None:
+    port = {p.qualname: p for p in PORTS}["AxialPositionEmbeddings.forward"]
+    found = {name: fingerprint(node) for node, _span in nodes_of_kind(cst.parse_module(REFORMER_FILE), cst.FunctionDef)
+             for name in [f"AxialPositionEmbeddings.{node.name.value}"]}
+    assert found["AxialPositionEmbeddings.forward"] == port.fingerprint
+    assert found["AxialPositionEmbeddings.__init__"] == dict(port.relies_on)["AxialPositionEmbeddings.__init__"]
+
+
+def test_reformer_keeps_the_whole_table_instead_of_reading_the_largest_id_back() -> None:
+    rewrite = port(REFORMER_FILE, line_of(REFORMER_FILE, "position_ids.max().item()"), "Unsupported Tensor.item() call")
+    assert rewrite is not None
+    assert rewrite.source == REFORMER_FILE.replace("max_position_id = position_ids.max().item()",
+                                                   "max_position_id = reduce(mul, self.axial_pos_shape) - 1")
+    assert rewrite.settings == ()  # no capture_scalar_outputs: nothing is read back
+    assert "index_select reads the same rows" in rewrite.title and ".item() sizes a slice" in rewrite.cause
+
+
+@pytest.mark.parametrize(("h", "w", "ids"), [(4, 8, [0, 5, 31]), (4, 8, [0, 1, 2]), (3, 5, [14, 0, 7, 7]), (2, 2, [1])])
+def test_reformer_the_whole_table_gives_the_rows_the_cut_one_gives(h: int, w: int, ids: list[int]) -> None:
+    # the table as (rows h, columns w) of entries; cut to the rows the largest id needs, flattened, read by id:
+    # the whole table flattened holds each id's entry at the same index
+    table = [[(row, col) for col in range(w)] for row in range(h)]
+    needed = (max(ids) + w) // w
+    cut = [entry for row in table[:needed] for entry in row]
+    whole = [entry for row in table[:(h * w - 1 + w) // w] for entry in row]
+    assert (h * w - 1 + w) // w == h
+    assert [cut[i] for i in ids] == [whole[i] for i in ids] == [(i // w, i % w) for i in ids]
+
+
+@pytest.mark.parametrize(("function", "before", "after"), [
+    ("forward", "weight[:, :required_pos_encodings_columns]", "weight[:, :required_pos_encodings_columns + 1]"),
+    ("forward", "position_ids[i]).unsqueeze(0)", "position_ids[i] + 1).unsqueeze(0)"),
+    ("__init__", "ax_shape[axis] = self.axial_pos_shape[axis]", "ax_shape[axis] = self.axial_pos_shape[0]"),
+])
+def test_reformer_changed_by_one_token_is_left_alone(function: str, before: str, after: str) -> None:
+    changed = REFORMER_FILE.replace(before, after, 1)
+    assert changed != REFORMER_FILE and _method(changed, function) != _method(REFORMER_FILE, function)
+    assert port(changed, line_of(changed, "position_ids.max().item()"), "Unsupported Tensor.item() call") is None

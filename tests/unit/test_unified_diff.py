@@ -148,3 +148,34 @@ def test_a_link_out_of_the_tree_is_refused(tmp_path):
         apply(parse(patch), str(root))
     with pytest.raises(PatchError, match="does not exist under"):
         apply(parse(patch.replace("model.py", "missing.py")), str(root))
+
+
+def test_a_library_file_named_from_its_package_applies_there(tmp_path):
+    # `fix --diff` writes an installed library's changes as <package>/...: --patch finds them in site-packages
+    site = tmp_path / "site-packages"
+    (site / "lib").mkdir(parents=True)
+    (site / "lib" / "model.py").write_text(BEFORE)
+    root = tmp_path / "program"
+    root.mkdir()
+    patch = _git_diff(tmp_path, BEFORE, AFTER).replace("a/model.py", "a/lib/model.py").replace("b/model.py", "b/lib/model.py")
+    with pytest.raises(PatchError, match="does not exist under"):
+        apply(parse(patch), str(root))
+    changed, = apply(parse(patch), str(root), libraries=[str(site)])
+    assert changed.new == AFTER and changed.path == str((site / "lib" / "model.py").resolve())
+    # the program's own file of that name comes first
+    (root / "lib").mkdir()
+    (root / "lib" / "model.py").write_text(BEFORE)
+    changed, = apply(parse(patch), str(root), libraries=[str(site)])
+    assert changed.path == str((root / "lib" / "model.py").resolve())
+
+
+def test_a_link_out_of_a_library_is_not_followed(tmp_path):
+    outside = tmp_path / "outside.py"
+    outside.write_text(BEFORE)
+    site = tmp_path / "site-packages"
+    site.mkdir()
+    (site / "model.py").symlink_to(outside)
+    root = tmp_path / "program"
+    root.mkdir()
+    with pytest.raises(PatchError, match="does not exist under .* or an installed library"):
+        apply(parse(_git_diff(tmp_path, BEFORE, AFTER)), str(root), libraries=[str(site)])
