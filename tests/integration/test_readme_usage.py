@@ -7,11 +7,12 @@ resolve) and stand-ins for what the README assumes the reader has:
 - `train.py`: the reader's training script (tests/programs/readme/train.py: a tiny model trained
   with Inductor: a GELU kernel, a graph break, a recompile); `mypkg/train.py` the same as a module;
 - `change.diff`: a change to train.py for `fix --patch` to judge (compile it with dynamic=True);
-- `run.dynscope`: the capture `dynscope explain` wrote of train.py (made first, as the README's
-  "Explain a run" does);
-- `main.dynscope`, `branch.dynscope` (two runs to compare: the same program, so the baseline check
-  passes), `known.toml` (an allow file), and per-rank captures `run.rankN`, `main.rankN`,
+- `main.dynscope`, `branch.dynscope` (two runs to compare: copies of one recorded capture of
+  examples/graph_breaks.py from tests/data/captures, so the baseline check passes), `known.toml`
+  (an allow file for its print break), and per-rank captures `run.rankN`, `main.rankN`,
   `branch.rankN.dynscope` imported from the recorded two-rank TORCH_TRACE logs in tests/data.
+
+`run.dynscope`, which most commands read, is not a stand-in: the README's first command writes it.
 
 Conventions for README authors (lines are skipped or judged by their trailing comment):
 - a comment containing "needs " (`# needs a GPU`, `# needs torchrun (2 processes)`, `# needs an
@@ -63,15 +64,16 @@ def scratch(tmp_path_factory) -> Path:
     (work / "mypkg").mkdir()
     (work / "mypkg" / "__init__.py").write_text("")
     shutil.copy(STAND_INS / "mypkg_train.py", work / "mypkg" / "train.py")
-    (work / "known.toml").write_text('[[allow]]\ngb_id = "GB0059"\nreason = "the print in train.py, on purpose"\n')
-    made = run_dynscope("explain", "-q", "-o", "run.dynscope", "train.py", "--epochs", "1", cwd=work)
-    assert made.returncode == 0, made.stderr[-3000:]
+    (work / "known.toml").write_text('[[allow]]\ngb_id = "GB0059"\nreason = "the print in graph_breaks.py, on purpose"\n')
+    # Any torch version's capture: tests/unit/test_recorded_captures.py reads every one of them.
+    recorded = sorted((REPO / "tests" / "data" / "captures").glob("*/graph_breaks_eager.dynscope"))[0]
     for name in ("main", "branch"):
-        shutil.copy(work / "run.dynscope", work / f"{name}.dynscope")
+        shutil.copy(recorded, work / f"{name}.dynscope")
     for name in ("run", "main", "branch"):
         imported = run_dynscope("import", str(RANK_LOGS), "-o", f"{name}.dynscope", cwd=work)
         assert imported.returncode == 0, imported.stderr
-        # import wrote name.rankN.dynscope; name.dynscope itself stays the explain capture above
+        # import wrote name.rankN.dynscope only; name.dynscope is the copy above (run.dynscope: the README's own)
+    assert not (work / "run.dynscope").exists()
     return work
 
 
@@ -79,6 +81,8 @@ def test_usage_section_has_commands():
     commands = usage_commands((REPO / "README.md").read_text())
     assert len(commands) >= 20
     assert any(c.startswith("dynscope diff run.dynscope --compile 0/0 --from dynamo --to aot_forward") for c in commands)
+    # the capture most commands read is the one the first command writes (the test makes no run.dynscope)
+    assert commands[0].startswith("dynscope explain -o run.dynscope train.py")
 
 
 @needs_program("dot")  # `dynscope graph -o g.svg` draws with graphviz, as the README says
