@@ -167,28 +167,39 @@ def test_the_rewrite_removes_the_break_torch_reported_with_equal_outputs(rule: s
     assert torch.allclose(rewritten, eager)
 
 
-def test_the_batch_frexp_port_compiles_whole_and_equals_numpy_and_decimal(tmp_path: Path) -> None:
-    """library-port on IBert's batch_frexp (transformers 5.24's text, the unit tests' fixture): the break torch
-    reports is answered by the port, which compiles whole and gives bit-identical results, ties included."""
-    fixtures = _load(Path(__file__).parents[1] / "unit" / "test_library_ports.py", "library_port_fixtures")
-    before = tmp_path / "ibert_before.py"
-    before.write_text(fixtures.IBERT_FILE + "\n\ndef forward(x):\n    m, e = batch_frexp(x)\n    return torch.stack([m.double(), e])\n",
-                      encoding="utf-8")
-    # m * 2**31 ends in .5 for these two (2**30 + .5, its negative): ROUND_HALF_UP goes away from zero, torch.round to even
-    ties = torch.tensor([(2**31 + 1) / 2**32, -(2**31 + 1) / 2**30], dtype=torch.float64)
-    x = torch.cat([torch.linspace(-1.0, 2.0, 8, dtype=torch.float64), ties])
-    eager = _load(before, "ibert_before").forward(x)
+def _assert_port_answers(tmp_path: Path, source: str, stem: str, x: torch.Tensor, why: str) -> tuple[Path, Path]:
+    """``source`` (a transformers text of the unit tests' fixtures plus a driver with ``forward``) breaks in
+    ``forward(x)`` (``why``); the library-port answers that break, and the ported file compiles whole with
+    bit-identical results. The files before and after the port."""
+    before = tmp_path / f"{stem}_before.py"
+    before.write_text(source, encoding="utf-8")
+    eager = _load(before, f"{stem}_before").forward(x)
 
-    _compiled, sites, _whole = _run(before, "ibert_before_c", x)
-    assert sites, "batch_frexp must break before the port"
+    _compiled, sites, _whole = _run(before, f"{stem}_before_c", x)
+    assert sites, f"{why} must break before the port"
     candidates = {r.rule: r for r in rewrites_for(before.read_text(encoding="utf-8"), sites[0])}
     assert "library-port" in candidates, f"library-port did not answer {sites[0]}; got {sorted(candidates)}"
 
-    after = tmp_path / "ibert_after.py"
+    after = tmp_path / f"{stem}_after.py"
     after.write_text(candidates["library-port"].source, encoding="utf-8")
-    rewritten, sites_after, whole_after = _run(after, "ibert_after", x)
+    rewritten, sites_after, whole_after = _run(after, f"{stem}_after", x)
     assert sites_after == [] and whole_after, f"still breaks: {sites_after}"
     assert torch.equal(rewritten, eager)
+    return before, after
+
+
+def _port_fixtures():
+    return _load(Path(__file__).parents[1] / "unit" / "test_library_ports.py", "library_port_fixtures")
+
+
+def test_the_batch_frexp_port_compiles_whole_and_equals_numpy_and_decimal(tmp_path: Path) -> None:
+    """library-port on IBert's batch_frexp (transformers 5.24's text, the unit tests' fixture): the break torch
+    reports is answered by the port, which compiles whole and gives bit-identical results, ties included."""
+    # m * 2**31 ends in .5 for these two (2**30 + .5, its negative): ROUND_HALF_UP goes away from zero, torch.round to even
+    ties = torch.tensor([(2**31 + 1) / 2**32, -(2**31 + 1) / 2**30], dtype=torch.float64)
+    x = torch.cat([torch.linspace(-1.0, 2.0, 8, dtype=torch.float64), ties])
+    driver = "\n\ndef forward(x):\n    m, e = batch_frexp(x)\n    return torch.stack([m.double(), e])\n"
+    _assert_port_answers(tmp_path, _port_fixtures().IBERT_FILE + driver, "ibert", x, "batch_frexp")
 
 
 _REFORMER_DRIVER = '''
@@ -222,23 +233,10 @@ def forward(position_ids):
 def test_the_reformer_axial_port_compiles_whole_with_the_rows_the_cut_table_gives(tmp_path: Path) -> None:
     """The Reformer edit port (transformers 5.24's AxialPositionEmbeddings, the unit tests' fixture): the .item()
     break torch reports is answered by keeping the whole table, which compiles whole with bit-identical rows."""
-    fixtures = _load(Path(__file__).parents[1] / "unit" / "test_library_ports.py", "library_port_fixtures")
-    before = tmp_path / "reformer_before.py"
-    before.write_text(fixtures.REFORMER_FILE + _REFORMER_DRIVER, encoding="utf-8")
     # ids short of the table (the cut keeps 3 of its 4 rows) and out of order: the rows read must still match
     ids = torch.tensor([[0, 5, 17, 3, 9, 2], [20, 1, 8, 8, 0, 11]])
-    eager = _load(before, "reformer_before").forward(ids)
-
-    _compiled, sites, _whole = _run(before, "reformer_before_c", ids)
-    assert sites, "the axial table's cut must break before the port"
-    candidates = {r.rule: r for r in rewrites_for(before.read_text(encoding="utf-8"), sites[0])}
-    assert "library-port" in candidates, f"library-port did not answer {sites[0]}; got {sorted(candidates)}"
-
-    after = tmp_path / "reformer_after.py"
-    after.write_text(candidates["library-port"].source, encoding="utf-8")
-    rewritten, sites_after, whole_after = _run(after, "reformer_after", ids)
-    assert sites_after == [] and whole_after, f"still breaks: {sites_after}"
-    assert torch.equal(rewritten, eager)
+    before, after = _assert_port_answers(tmp_path, _port_fixtures().REFORMER_FILE + _REFORMER_DRIVER, "reformer", ids,
+                                         "the axial table's cut")
     # ids up to the table's last entry (no cut in the original): the same rows again
     every = torch.tensor([[31, 0, 24, 7, 30, 15], [1, 2, 3, 29, 28, 27]])
     torch._dynamo.reset()
@@ -266,19 +264,5 @@ def forward(x):
 def test_the_bigbird_plan_port_compiles_whole_with_the_same_mask(tmp_path: Path) -> None:
     """The BigBird(-Pegasus) edit port (transformers 5.24's _bigbird_block_rand_mask_with_head, the unit tests'
     fixture): np.sum's NumPy integer made np.zeros' size a tensor; with sum() the helper compiles whole, same mask."""
-    fixtures = _load(Path(__file__).parents[1] / "unit" / "test_library_ports.py", "library_port_fixtures")
-    before = tmp_path / "bigbird_before.py"
-    before.write_text(fixtures.BIGBIRD_FILE + _BIGBIRD_DRIVER, encoding="utf-8")
-    x = torch.arange(4)
-    eager = _load(before, "bigbird_before").forward(x)
-
-    _compiled, sites, _whole = _run(before, "bigbird_before_c", x)
-    assert sites, "np.zeros with np.sum's size must break before the port"
-    candidates = {r.rule: r for r in rewrites_for(before.read_text(encoding="utf-8"), sites[0])}
-    assert "library-port" in candidates, f"library-port did not answer {sites[0]}; got {sorted(candidates)}"
-
-    after = tmp_path / "bigbird_after.py"
-    after.write_text(candidates["library-port"].source, encoding="utf-8")
-    rewritten, sites_after, whole_after = _run(after, "bigbird_after", x)
-    assert sites_after == [] and whole_after, f"still breaks: {sites_after}"
-    assert torch.equal(rewritten, eager)
+    _assert_port_answers(tmp_path, _port_fixtures().BIGBIRD_FILE + _BIGBIRD_DRIVER, "bigbird", torch.arange(4),
+                         "np.zeros with np.sum's size")
