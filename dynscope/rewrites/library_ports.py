@@ -168,10 +168,9 @@ _REFORMER_CAUSE = ("position_ids.max().item() sizes a slice of the table (how ma
 # object of its own in Python 3.11) is then traced as a frame of its own, with `iter(capturable_flags)`, a
 # dict_keyiterator, for an argument, and next() on that is a break ("Missing tp_iternext"). Over a tuple of the same
 # keys the argument is a tuple_iterator, which Dynamo can wrap: the same dict, the same keys in the same order
-_OUTPUTS_FLAGS_TUPLE = (
-    ('{\n    f"output_{k}": kwargs.get(f"output_{k}", getattr(self.config, f"output_{k}", False))\n    for k in capturable_flags\n}',
-     '{\n    f"output_{k}": kwargs.get(f"output_{k}", getattr(self.config, f"output_{k}", False))\n    for k in tuple(capturable_flags)\n}'),
-)
+_OUTPUTS_FLAG = '    f"output_{k}": kwargs.get(f"output_{k}", getattr(self.config, f"output_{k}", False))'
+_OUTPUTS_FLAGS_TUPLE = ((f"{{\n{_OUTPUTS_FLAG}\n    for k in capturable_flags\n}}",
+                         f"{{\n{_OUTPUTS_FLAG}\n    for k in tuple(capturable_flags)\n}}"),)
 _OUTPUTS_WHAT = ("iterate over tuple(capturable_flags) in capture_outputs' dict of output_* flags: the same keys in the same "
                  "order, an iterator Dynamo can take when the comprehension runs as a frame of its own")
 _OUTPUTS_CAUSE = ("a break under capture_outputs' try/finally sends the whole wrapper to eager; its dict comprehension is "
