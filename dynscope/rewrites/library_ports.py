@@ -63,6 +63,11 @@ class Port:
     # found exactly once in the function (whose fingerprint already pins down where), the rest of it untouched
     edits: tuple[tuple[str, str], ...] = ()
 
+    @property
+    def uses_torch(self) -> bool:
+        """Whether the new code names torch (then ``import torch`` is made sure of)."""
+        return "torch" in self.replacement or any("torch" in new for _old, new in self.edits)
+
 
 _BATCH_FREXP = '''
 def batch_frexp(inputs, max_bit=31):
@@ -158,11 +163,24 @@ _REFORMER_WHAT = ("keep AxialPositionEmbeddings' whole table instead of cutting 
 _REFORMER_CAUSE = ("position_ids.max().item() sizes a slice of the table (how many rows the largest id needs): a "
                    "tensor's value read back to Python")
 
+# transformers' capture_outputs wrapper (every model whose forward it decorates): a break under its try/finally
+# (around the forward) cannot be resumed, so Dynamo runs the whole wrapper in eager; its dict comprehension (a code
+# object of its own in Python 3.11) is then traced as a frame of its own, with `iter(capturable_flags)`, a
+# dict_keyiterator, for an argument, and next() on that is a break ("Missing tp_iternext"). Over a tuple of the same
+# keys the argument is a tuple_iterator, which Dynamo can wrap: the same dict, the same keys in the same order
+_OUTPUTS_FLAG = '    f"output_{k}": kwargs.get(f"output_{k}", getattr(self.config, f"output_{k}", False))'
+_OUTPUTS_FLAGS_TUPLE = ((f"{{\n{_OUTPUTS_FLAG}\n    for k in capturable_flags\n}}",
+                         f"{{\n{_OUTPUTS_FLAG}\n    for k in tuple(capturable_flags)\n}}"),)
+_OUTPUTS_WHAT = ("iterate over tuple(capturable_flags) in capture_outputs' dict of output_* flags: the same keys in the same "
+                 "order, an iterator Dynamo can take when the comprehension runs as a frame of its own")
+_OUTPUTS_CAUSE = ("a break under capture_outputs' try/finally sends the whole wrapper to eager; its dict comprehension is "
+                  "then traced on its own, its argument a dict_keyiterator Dynamo cannot call next() on (\"Missing tp_iternext\")")
+
 _DENSE_COST = "every expert runs on every token: E× the expert FLOPs"
 _MOE_CAUSE = "a loop over the experts a data-dependent nonzero picks (the number of experts hit, and their tokens, are data)"
 
 # transformers 5.24 (quant_modules.py, modeling_dbrx.py, modeling_switch_transformers.py, modeling_encodec.py,
-# modeling_bigbird_pegasus.py, modeling_big_bird.py, modeling_reformer.py)
+# modeling_bigbird_pegasus.py, modeling_big_bird.py, modeling_reformer.py, utils/output_capturing.py)
 PORTS: tuple[Port, ...] = (
     Port("batch_frexp", "c93751ff9d299408717da1f796ce605f6a6239456d1c3d9b84023f8a58adc157", _BATCH_FREXP,
          "port batch_frexp() from NumPy and decimal to torch (torch.frexp, rounding half away from zero in float64: "
@@ -188,6 +206,8 @@ PORTS: tuple[Port, ...] = (
     Port("AxialPositionEmbeddings.forward", "1e3d14626a0c87ccc708e6dd0b85e26945897f39f6558261e8049a5498c3e69b", "",
          _REFORMER_WHAT, _REFORMER_CAUSE, edits=_REFORMER_WHOLE_TABLE,
          relies_on=(("AxialPositionEmbeddings.__init__", "5a1a20509f942381cb13f48a4f1a8aa70a07f4f1aa2c292a6a818c2d65f7d6ad"),)),
+    Port("capture_outputs.wrapped_fn.wrapper", "6f284acfa8b43f6717229e01394d8e3ab61b1d11948f9ba2ce5baac659cc7713", "",
+         _OUTPUTS_WHAT, _OUTPUTS_CAUSE, edits=_OUTPUTS_FLAGS_TUPLE),
 )
 
 _DROPPED_TOKENS = frozenset({tokenize.COMMENT, tokenize.NL, tokenize.ENCODING, tokenize.ENDMARKER})
@@ -332,6 +352,8 @@ def library_port(module: cst.Module, _source: str, site: BreakSite) -> Rewrite |
         ported = _edited(function, port) if port.edits else _ported(function, port)
         if ported is None:
             continue
-        rewritten = ensure_import(replace(module, function, ported), "torch")
+        rewritten = replace(module, function, ported)
+        if port.uses_torch:  # a pure-Python edit adds no import to a module that has none (output_capturing.py)
+            rewritten = ensure_import(rewritten, "torch")
         return Rewrite("library-port", port.what, port.cause, site.line, rewritten.code)
     return None

@@ -266,3 +266,127 @@ def test_the_bigbird_plan_port_compiles_whole_with_the_same_mask(tmp_path: Path)
     fixture): np.sum's NumPy integer made np.zeros' size a tensor; with sum() the helper compiles whole, same mask."""
     _assert_port_answers(tmp_path, _port_fixtures().BIGBIRD_FILE + _BIGBIRD_DRIVER, "bigbird", torch.arange(4),
                          "np.zeros with np.sum's size")
+
+
+# what the capture_outputs fixture (transformers 5.24's output_capturing.py, the decorator alone) needs from its module
+_OUTPUTS_STUBS = '''
+from contextvars import ContextVar
+
+import torch
+
+
+class _CanRecordRegistry(dict):
+    def __setitem__(self, model, can_record_outputs):
+        super().__setitem__(str(model.__class__), can_record_outputs)
+
+    def get(self, model):
+        return super().get(str(model.__class__)) or {}
+
+
+_CAN_RECORD_REGISTRY = _CanRecordRegistry()
+
+
+class _CompileableContextVar:  # as output_capturing.py has it: a plain global while compiling
+    def __init__(self, name):
+        self.context_var = ContextVar(name, default=None)
+        self.global_var = None
+        self.compiling = False
+
+    def set(self, value):
+        if torch.compiler.is_compiling():
+            self.global_var = value
+            self.compiling = True
+            return None
+        return self.context_var.set(value)
+
+    def reset(self, token):
+        if self.compiling or token is None:
+            self.global_var = None
+            self.compiling = False
+        else:
+            self.context_var.reset(token)
+
+
+_active_collector = _CompileableContextVar("output_collector")
+
+
+def selected_hidden_states(output_hidden_states):
+    return None
+
+
+def resolve_hidden_states_indices(model, selected):
+    return set(selected)
+
+
+def maybe_install_capturing_hooks(model):
+    pass
+
+'''
+
+_OUTPUTS_DRIVER = '''
+
+class _Config:
+    return_dict = True
+    output_hidden_states = False
+    output_attentions = False
+
+
+class _Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.config = _Config()
+        self.weight = torch.nn.Parameter(torch.ones(3))
+
+    @capture_outputs
+    def forward(self, x, **kwargs):
+        y = x * self.weight
+        torch._dynamo.graph_break()  # a break under the wrapper's try/finally: the wrapper runs in eager
+        return {"last_hidden_state": y + 1}
+
+
+_MODEL = _Model()
+_CAN_RECORD_REGISTRY[_MODEL] = {"hidden_states": "_Layer", "attentions": "_Attention"}
+
+
+def forward(x):
+    return _MODEL(x, output_attentions=True)["last_hidden_state"]
+'''
+
+
+def _breaks(path: Path, name: str, x: torch.Tensor) -> tuple[torch.Tensor, list[str]]:
+    """The compiled program's output, and the reasons of the breaks torch counted on its first call: resumed ones
+    ("graph_break") and those that sent a whole frame to eager ("unimplemented": the break under a try/finally)."""
+    forward = _load(path, name).forward
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    try:
+        output = torch.compile(forward, backend="eager")(x)
+        counted = [*torch._dynamo.utils.counters["graph_break"].items(), *torch._dynamo.utils.counters["unimplemented"].items()]
+        return output, [reason for reason, n in counted for _ in range(n)]
+    finally:
+        torch._dynamo.reset()
+
+
+def test_the_capture_outputs_port_removes_the_dict_keyiterator_break(tmp_path: Path) -> None:
+    """The capture_outputs edit port (transformers 5.24's wrapper, the unit tests' fixture): a break under the
+    wrapper's try/finally sends it to eager, its dict comprehension is traced alone on a dict_keyiterator
+    (Missing tp_iternext); over tuple(capturable_flags) that break is gone, the others and the output the same."""
+    fixtures = _load(Path(__file__).parents[1] / "unit" / "test_library_ports.py", "library_port_fixtures")
+    before = tmp_path / "outputs_before.py"
+    before.write_text(_OUTPUTS_STUBS + fixtures.OUTPUT_CAPTURING + _OUTPUTS_DRIVER, encoding="utf-8")
+    x = torch.arange(3.0)
+    eager = _load(before, "outputs_before").forward(x)
+
+    compiled, reasons = _breaks(before, "outputs_before_c", x)
+    iternext = [r for r in reasons if "tp_iternext" in r or "dict_keyiterator" in r]
+    assert len(iternext) == 1, f"the comprehension over the dict must break once before the port: {reasons}"
+    line = next(n for n, text in enumerate(before.read_text(encoding="utf-8").splitlines(), 1) if "recordable_keys = {" in text)
+    candidates = {r.rule: r for r in rewrites_for(before.read_text(encoding="utf-8"), BreakSite(line, "Missing tp_iternext", ""))}
+    assert "library-port" in candidates, f"library-port did not answer line {line}; got {sorted(candidates)}"
+
+    after = tmp_path / "outputs_after.py"
+    after.write_text(candidates["library-port"].source, encoding="utf-8")
+    rewritten, reasons_after = _breaks(after, "outputs_after", x)
+    assert not [r for r in reasons_after if "tp_iternext" in r or "dict_keyiterator" in r], reasons_after
+    assert len(reasons_after) == len(reasons) - 1, (reasons, reasons_after)  # only that break went
+    assert torch.equal(compiled, eager) and torch.equal(rewritten, eager)

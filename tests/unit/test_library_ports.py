@@ -3,7 +3,7 @@
 The fixtures are the functions' text copied from transformers 5.24 (ibert/quant_modules.py:704-735,
 dbrx/modeling_dbrx.py:272-308, switch_transformers/modeling_switch_transformers.py:161-180,
 encodec/modeling_encodec.py:82-176, bigbird_pegasus/modeling_bigbird_pegasus.py:833-970,
-reformer/modeling_reformer.py:193-296), so these tests do not
+reformer/modeling_reformer.py:193-296, utils/output_capturing.py:310-392), so these tests do not
 depend on the installed transformers.
 """
 
@@ -758,3 +758,142 @@ def test_reformer_changed_by_one_token_is_left_alone(function: str, before: str,
     changed = REFORMER_FILE.replace(before, after, 1)
     assert changed != REFORMER_FILE and _method(changed, function) != _method(REFORMER_FILE, function)
     assert port(changed, line_of(changed, "position_ids.max().item()"), "Unsupported Tensor.item() call") is None
+
+
+OUTPUT_CAPTURING = '''\
+from functools import wraps
+
+
+def capture_outputs(func=None, *, tie_last_hidden_states=True):
+    """
+    Decorator to intercept specific layer outputs through hooks. The hooks are installed only once and lazily,
+    the first time output capture is requested with the `output_xxx` kwargs/config.
+    The implementation is fully context/thread safe, except when using `torch.compile`, as dynamo is unable to trace
+    through `ContextVar` methods.
+
+    Args:
+        tie_last_hidden_states (`bool`, *optional*, defaults to `True`):
+            Whether to overwrite `out.hidden_states[-1]` with the `out.last_hidden_state`. This is true for all language models
+            and should be toggled off only if `out.hidden_states[-1]` has to be the hidden state before last layer norm, which
+            is needed for some vision models (e.g. CLIP, SigLIP). A model config can override this default per-model by setting
+            `config.tie_last_hidden_states`.
+    """
+
+    def wrapped_fn(func):
+        @wraps(func)
+        def wrapper(self, *args, **kwargs):
+            # Pop it so that internal modules always return a dict even if False is requested
+            return_dict = kwargs.pop("return_dict", getattr(self.config, "return_dict", True))
+
+            capturable_flags = _CAN_RECORD_REGISTRY.get(self)
+            recordable_keys = {
+                f"output_{k}": kwargs.get(f"output_{k}", getattr(self.config, f"output_{k}", False))
+                for k in capturable_flags
+            }
+            # For BC as cross-attentions used to be captured with `output_attentions`
+            if "cross_attentions" in capturable_flags:
+                recordable_keys["output_cross_attentions"] = kwargs.get(
+                    "output_attentions", getattr(self.config, "output_attentions", False)
+                )
+            # The sam model variants need this annoying exception as well...
+            if "mask_decoder_attentions" in capturable_flags:
+                recordable_keys["output_mask_decoder_attentions"] = kwargs.get(
+                    "output_attentions", getattr(self.config, "output_attentions", False)
+                )
+
+            collected_outputs = {k.replace("output_", ""): [] for k, v in recordable_keys.items() if v}
+            # `output_hidden_states` may select hidden states by index (or indices), in which case only those are kept. The
+            # indices are the ones that would select them from all the hidden states, so they may be negative
+            selected = selected_hidden_states(recordable_keys.get("output_hidden_states"))
+            if selected is not None:
+                collected_outputs["_hidden_states_layers"] = resolve_hidden_states_indices(self, selected)
+            # Make sure hooks are installed if we need to collect outputs
+            if len(collected_outputs) > 0:
+                maybe_install_capturing_hooks(self)
+            # Let's activate the output collector hooks if needed!
+            output_token = _active_collector.set(collected_outputs)
+
+            # Run the forward
+            try:
+                outputs = func(self, *args, **kwargs)
+            # Reset the states
+            finally:
+                _active_collector.reset(output_token)
+
+            collected_outputs.pop("_hidden_states_layers", None)
+            # Inject collected outputs into model output (return everything as tuples for BC)
+            for key in collected_outputs:
+                if key == "hidden_states":
+                    tie_last = getattr(self.config, "tie_last_hidden_states", None)
+                    tie_last = tie_last_hidden_states if tie_last is None else tie_last
+                    if not tie_last or not collected_outputs[key] or collected_outputs[key][-1] is None:
+                        pass
+                    elif hasattr(outputs, "vision_hidden_states"):
+                        collected_outputs[key] = collected_outputs[key][:-1]
+                        collected_outputs[key].append(outputs.vision_hidden_states)
+                    elif hasattr(outputs, "last_hidden_state"):
+                        collected_outputs[key] = collected_outputs[key][:-1]
+                        collected_outputs[key].append(outputs.last_hidden_state)
+
+                outputs[key] = tuple(collected_outputs[key])
+
+            if return_dict is False:
+                outputs = outputs.to_tuple()
+
+            return outputs
+
+        return wrapper
+
+    if func is not None:
+        return wrapped_fn(func)
+    return wrapped_fn
+'''
+
+# the comprehension of the output_* flags, as the wrapper (three levels deep) holds it
+_FLAGS_LOOP = "                for k in capturable_flags\n"
+
+
+def test_the_capture_outputs_fingerprint_is_the_one_of_the_transformers_code() -> None:
+    port = {p.qualname: p for p in PORTS}["capture_outputs.wrapped_fn.wrapper"]
+    wrapper, = (node for node, _span in nodes_of_kind(cst.parse_module(OUTPUT_CAPTURING), cst.FunctionDef)
+                if node.name.value == "wrapper")
+    assert fingerprint(wrapper) == port.fingerprint
+
+
+def test_capture_outputs_iterates_over_a_tuple_of_the_flags_and_nothing_else_changes() -> None:
+    line = line_of(OUTPUT_CAPTURING, "recordable_keys = {")
+    rewrite = port(OUTPUT_CAPTURING, line, "Missing tp_iternext")
+    assert rewrite is not None
+    expected = OUTPUT_CAPTURING.replace(_FLAGS_LOOP, "                for k in tuple(capturable_flags)\n")
+    assert expected != OUTPUT_CAPTURING and rewrite.source == expected  # one expression; no import torch added
+    assert "dict_keyiterator" in rewrite.cause and rewrite.title.startswith("iterate over tuple(capturable_flags)")
+    assert rewrite.settings == ()
+
+
+def test_capture_outputs_flags_over_the_tuple_are_the_same_dict() -> None:
+    # the comprehension as written and as ported, on a registry entry of several keys: same keys, values, order
+    flags = {"hidden_states": 1, "attentions": 2, "cross_attentions": 3}
+    kwargs = {"output_attentions": True}
+
+    def given(k: str) -> object:
+        return kwargs.get(f"output_{k}", False)
+
+    before = {f"output_{k}": given(k) for k in flags}
+    after = {f"output_{k}": given(k) for k in tuple(flags)}
+    assert list(after.items()) == list(before.items())
+    assert list(after) == ["output_hidden_states", "output_attentions", "output_cross_attentions"]
+
+
+@pytest.mark.parametrize(("before", "after"), [
+    (_FLAGS_LOOP, "                for k in list(capturable_flags)\n"),  # the edit's expression itself differs
+    ('kwargs.get(f"output_{k}", getattr(self.config, f"output_{k}", False))',
+     'kwargs.get(f"output_{k}", getattr(self.config, f"output_{k}", True))'),
+    ("if return_dict is False:", "if return_dict is True:"),
+])
+def test_capture_outputs_changed_by_one_token_is_left_alone(before: str, after: str) -> None:
+    changed = OUTPUT_CAPTURING.replace(before, after, 1)
+    assert changed != OUTPUT_CAPTURING
+    assert port(changed, line_of(changed, "recordable_keys = {"), "Missing tp_iternext") is None
+    # the same wrapper under another decorator's name is another function
+    renamed = OUTPUT_CAPTURING.replace("def capture_outputs(", "def my_capture(", 1)
+    assert port(renamed, line_of(renamed, "recordable_keys = {"), "Missing tp_iternext") is None
