@@ -214,11 +214,14 @@ class Verdict:
 
 
 def judge(baseline: RunFacts, trial: RunFacts, targets: list[str], *, rtol: float, atol: float,
-          check_stdout: bool = True, unstable: Unstable | None = None, compare_time: bool = False) -> Verdict:
+          check_stdout: bool = True, unstable: Unstable | None = None, compare_time: bool = False,
+          plain_again: Metrics | None = None) -> Verdict:
     """The verdict of one trial on the problems (keys) it targeted, and on the whole run.
     ``check_stdout`` False: a program that prints timings or dates is judged on its outputs and exit
     status alone. ``unstable``: what two plain runs did differently, left out of the comparison.
-    ``compare_time``: the runs' times were measured (``--profile``), and a slower run is a trade-off."""
+    ``compare_time``: the runs' times were measured (``--profile``), and a slower run is a trade-off.
+    ``plain_again``: a second plain run's metrics; a time is then slower only past the slower of both
+    plain runs by SLOWER_SHARE plus what they differ by."""
     if trial.timed_out:
         return Verdict("not run", None, None, STOPPED)
     if not trial.ran or trial.metrics is None:
@@ -244,7 +247,7 @@ def judge(baseline: RunFacts, trial: RunFacts, targets: list[str], *, rtol: floa
     new = [k for k in trial.problems if k not in baseline.problems and site_of(k) not in target_sites]
     grew = [k for k in trial.problems if k in baseline.problems and trial.problems[k] > baseline.problems[k]]
     grew += [k for k in targets if k not in grew and left_at(trial.problems, k) > left_at(baseline.problems, k)]
-    growth = _growth(baseline.metrics, trial.metrics, compare_time)
+    growth = _growth(baseline.metrics, trial.metrics, compare_time, plain_again)
     note = f" ({'; '.join(trial.applied_notes)})" if trial.applied_notes else ""
     if len(gone) == len(targets) and targets and not new and not grew and not growth:
         return Verdict("fixed", True, comparison.max_abs_diff, "the problem is gone, nothing new, outputs equal")
@@ -285,7 +288,7 @@ def _same_site(problems: Mapping[str, int], key: str) -> str:
     return next((k for k in problems if site is not None and site_of(k) == site), key)
 
 
-def _growth(before: Metrics | None, after: Metrics, compare_time: bool) -> list[str]:
+def _growth(before: Metrics | None, after: Metrics, compare_time: bool, plain_again: Metrics | None = None) -> list[str]:
     """What grew over the whole run: breaks, recompiles, errors, and with ``compare_time`` the time."""
     if before is None:
         return []
@@ -293,11 +296,32 @@ def _growth(before: Metrics | None, after: Metrics, compare_time: bool) -> list[
                                                     ("recompiles", before.recompiles, after.recompiles),
                                                     ("errors", before.errors, after.errors)) if a > b]
     if compare_time:
-        for name, b_s, a_s, least in (("time per call", before.steady_s_per_call, after.steady_s_per_call, SLOWER_CALL_S),
-                                      ("run time outside compiling", before.run_s, after.run_s, SLOWER_RUN_S)):
-            if b_s is not None and a_s is not None and a_s > b_s * (1 + SLOWER_SHARE) and a_s - b_s > least:
-                grew.append(f"{name} {_seconds(b_s)} → {_seconds(a_s)}")
+        grew += slower_times(before, after, plain_again)
     return grew
+
+
+def slower_times(before: Metrics, after: Metrics, plain_again: Metrics | None = None) -> list[str]:
+    """The times that grew clearly: by more than SLOWER_SHARE and the least seconds; with a second plain
+    run, past the slower of the two plain runs by SLOWER_SHARE plus what they differ by (how much the
+    program's time moves by itself on this machine)."""
+    grew = []
+    for name, pick, least in (("time per call", _steady, SLOWER_CALL_S), ("run time outside compiling", _run, SLOWER_RUN_S)):
+        b_s, a_s = pick(before), pick(after)
+        if b_s is None or a_s is None:
+            continue
+        again = pick(plain_again) if plain_again is not None else None
+        plain, spread = (b_s, 0.0) if again is None else (max(b_s, again), abs(b_s - again))
+        if a_s > plain * (1 + SLOWER_SHARE) + spread and a_s - plain > least:
+            grew.append(f"{name} {_seconds(b_s)} → {_seconds(a_s)}")
+    return grew
+
+
+def _steady(m: Metrics) -> float | None:
+    return m.steady_s_per_call
+
+
+def _run(m: Metrics) -> float | None:
+    return m.run_s
 
 
 def _fewer(before: Metrics | None, after: Metrics) -> bool:

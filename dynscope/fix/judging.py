@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from dynscope.analysis.fix_document import SecondBaseline
 from dynscope.analysis.fix_verdict import (
+    Metrics,
     RunFacts,
     Unstable,
     Verdict,
@@ -19,6 +20,7 @@ from dynscope.analysis.fix_verdict import (
     judge,
     left_at,
     moved_to_eager,
+    slower_times,
     unstable_between,
 )
 
@@ -31,12 +33,13 @@ class Judge:
     check_stdout: bool
     compare_time: bool  # the runs' times were measured (fix --profile): a slower run is a trade-off
     unstable: Unstable | None = None  # what two plain runs did differently (None: not looked at)
+    plain_again: Metrics | None = None  # a second plain run's metrics: how much the time moves by itself
 
     def __call__(self, facts: RunFacts, targets: Sequence[str], *, leaves_graph: bool = False) -> Verdict:
         """``leaves_graph``: the remedy runs code outside the graph (torch.compiler.disable): a break it
         removes while the graphs do not fall is "moved to eager", not fixed."""
         verdict = judge(self.base, facts, list(targets), rtol=self.rtol, atol=self.atol, check_stdout=self.check_stdout,
-                        unstable=self.unstable, compare_time=self.compare_time)
+                        unstable=self.unstable, compare_time=self.compare_time, plain_again=self.plain_again)
         if leaves_graph and targets and all(k.startswith("break|") for k in targets):
             gone = all(left_at(facts.problems, k) == 0 for k in targets)
             return moved_to_eager(verdict, self.base.metrics, facts.metrics, gone)
@@ -52,14 +55,33 @@ class Judge:
         outputs = compare_outputs(self.base.outputs, facts.outputs, rtol=self.rtol, atol=self.atol)
         return not outputs.equal or (self.check_stdout and facts.stdout != self.base.stdout)
 
+    def slower(self, facts: RunFacts | None) -> bool:
+        """A finished run whose time grew clearly over the one plain run: the reason to run the program
+        plainly once more (its time may move that much by itself on a busy machine)."""
+        if not self.compare_time or facts is None or facts.timed_out or facts.metrics is None or self.base.metrics is None:
+            return False
+        return bool(slower_times(self.base.metrics, facts.metrics))
+
     def with_second(self, second: RunFacts, capture: str) -> tuple[Judge, SecondBaseline]:
-        """Judged from now on what the two plain runs agree on; and what to tell about it."""
+        """Judged from now on what the two plain runs agree on, and past how much their times differ;
+        and what to tell about it."""
         unstable = unstable_between(self.base, second, rtol=self.rtol, atol=self.atol)
+        plain_again = second.metrics if self.compare_time else None
+        judge = Judge(self.base, self.rtol, self.atol, self.check_stdout, self.compare_time,
+                      unstable if unstable.any else None, plain_again)
+        times = _time_spread(self.base.metrics, plain_again)
         if not unstable.any:
-            return self, SecondBaseline(capture, (), False, "a second plain run computed and printed the same: "
-                                        "the differences are the remedies'")
-        return Judge(self.base, self.rtol, self.atol, self.check_stdout, self.compare_time, unstable), \
-            SecondBaseline(capture, unstable.notes, unstable.stdout, unstable.say())
+            return judge, SecondBaseline(capture, (), False, "a second plain run computed and printed the same: "
+                                         "the differences are the remedies'" + times)
+        return judge, SecondBaseline(capture, unstable.notes, unstable.stdout, unstable.say() + times)
+
+
+def _time_spread(first: Metrics | None, again: Metrics | None) -> str:
+    """The two plain runs' time per call, when measured: a slowdown within their spread is not counted."""
+    if first is None or again is None or first.steady_s_per_call is None or again.steady_s_per_call is None:
+        return ""
+    a, b = sorted((first.steady_s_per_call, again.steady_s_per_call))
+    return f"; its time per call moved {a * 1e3:.3g} → {b * 1e3:.3g} ms by itself: a trial is slower only past both"
 
 
 def won_on(verdict: Verdict, base: RunFacts, facts: RunFacts | None, targets: Sequence[str]) -> list[str]:

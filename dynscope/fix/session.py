@@ -259,18 +259,22 @@ def _second_baseline_if_needed(judge: Judge, trials: list[TrialRun], program: Pr
                                deadline: float, estimate: float, say: Callable[[str], None],
                                starter: Starter) -> tuple[Judge, SecondBaseline | None]:
     """A second plain run, made only when a trial computed or printed something other than the
-    baseline (a program that calls torch.seed() differs from itself): remedies are then judged on
-    what the two plain runs agree on. Made on demand, not beside the first trials, so a program
-    whose trials keep its outputs pays nothing for it."""
-    if not any(judge.differs(t.facts) for t in trials):
+    baseline (a program that calls torch.seed() differs from itself), or ran clearly slower where
+    times are judged (--profile): remedies are then judged on what the two plain runs agree on, and
+    a time as slower only past both of them by more than they differ. Made on demand, not beside
+    the first trials, so a program whose trials keep its outputs and time pays nothing for it."""
+    if any(judge.differs(t.facts) for t in trials):
+        say("a trial's outputs differ: running the program plainly once more, to see what is stable")
+    elif any(judge.slower(t.facts) for t in trials):
+        say("a trial ran slower: running the program plainly once more, to see how much its time moves by itself")
+    else:
         return judge, None
-    say("a trial's outputs differ: running the program plainly once more, to see what is stable")
     again = TrialRun("baseline-2", [], options.out_dir, options.cwd, options.profile)
     run_all(program, [again], jobs=1, deadline=deadline, estimate_s=estimate, starter=starter)
     if again.skipped or again.facts is None or not again.facts.ran or again.facts.timed_out:
         return judge, None
     judge, second = judge.with_second(again.facts, again.capture)
-    if judge.unstable is not None:
+    if judge.unstable is not None or judge.plain_again is not None:
         say(second.message)
     return judge, second
 

@@ -73,6 +73,37 @@ def test_a_slower_run_is_a_trade_off_only_where_time_was_measured():
     assert judge(base, _run({B: 14, R: 3}, 14, 3, steady=0.011), [A], rtol=0, atol=0, compare_time=True).verdict == "fixed"
 
 
+def test_a_slowdown_within_what_two_plain_runs_differ_by_is_not_slower():
+    """HuBERT on a busy machine: the same unchanged program timed 9.2 and 12.5 ms a call. A trial at
+    12.0 ms is within that; one past the slower plain run by 25% plus the spread (15.6 + 3.3 ms) is slower."""
+    base = replace(BASE, metrics=replace(BASE.metrics, steady_s_per_call=0.0092))
+    again = replace(BASE.metrics, steady_s_per_call=0.0125)
+    within = _run({B: 14, R: 3}, 14, 3, steady=0.0120)
+    judged = Judge(base, 0.0, 0.0, True, compare_time=True)
+    assert judged.slower(within)  # against one plain run, 9.2 → 12.0 ms is slower
+    assert judged(within, [A]).verdict == "trade-off"
+    with_again = Judge(base, 0.0, 0.0, True, compare_time=True, plain_again=again)
+    assert with_again(within, [A]).verdict == "fixed"
+    assert with_again(_run({B: 14, R: 3}, 14, 3, steady=0.0160), [A]).verdict == "fixed"  # past 12.5 by 28%: within 25% + spread
+    v = with_again(_run({B: 14, R: 3}, 14, 3, steady=0.0200), [A])
+    assert v.verdict == "trade-off" and v.why == "the problem is gone, but time per call 0.0092 s → 0.02 s"
+    # no second plain run asked for where times are not judged, or where nothing grew
+    assert not Judge(base, 0.0, 0.0, True, compare_time=False).slower(within)
+    assert not judged.slower(_run({B: 14, R: 3}, 14, 3, steady=0.0093))
+
+
+def test_the_second_plain_run_keeps_its_time_and_says_the_spread():
+    base = replace(BASE, metrics=replace(BASE.metrics, steady_s_per_call=0.0092))
+    second = replace(BASE, metrics=replace(BASE.metrics, steady_s_per_call=0.0125))
+    judged, said = Judge(base, 0.0, 0.0, True, compare_time=True).with_second(second, "b2.dynscope")
+    assert judged.plain_again == second.metrics and judged.unstable is None
+    assert said.message == ("a second plain run computed and printed the same: the differences are the remedies'; "
+                            "its time per call moved 9.2 → 12.5 ms by itself: a trial is slower only past both")
+    # times not judged: the second run's time is not used
+    judged, said = Judge(base, 0.0, 0.0, True, compare_time=False).with_second(second, "b2.dynscope")
+    assert judged.plain_again is None and said.message.endswith("the differences are the remedies'")
+
+
 def test_a_trade_off_never_enters_the_combined_change():
     grown = _run({B: 29, R: 12}, 29, 12)
     v = judge(BASE, grown, [A], rtol=0, atol=0)
