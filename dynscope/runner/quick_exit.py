@@ -46,6 +46,11 @@ def exit_status(code: object) -> int:
 
 def flush_open_files() -> None:
     """Flush every open file object: text wrappers first (into their buffers), then the buffers."""
+    for stream in (sys.stdout, sys.stderr):  # the outputs fix compares, whatever gc tracks
+        try:
+            stream.flush()
+        except Exception:  # noqa: BLE001  closed or replaced by the program: as python would, go on
+            pass
     objects = gc.get_objects()
     for kind in ((io.TextIOWrapper,), (io.BufferedWriter, io.BufferedRandom)):
         for obj in objects:
