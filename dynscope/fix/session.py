@@ -191,14 +191,35 @@ def _run(options: Options, say: Callable[[str], None], starter: Starter, pool: R
         ending = trial.skipped or (f"{trial.wall_s:.1f} s" if trial.wall_s is not None else "")
         say(f"run {done[0]}/{total[0]}: {titles[trial.name]} ({ending})")
 
+    # Times decide only where measured (--profile) and not shared: runs side by side share the cores.
+    plain_judge = Judge(base, options.rtol, options.atol, options.check_stdout,
+                        compare_time=options.profile and options.jobs == 1)
+    # With --jobs 2 and more, the second plain run a differing trial calls for is queued as soon as
+    # one does, to run beside the last trials instead of after them (the same run either way).
+    again: list[TrialRun] = []
+    queued: list[TrialRun] = []
+
+    def second_if_differs(trial: TrialRun) -> None:
+        if options.jobs >= 2 and not again and trial in first and plain_judge.differs(trial.facts):
+            say(_DIFFERS)
+            again.append(TrialRun("baseline-2", [], options.out_dir, options.cwd, options.profile))
+            titles["baseline-2"] = "the program as it is, again"
+            total[0] += 1
+            queued.append(again[0])
+
+    def finished_or_differs(trial: TrialRun) -> None:
+        finished(trial)
+        second_if_differs(trial)
+
     for trial in claimed:
-        pool.when_done(trial, finished)
+        if pool.is_running(trial):
+            pool.when_done(trial, finished_or_differs)
+        else:
+            second_if_differs(trial)
     run_all(program, ([speculative] if speculative else []) + [t for t in first if t not in claimed], jobs=options.jobs,
-            deadline=deadline, estimate_s=estimate, on_done=finished, starter=starter, pool=pool)
-    judge, second = _second_baseline_if_needed(
-        # Times decide only where measured (--profile) and not shared: runs side by side share the cores.
-        Judge(base, options.rtol, options.atol, options.check_stdout, compare_time=options.profile and options.jobs == 1),
-        first, program, options, deadline, estimate, say, starter)
+            deadline=deadline, estimate_s=estimate, on_done=finished_or_differs, starter=starter, pool=pool, more=queued)
+    judge, second = _second_baseline_if_needed(plain_judge, first, program, options, deadline, estimate, say, starter,
+                                               again[0] if again else None)
     # Fallbacks (maybe_mark_dynamic after mark_dynamic) run only for problems still not fixed.
     fixed = {p.key for r, ts, t in runs if t in first and t is not None and t.facts is not None for p in ts
              if judge(t.facts, [p.key]).verdict == "fixed"}
@@ -320,22 +341,28 @@ def _root(program: Program) -> str:
     return os.getcwd() if program.kind == "module" else os.path.dirname(os.path.abspath(program.target))
 
 
+_DIFFERS = "a trial's outputs differ: running the program plainly once more, to see what is stable"
+
+
 def _second_baseline_if_needed(judge: Judge, trials: list[TrialRun], program: Program, options: Options,
                                deadline: float, estimate: float, say: Callable[[str], None],
-                               starter: Starter) -> tuple[Judge, SecondBaseline | None]:
+                               starter: Starter, started: TrialRun | None = None) -> tuple[Judge, SecondBaseline | None]:
     """A second plain run, made only when a trial computed or printed something other than the
     baseline (a program that calls torch.seed() differs from itself), or ran clearly slower where
     times are judged (--profile): remedies are then judged on what the two plain runs agree on, and
     a time as slower only past both of them by more than they differ. Made on demand, not beside
     the first trials, so a program whose trials keep its outputs and time pays nothing for it."""
-    if any(judge.differs(t.facts) for t in trials):
-        say("a trial's outputs differ: running the program plainly once more, to see what is stable")
-    elif any(judge.slower(t.facts) for t in trials):
-        say("a trial ran slower: running the program plainly once more, to see how much its time moves by itself")
+    if started is not None:
+        again = started  # queued beside the trials when the first one differed (--jobs 2 and more)
     else:
-        return judge, None
-    again = TrialRun("baseline-2", [], options.out_dir, options.cwd, options.profile)
-    run_all(program, [again], jobs=1, deadline=deadline, estimate_s=estimate, starter=starter)
+        if any(judge.differs(t.facts) for t in trials):
+            say(_DIFFERS)
+        elif any(judge.slower(t.facts) for t in trials):
+            say("a trial ran slower: running the program plainly once more, to see how much its time moves by itself")
+        else:
+            return judge, None
+        again = TrialRun("baseline-2", [], options.out_dir, options.cwd, options.profile)
+        run_all(program, [again], jobs=1, deadline=deadline, estimate_s=estimate, starter=starter)
     if again.skipped or again.facts is None or not again.facts.ran or again.facts.timed_out:
         return judge, None
     judge, second = judge.with_second(again.facts, again.capture)

@@ -59,15 +59,20 @@ def program_argv(program: Program) -> list[str]:
 
 
 def run_all(program: Program, runs: list[TrialRun], *, jobs: int, deadline: float, estimate_s: float,
-            on_done: Callable[[TrialRun], None] = lambda run: None, starter: Starter, pool: RunPool | None = None) -> None:
+            on_done: Callable[[TrialRun], None] = lambda run: None, starter: Starter, pool: RunPool | None = None,
+            more: list[TrialRun] | None = None) -> None:
     """Run them ``jobs`` at a time. One that cannot finish before ``deadline`` (judged by
     ``estimate_s``, a run's expected wall time) is not started; one still running at the deadline
     is stopped and counts as timed out. With ``pool``: beside the runs already in it (trials
-    started while the baseline ran), which are waited for too."""
+    started while the baseline ran), which are waited for too. ``more``: runs ``on_done`` asks
+    for on the way (the second baseline), queued behind the others."""
     pool = pool or RunPool(program, starter, deadline)
     waiting = list(runs)
+    more = more if more is not None else []
     try:
-        while waiting or pool.running:
+        while waiting or more or pool.running:
+            waiting.extend(more)
+            more.clear()
             while waiting and len(pool.running) < max(1, jobs):
                 pool.start(waiting.pop(0), estimate_s, on_done)
             pool.step()

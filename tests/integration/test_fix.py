@@ -193,9 +193,10 @@ def test_fix_json_equals_its_golden_file(fixed):
         assert got[key] == want[key], f"fix JSON field {key!r} changed"
 
 
-def test_a_program_that_differs_from_itself_is_judged_on_what_is_stable(tmp_path):
+@pytest.mark.parametrize("jobs", ["1", "2"])  # 2: the second plain run queued beside the last trials
+def test_a_program_that_differs_from_itself_is_judged_on_what_is_stable(tmp_path, jobs):
     shutil.copy(PROGRAMS / "fix_unseeded.py", tmp_path / "prog.py")
-    result = run_dynscope("fix", "-o", "fix.json", "--jobs", "1", "prog.py", cwd=tmp_path, timeout=300)
+    result = run_dynscope("fix", "-o", "fix.json", "--jobs", jobs, "prog.py", cwd=tmp_path, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     doc = json.loads((tmp_path / "fix.json").read_text())
     second = doc["baseline"]["second_run"]
