@@ -277,3 +277,25 @@ def test_a_forked_run_ends_as_python_would_minus_its_teardown(tmp_path):
     assert os.waitstatus_to_exitcode(status) == 7
     assert (tmp_path / "unclosed.txt").read_text() == "written, never flushed"
     assert (tmp_path / "atexit.txt").read_text() == "ran"
+
+
+def test_a_run_asked_for_on_the_way_joins_the_queue(tmp_path):
+    """run_all's ``more``: the second plain run a differing trial calls for, queued while the
+    trials still run, runs on the next free slot and is waited for like them."""
+    from dynscope.fix.trials import run_all
+
+    starter = FakeStarter({"trial-1": 0.2, "trial-2": 0.8, "baseline-2": 0.2})
+    cwd = _program_dir(tmp_path)
+    runs = [TrialRun(name, [], str(tmp_path), cwd=cwd) for name in ("trial-1", "trial-2")]
+    queued: list[TrialRun] = []
+    done: list[str] = []
+
+    def on_done(run):
+        done.append(run.name)
+        if run.name == "trial-1":
+            queued.append(TrialRun("baseline-2", [], str(tmp_path), cwd=cwd))
+
+    run_all(Program("script", "x.py"), runs, jobs=2, deadline=time.time() + 30, estimate_s=0.1, on_done=on_done,
+            starter=starter, more=queued)
+    assert done == ["trial-1", "baseline-2", "trial-2"]  # beside trial-2, not after it
+    assert starter.most == 2 and not queued
