@@ -812,13 +812,15 @@ def remedies_for(problem: FixProblem, features: Features, read: SourceReader | N
 
 
 def select(problems: list[FixProblem], features: Features, only: FixFamily | None = None,
-           read: SourceReader | None = None) -> list[tuple[Remedy, list[FixProblem]]]:
-    """Each distinct remedy once, with every problem it is tried for, in problem order."""
+           read: SourceReader | None = None,
+           choose: Callable[[FixProblem, Features], list[Remedy]] | None = None) -> list[tuple[Remedy, list[FixProblem]]]:
+    """Each distinct remedy once, with every problem it is tried for, in problem order.
+    ``choose``: ``remedies_for`` remembered (dynscope fix's early trials ask it again and again)."""
     chosen: dict[str, tuple[Remedy, list[FixProblem]]] = {}
     for p in problems:
         if only and p.family != only:
             continue
-        for r in remedies_for(p, features, read):
+        for r in (choose(p, features) if choose is not None else remedies_for(p, features, read)):
             chosen.setdefault(r.key, (r, []))[1].append(p)
     return list(chosen.values())
 

@@ -30,9 +30,11 @@ from dynscope.analysis.remedies import FixProblem, Remedy, problems_of, remedies
 from dynscope.analysis.source_edits import SourceEdit, merge
 from dynscope.errors import DynscopeError
 from dynscope.events import Action, ChangeSource, DisableFunction, FixFamily
+from dynscope.fix.early import CachedRemedies, EarlyTrials, Partial, Selection, next_read_in, read_partial, trial_actions
 from dynscope.fix.judging import Judge, won_on
 from dynscope.fix.outdir import LOCK_NAME
-from dynscope.fix.trials import Starter, TrialRun, run_all, starter_for
+from dynscope.fix.trials import RunPool, Starter, TrialRun, rename, run_all, starter_for
+from dynscope.model.fix import Features
 from dynscope.runner.program import Program
 
 
@@ -81,21 +83,39 @@ Planned = tuple[Remedy, list[FixProblem], TrialRun | None]
 def run(options: Options, say: Callable[[str], None]) -> FixDocument:
     """The whole fix in ``options.out_dir`` (made and locked by the caller: dynscope/fix/outdir.py)."""
     starter = starter_for(options.out_dir)
+    started = time.time()
+    pool = RunPool(options.program, starter, started + options.budget_s)
     try:
-        return _run(options, say, starter)
+        return _run(options, say, starter, pool, started)
     finally:
+        pool.close()  # an early trial still running when the baseline failed
         starter.close()
 
 
-def _run(options: Options, say: Callable[[str], None], starter: Starter) -> FixDocument:
-    started = time.time()
+def _run(options: Options, say: Callable[[str], None], starter: Starter, pool: RunPool, started: float) -> FixDocument:
     deadline = started + options.budget_s
     before = _fingerprint(options.program)
     program = options.program
+    # Source rewrites read the files the breaks are in: the program's tree and installed libraries
+    # (with --from, the capture's directory, which the user agreed to run in before this point).
+    from dynscope.fix.source_reader import reader_for
+
+    remedies = CachedRemedies(reader_for(program_tree(options)))
+    recorded = _recorded_problems(options.from_capture) if options.from_capture else None
+
+    def selection_for(problems: list[FixProblem], features: Features, choose: CachedRemedies = remedies) -> Selection:
+        return _selection(problems, replace(features, program_root=_root(program)), options, choose)
 
     say("baseline: running the program once as it is")
     baseline = TrialRun("baseline", [], options.out_dir, options.cwd, options.profile)
-    run_all(program, [baseline], jobs=1, deadline=deadline, estimate_s=0, starter=starter)
+    early = EarlyTrials()
+    if options.jobs >= 2:  # trials start on the free slots as soon as the baseline shows their problems
+        _baseline_with_early_trials(baseline, pool, early, options.jobs, say,
+                                    lambda partial, quick: selection_for(
+                                        recorded if recorded is not None else partial.problems, partial.features,
+                                        remedies.without_rewrites() if quick else remedies))
+    else:  # --jobs 1: the strict sequence (and with --profile, times that compare)
+        run_all(program, [baseline], jobs=1, deadline=deadline, estimate_s=0, starter=starter, pool=pool)
     if baseline.skipped or (baseline.facts is not None and baseline.facts.timed_out):
         raise DynscopeError(f"the first run of the program did not finish within --budget {options.budget_s:g} s "
                             f"({'stopped' if baseline.facts else 'not started'}): nothing to compare trials with; "
@@ -110,33 +130,34 @@ def _run(options: Options, say: Callable[[str], None], starter: Starter) -> FixD
         say(f"warning: the program exited with status {base.exit_code} before compiling anything "
             f"(its output: {os.path.join(options.out_dir, 'baseline.stderr')}); dynscope's options go before the script")
     estimate = baseline.wall_s or 1.0
-    problems = _recorded_problems(options.from_capture) if options.from_capture else baseline.problems
     # The trials are judged against the baseline run; with --from, a problem recorded in the
     # capture but absent from this run's baseline cannot be judged, so the baseline's keys rule.
-    features = replace(baseline.features, program_root=_root(program))
-    # Patches to judge are all that runs beside the --try settings: the table's remedies are not tried.
-    # Source rewrites read the files the breaks are in: the program's tree and installed libraries
-    # (with --from, the capture's directory, which the user agreed to run in before this point).
-    from dynscope.fix.source_reader import reader_for
-
-    reader = reader_for(program_tree(options))
-    selection = [] if options.patches else select(problems, features, options.only, reader)
-    wanted = [p for p in problems if not options.only or p.family == options.only]
-    for remedy in options.patches + options.tries:
-        selection.append((remedy, wanted))
+    problems = recorded if recorded is not None else baseline.problems
+    selection = selection_for(problems, baseline.features)
     say(f"baseline: {_plural(len(problems), 'problem')}, {_plural(len(selection), 'remedy', 'remedies')} to try "
         f"({baseline.wall_s or 0.0:.1f} s per run)")
 
-    selection = [(_with_diff(r, program), ts) for r, ts in selection]
     runs: list[Planned] = []
     numbers = {"trial": 0, "rewrite": 0}  # a source rewrite's run is rewrite-N, the others' trial-N
+    claimed: list[TrialRun] = []  # early trials the final list took (started or ended already)
     for remedy, targets in selection:
         trial = None
         stem = "rewrite" if remedy.rule else "trial"
         numbers[stem] += 1
         if remedy.tried:
-            trial = TrialRun(f"{stem}-{numbers[stem]}", [remedy.action, *remedy.also], options.out_dir, options.cwd, options.profile)
+            name = f"{stem}-{numbers[stem]}"
+            trial = early.claim(remedy)
+            if trial is None:
+                trial = TrialRun(name, trial_actions(remedy), options.out_dir, options.cwd, options.profile)
+            else:
+                claimed.append(trial)
+                if pool.is_running(trial):
+                    trial.rename_to = name
+                else:
+                    rename(trial, name)
         runs.append((remedy, targets, trial))
+    for unwanted in early.unclaimed():  # its problem or remedy is not in the final list: no row, not counted
+        pool.drop(unwanted)
     # A fallback (maybe_mark_dynamic after mark_dynamic) waits for the first trials only where one
     # of them targets its problems. Source rewrites are not fallbacks: they run in the first batch
     # beside the settings tried on their break, so both a setting and a code change are proven.
@@ -146,7 +167,7 @@ def _run(options: Options, say: Callable[[str], None], starter: Starter) -> FixD
     def waits(remedy: Remedy, targets: list[FixProblem]) -> bool:
         return remedy.fallback and any(p.key in backed for p in targets)
     first = [t for r, ts, t in runs if t is not None and not waits(r, ts)]
-    titles = {trial.name: remedy.title for remedy, _, trial in runs if trial is not None}
+    titles = {trial.rename_to or trial.name: remedy.title for remedy, _, trial in runs if trial is not None}
     remedy_of = {r.key: r for r, _, _ in runs}
 
     def in_code(key: str) -> bool:  # on a tie the combined change takes the rewrite (docs/fix-json.md)
@@ -162,7 +183,7 @@ def _run(options: Options, say: Callable[[str], None], starter: Starter) -> FixD
         speculative = TrialRun("combined", combine([r for r, _, t in runs if r.key in guess and t is not None]).actions,
                                options.out_dir, options.cwd, options.profile)
         titles["combined"] = f"combined guess: {len(guess)} remedies"
-    done = [0]
+    done = [sum(1 for t in claimed if not pool.is_running(t))]
     total = [len(first) + (1 if speculative else 0)]
 
     def finished(trial: TrialRun) -> None:
@@ -170,12 +191,35 @@ def _run(options: Options, say: Callable[[str], None], starter: Starter) -> FixD
         ending = trial.skipped or (f"{trial.wall_s:.1f} s" if trial.wall_s is not None else "")
         say(f"run {done[0]}/{total[0]}: {titles[trial.name]} ({ending})")
 
-    run_all(program, ([speculative] if speculative else []) + first, jobs=options.jobs, deadline=deadline,
-            estimate_s=estimate, on_done=finished, starter=starter)
-    judge, second = _second_baseline_if_needed(
-        # Times decide only where measured (--profile) and not shared: runs side by side share the cores.
-        Judge(base, options.rtol, options.atol, options.check_stdout, compare_time=options.profile and options.jobs == 1),
-        first, program, options, deadline, estimate, say, starter)
+    # Times decide only where measured (--profile) and not shared: runs side by side share the cores.
+    plain_judge = Judge(base, options.rtol, options.atol, options.check_stdout,
+                        compare_time=options.profile and options.jobs == 1)
+    # With --jobs 2 and more, the second plain run a differing trial calls for is queued as soon as
+    # one does, to run beside the last trials instead of after them (the same run either way).
+    again: list[TrialRun] = []
+    queued: list[TrialRun] = []
+
+    def second_if_differs(trial: TrialRun) -> None:
+        if options.jobs >= 2 and not again and trial in first and plain_judge.differs(trial.facts):
+            say(_DIFFERS)
+            again.append(TrialRun("baseline-2", [], options.out_dir, options.cwd, options.profile))
+            titles["baseline-2"] = "the program as it is, again"
+            total[0] += 1
+            queued.append(again[0])
+
+    def finished_or_differs(trial: TrialRun) -> None:
+        finished(trial)
+        second_if_differs(trial)
+
+    for trial in claimed:
+        if pool.is_running(trial):
+            pool.when_done(trial, finished_or_differs)
+        else:
+            second_if_differs(trial)
+    run_all(program, ([speculative] if speculative else []) + [t for t in first if t not in claimed], jobs=options.jobs,
+            deadline=deadline, estimate_s=estimate, on_done=finished_or_differs, starter=starter, pool=pool, more=queued)
+    judge, second = _second_baseline_if_needed(plain_judge, first, program, options, deadline, estimate, say, starter,
+                                               again[0] if again else None)
     # Fallbacks (maybe_mark_dynamic after mark_dynamic) run only for problems still not fixed.
     fixed = {p.key for r, ts, t in runs if t in first and t is not None and t.facts is not None for p in ts
              if judge(t.facts, [p.key]).verdict == "fixed"}
@@ -231,6 +275,48 @@ def _run(options: Options, say: Callable[[str], None], starter: Starter) -> FixD
     return doc
 
 
+def _selection(problems: list[FixProblem], features: Features, options: Options, remedies: CachedRemedies) -> Selection:
+    """The remedies to try, each with the problems it serves: the table's (unless patches are
+    judged: then only they and the --try settings run), then the user's --patch and --try."""
+    selection = [] if options.patches else select(problems, features, options.only, choose=remedies)
+    wanted = [p for p in problems if not options.only or p.family == options.only]
+    for remedy in options.patches + options.tries:
+        selection.append((remedy, wanted))
+    return [(_with_diff(r, options.program), ts) for r, ts in selection]
+
+
+def _baseline_with_early_trials(baseline: TrialRun, pool: RunPool, early: EarlyTrials, jobs: int,
+                                say: Callable[[str], None], selection_of: Callable[[Partial, bool], Selection],
+                                read: Callable[[str], Partial | None] = read_partial) -> None:
+    """The baseline, and beside it, on the free job slots, the trials of the remedies its capture
+    already calls for (dynscope/fix/early.py): the table's settings first (``selection_of(partial,
+    True)``: no source read), then the source rewrites. Returns when the baseline has ended;
+    early trials may still run."""
+    if not pool.start(baseline, 0, lambda run: None):
+        return
+    since = time.time()
+    next_read = 0.0
+    while pool.is_running(baseline):
+        pool.step(0.1)
+        if len(pool.running) >= jobs or time.time() < next_read or not pool.is_running(baseline):
+            continue
+        asked = time.time()
+        partial = read(baseline.capture)
+        cost = time.time() - asked
+        for quick in (True, False):
+            if partial is None or len(pool.running) >= jobs:
+                break
+            for remedy in early.wanted(selection_of(partial, quick)):
+                if len(pool.running) >= jobs:
+                    break
+                run = TrialRun(early.next_name(), trial_actions(remedy), baseline.out_dir, baseline.cwd, baseline.profile)
+                # A run takes at least as long as the baseline has run so far: the budget check's estimate.
+                if pool.start(run, time.time() - since, lambda run: None):
+                    say(f"started early, beside the baseline: {remedy.title}")
+                    early.add(remedy, run)
+        next_read = time.time() + next_read_in(cost)
+
+
 def _with_diff(remedy: Remedy, program: Program) -> Remedy:
     """A code change as a unified diff of the user's file, where one can be made."""
     from dynscope.fix.patches import disable_diff
@@ -255,22 +341,28 @@ def _root(program: Program) -> str:
     return os.getcwd() if program.kind == "module" else os.path.dirname(os.path.abspath(program.target))
 
 
+_DIFFERS = "a trial's outputs differ: running the program plainly once more, to see what is stable"
+
+
 def _second_baseline_if_needed(judge: Judge, trials: list[TrialRun], program: Program, options: Options,
                                deadline: float, estimate: float, say: Callable[[str], None],
-                               starter: Starter) -> tuple[Judge, SecondBaseline | None]:
+                               starter: Starter, started: TrialRun | None = None) -> tuple[Judge, SecondBaseline | None]:
     """A second plain run, made only when a trial computed or printed something other than the
     baseline (a program that calls torch.seed() differs from itself), or ran clearly slower where
     times are judged (--profile): remedies are then judged on what the two plain runs agree on, and
     a time as slower only past both of them by more than they differ. Made on demand, not beside
     the first trials, so a program whose trials keep its outputs and time pays nothing for it."""
-    if any(judge.differs(t.facts) for t in trials):
-        say("a trial's outputs differ: running the program plainly once more, to see what is stable")
-    elif any(judge.slower(t.facts) for t in trials):
-        say("a trial ran slower: running the program plainly once more, to see how much its time moves by itself")
+    if started is not None:
+        again = started  # queued beside the trials when the first one differed (--jobs 2 and more)
     else:
-        return judge, None
-    again = TrialRun("baseline-2", [], options.out_dir, options.cwd, options.profile)
-    run_all(program, [again], jobs=1, deadline=deadline, estimate_s=estimate, starter=starter)
+        if any(judge.differs(t.facts) for t in trials):
+            say(_DIFFERS)
+        elif any(judge.slower(t.facts) for t in trials):
+            say("a trial ran slower: running the program plainly once more, to see how much its time moves by itself")
+        else:
+            return judge, None
+        again = TrialRun("baseline-2", [], options.out_dir, options.cwd, options.profile)
+        run_all(program, [again], jobs=1, deadline=deadline, estimate_s=estimate, starter=starter)
     if again.skipped or again.facts is None or not again.facts.ran or again.facts.timed_out:
         return judge, None
     judge, second = judge.with_second(again.facts, again.capture)

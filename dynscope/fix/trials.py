@@ -11,7 +11,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
 from dynscope.analysis.fix_verdict import RunFacts, metrics_of
 from dynscope.analysis.remedies import FixProblem, Relocate, problem_counts, problems_of
@@ -47,6 +47,7 @@ class TrialRun:
     requested_at: float | None = None  # time.time() when it was asked for (the first run waits for the fork server)
     pid: int | None = None  # its child's
     startup_s: float | None = None  # from the request to the program's start (the recorder ready)
+    rename_to: str | None = None  # an early trial the final selection took: its final name, given when it ends
 
     @property
     def capture(self) -> str:
@@ -58,49 +59,123 @@ def program_argv(program: Program) -> list[str]:
 
 
 def run_all(program: Program, runs: list[TrialRun], *, jobs: int, deadline: float, estimate_s: float,
-            on_done: Callable[[TrialRun], None] = lambda run: None, starter: Starter) -> None:
+            on_done: Callable[[TrialRun], None] = lambda run: None, starter: Starter, pool: RunPool | None = None,
+            more: list[TrialRun] | None = None) -> None:
     """Run them ``jobs`` at a time. One that cannot finish before ``deadline`` (judged by
     ``estimate_s``, a run's expected wall time) is not started; one still running at the deadline
-    is stopped and counts as timed out."""
+    is stopped and counts as timed out. With ``pool``: beside the runs already in it (trials
+    started while the baseline ran), which are waited for too. ``more``: runs ``on_done`` asks
+    for on the way (the second baseline), queued behind the others."""
+    pool = pool or RunPool(program, starter, deadline)
     waiting = list(runs)
-    running: list[tuple[TrialRun, Any, float]] = []
+    more = more if more is not None else []
     try:
-        while waiting or running:
-            while waiting and len(running) < max(1, jobs):
-                run = waiting.pop(0)
-                if time.time() + estimate_s * 0.5 > deadline:
-                    run.skipped = _OUT_OF_BUDGET
-                    on_done(run)
-                    continue
-                _clear(run)
-                _make_workdir(run)
-                handle = starter.start(program, run, deadline)
-                if handle is None:  # the fork server was still starting when the budget ran out
-                    scratch.remove(run.workdir)
-                    run.skipped = _OUT_OF_BUDGET
-                    on_done(run)
-                    continue
-                running.append((run, handle, time.time()))
-            time.sleep(0.05)
-            for item in list(running):
-                run, handle, started = item
-                returncode = starter.poll(handle)
-                timed_out = False
-                if returncode is None:
-                    if time.time() < deadline:
-                        continue
-                    returncode = starter.stop(handle)
-                    timed_out = True
-                run.wall_s = time.time() - started
-                starter.finish(run, returncode, run.wall_s)
-                scratch.remove(run.workdir)
-                _read(run, timed_out=timed_out)
-                running.remove(item)
-                on_done(run)
+        while waiting or more or pool.running:
+            waiting.extend(more)
+            more.clear()
+            while waiting and len(pool.running) < max(1, jobs):
+                pool.start(waiting.pop(0), estimate_s, on_done)
+            pool.step()
     finally:
-        for run, handle, _started in running:  # interrupted: leave no run behind
-            starter.stop(handle)
+        pool.close()  # interrupted: leave no run behind
+
+
+@dataclass
+class _Running:
+    run: TrialRun
+    handle: RunHandle
+    started: float
+    on_done: Callable[[TrialRun], None]
+
+
+class RunPool:
+    """The runs in flight: started one by one, reaped as they end (their captures read), each
+    stopped at the deadline. The session starts trials into it while the baseline still runs."""
+
+    def __init__(self, program: Program, starter: Starter, deadline: float) -> None:
+        self.program = program
+        self.starter = starter
+        self.deadline = deadline
+        self.running: list[_Running] = []
+
+    def start(self, run: TrialRun, estimate_s: float, on_done: Callable[[TrialRun], None]) -> bool:
+        """False: not started (the budget), ``run.skipped`` says so and ``on_done`` was called."""
+        if time.time() + estimate_s * 0.5 > self.deadline:
+            run.skipped = _OUT_OF_BUDGET
+            on_done(run)
+            return False
+        _clear(run)
+        _make_workdir(run)
+        handle = self.starter.start(self.program, run, self.deadline)
+        if handle is None:  # the fork server was still starting when the budget ran out
             scratch.remove(run.workdir)
+            run.skipped = _OUT_OF_BUDGET
+            on_done(run)
+            return False
+        self.running.append(_Running(run, handle, time.time(), on_done))
+        return True
+
+    def is_running(self, run: TrialRun) -> bool:
+        return any(item.run is run for item in self.running)
+
+    def step(self, pause_s: float = 0.05) -> list[TrialRun]:
+        """Wait ``pause_s``, then reap what ended (or stop what is past the deadline): those runs."""
+        time.sleep(pause_s)
+        ended = []
+        for item in list(self.running):
+            returncode = self.starter.poll(item.handle)
+            timed_out = False
+            if returncode is None:
+                if time.time() < self.deadline:
+                    continue
+                returncode = self.starter.stop(item.handle)
+                timed_out = True
+            run = item.run
+            run.wall_s = time.time() - item.started
+            self.starter.finish(run, returncode, run.wall_s)
+            scratch.remove(run.workdir)
+            _read(run, timed_out=timed_out)
+            if run.rename_to is not None:
+                rename(run, run.rename_to)
+            self.running.remove(item)
+            ended.append(run)
+            item.on_done(run)
+        return ended
+
+    def when_done(self, run: TrialRun, on_done: Callable[[TrialRun], None]) -> None:
+        """What to call when ``run`` (in flight) ends, instead of what it was started with."""
+        for item in self.running:
+            if item.run is run:
+                item.on_done = on_done
+
+    def drop(self, run: TrialRun) -> None:
+        """Stop ``run`` if it still runs, and remove what it wrote (a trial started early that
+        the final selection does not want: no row, not counted)."""
+        for item in list(self.running):
+            if item.run is run:
+                self.starter.stop(item.handle)
+                self.running.remove(item)
+        scratch.remove(run.workdir)
+        _clear(run)
+
+    def close(self) -> None:
+        """Stop every run still in flight."""
+        for item in self.running:
+            self.starter.stop(item.handle)
+            scratch.remove(item.run.workdir)
+        self.running.clear()
+
+
+def rename(run: TrialRun, name: str) -> None:
+    """Give an ended run the name the final selection numbered it by (its capture, output
+    files), so the document reads as if it had been started under that name."""
+    target = TrialRun(name, run.actions, run.out_dir)
+    _clear(target)
+    stem, new = os.path.join(run.out_dir, run.name), os.path.join(run.out_dir, name)
+    for suffix in (".dynscope", ".dynscope-wal", ".dynscope-shm", ".stdout", ".stderr"):
+        if os.path.lexists(stem + suffix):
+            os.replace(stem + suffix, new + suffix)
+    run.name, run.rename_to = name, None
 
 
 _OUT_OF_BUDGET = "the budget ran out before it could start"

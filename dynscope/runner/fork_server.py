@@ -49,6 +49,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any, NoReturn
 
+from dynscope.runner import quick_exit
 from dynscope.runner.spec import SpecError, check_extension_name
 
 NVML_CUDA_CHECK = "PYTORCH_NVML_BASED_CUDA_CHECK"
@@ -216,8 +217,11 @@ class _Server:
         signal.signal(signal.SIGINT, signal.default_int_handler)
         entry = importlib.import_module(module)
         sys.argv = [getattr(entry, "__file__", None) or module, argument]
-        entry.main()
-        raise SystemExit(0)
+        try:
+            entry.main()
+        except SystemExit as ending:
+            quick_exit.leave(ending)
+        quick_exit.leave(SystemExit(0))  # never returns: as python would end, minus its teardown
 
 
 def _kill_all(children: dict[int, str]) -> None:

@@ -193,9 +193,10 @@ def test_fix_json_equals_its_golden_file(fixed):
         assert got[key] == want[key], f"fix JSON field {key!r} changed"
 
 
-def test_a_program_that_differs_from_itself_is_judged_on_what_is_stable(tmp_path):
+@pytest.mark.parametrize("jobs", ["1", "2"])  # 2: the second plain run queued beside the last trials
+def test_a_program_that_differs_from_itself_is_judged_on_what_is_stable(tmp_path, jobs):
     shutil.copy(PROGRAMS / "fix_unseeded.py", tmp_path / "prog.py")
-    result = run_dynscope("fix", "-o", "fix.json", "--jobs", "1", "prog.py", cwd=tmp_path, timeout=300)
+    result = run_dynscope("fix", "-o", "fix.json", "--jobs", jobs, "prog.py", cwd=tmp_path, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     doc = json.loads((tmp_path / "fix.json").read_text())
     second = doc["baseline"]["second_run"]
@@ -203,3 +204,23 @@ def test_a_program_that_differs_from_itself_is_judged_on_what_is_stable(tmp_path
     assert "outputs differ between two plain runs" in result.stderr and "compared on what is stable" in result.stderr
     row, = _rows(doc, "capture_scalar_outputs")
     assert row["verdict"] == "fixed" and row["correct"] is True, row
+
+
+def test_trials_started_beside_the_baseline_give_the_document_of_the_strict_sequence(tmp_path):
+    """--jobs 2 starts the recompile's trial while the baseline still runs (dynscope/fix/early.py)
+    and renames it to its final name; the document is the one --jobs 1 (baseline, then trials)
+    writes, field for field, times and the job count aside."""
+    docs = {}
+    for jobs in ("1", "2"):
+        work = tmp_path / f"jobs{jobs}"
+        work.mkdir()
+        shutil.copy(REPO / "examples" / "recompiles.py", work / "recompiles.py")
+        result = run_dynscope("fix", "--jobs", jobs, "--out", "out", "-o", "fix.json", "recompiles.py", "--backend", "eager",
+                              cwd=work, timeout=300)
+        assert result.returncode == 0, result.stderr[-3000:]
+        assert ("started early, beside the baseline" in result.stderr) == (jobs == "2"), result.stderr[-3000:]
+        docs[jobs] = normalized_fix_document(json.loads((work / "fix.json").read_text()), work)
+        names = {p.name for p in (work / "out").iterdir()}
+        assert not any(n.startswith("early-") for n in names), names  # renamed, or removed when not wanted
+    assert docs["2"] == docs["1"]
+    assert docs["2"]["runs"] >= 3 and any(row["verdict"] == "fixed" for row in docs["2"]["trials"])
