@@ -33,7 +33,7 @@ from dynscope.events import Action, ChangeSource, DisableFunction, FixFamily
 from dynscope.fix.early import CachedRemedies, EarlyTrials, Partial, Selection, next_read_in, read_partial, trial_actions
 from dynscope.fix.judging import Judge, won_on
 from dynscope.fix.outdir import LOCK_NAME
-from dynscope.fix.trials import RunPool, Starter, TrialRun, rename, run_all, starter_for
+from dynscope.fix.trials import RunPool, Starter, TrialRun, discard, rename, run_all, starter_for
 from dynscope.model.fix import Features
 from dynscope.runner.program import Program
 
@@ -433,9 +433,6 @@ def _combined(program: Program, runs: list[Planned], proven: list[tuple[str, Ver
     keys = pick_combined(proven, lambda a, b: remedies_conflict(remedy_of[a], remedy_of[b]), in_code)
     if not keys:
         return None, 0
-    combined, made = _run_combined(program, runs, keys, judge, options, deadline, estimate, say, starter, speculative, guess)
-    if not combined.verified or combined.after is None:
-        return combined, made
     # A rewrite that removed its own break but was a trade-off alone (it let Dynamo trace on into
     # a break a winner removes: SwitchTransformers' mask clause and its expert loop) gets one more
     # run, on top of the winners; it enters only if that whole run is a win and has fewer breaks
@@ -445,12 +442,25 @@ def _combined(program: Program, runs: list[Planned], proven: list[tuple[str, Ver
     stacked = [r for r, ts, t in runs if r.rule is not None and verdict_of.get(r.key) == "trade-off" and r.key not in keys
                and t is not None and t.facts is not None and all(left_at(t.facts.problems, p.key) == 0 for p in ts)
                and not any(remedies_conflict(r, other) for other in chosen)]
-    if len(combine([*chosen, *stacked]).remedies) == len(combine(chosen).remedies):
-        return combined, made  # none to add (or each changes lines a winner changed)
+    stacked_keys = [*keys, *(r.key for r in stacked)]
+    adds = len(combine([*chosen, *stacked]).remedies) > len(combine(chosen).remedies)
+    # With a free slot the retry runs beside the winners' run, on the guess that they verify; when
+    # they do not, it is removed and not counted (the document is the one --jobs 1 writes).
+    beside = (TrialRun("combined-stacked", combine([r for r, _, _ in runs if r.key in stacked_keys]).actions, options.out_dir,
+                       options.cwd, options.profile) if adds and options.jobs > 1 else None)
+    combined, made = _run_combined(program, runs, keys, judge, options, deadline, estimate, say, starter, speculative, guess,
+                                   beside=beside)
+    if beside is not None and beside.requested_at is None and beside.skipped is None:
+        beside = None  # the winners' run needed no new run: the retry, if wanted, runs after it
+    if not combined.verified or combined.after is None or not adds:  # none to add (or each changes lines a winner changed)
+        if beside is not None:
+            discard(beside)
+        return combined, made
     say(f"combined: {_plural(len(stacked), 'rewrite')} that removed {'its' if len(stacked) == 1 else 'their'} "
         "break but grew something alone, retried on top of the winners")
-    retried, retry_made = _run_combined(program, runs, [*keys, *(r.key for r in stacked)], judge, options, deadline,
-                                        estimate, say, starter, None, [], name="combined-stacked")
+    retried, retry_made = _run_combined(program, runs, stacked_keys, judge, options, deadline,
+                                        estimate, say, starter, None, [], name="combined-stacked",
+                                        made_beside=beside)
     made += retry_made
     left_before = combined.after.graph_breaks + combined.after.recompiles
     if not retried.verified or retried.after is None or retried.after.graph_breaks + retried.after.recompiles >= left_before:
@@ -464,8 +474,11 @@ def _combined(program: Program, runs: list[Planned], proven: list[tuple[str, Ver
 
 def _run_combined(program: Program, runs: list[Planned], keys: list[str], judge: Judge, options: Options, deadline: float,
                   estimate: float, say: Callable[[str], None], starter: Starter, speculative: TrialRun | None,
-                  guess: list[str], name: str = "combined") -> tuple[Combined, int]:
-    """The combined run of ``keys``, and how many runs it made (0 when a trial or the guess already was it)."""
+                  guess: list[str], name: str = "combined", beside: TrialRun | None = None,
+                  made_beside: TrialRun | None = None) -> tuple[Combined, int]:
+    """The combined run of ``keys``, and how many runs it made (0 when a trial or the guess already was it).
+    ``beside``: a run to make at the same time, where this one needs a new run (judged by the
+    caller; left unstarted otherwise); ``made_beside``: this very run, already made beside an earlier one."""
     change = combine([r for r, _, _ in runs if r.key in keys])
     kept = {r.key for r in change.remedies}
     chosen = [(r, t, trial) for r, t, trial in runs if r.key in kept]
@@ -477,11 +490,14 @@ def _run_combined(program: Program, runs: list[Planned], keys: list[str], judge:
         trial = chosen[0][2]
     elif speculative is not None and keys == guess and speculative.skipped is None:
         trial = speculative  # the guess was right: it already ran
+    elif made_beside is not None:
+        trial, made = made_beside, int(made_beside.skipped is None)
     else:
         if name == "combined":
             say(f"combined: {len(chosen)} proven remedies in one run")
         trial = TrialRun(name, change.actions, options.out_dir, options.cwd, options.profile)
-        run_all(program, [trial], jobs=1, deadline=deadline, estimate_s=estimate, starter=starter)
+        run_all(program, [trial, *([beside] if beside is not None else [])], jobs=2 if beside is not None else 1,
+                deadline=deadline, estimate_s=estimate, starter=starter)
         made = int(trial.skipped is None)
     assert trial is not None  # a proven remedy was tried
     ran = len(chosen) > 1 and trial.skipped is None

@@ -178,6 +178,13 @@ def rename(run: TrialRun, name: str) -> None:
     run.name, run.rename_to = name, None
 
 
+def discard(run: TrialRun) -> None:
+    """Remove an ended run that turned out not to be wanted (made beside another on a guess): its
+    files go, and it is not counted."""
+    scratch.remove(run.workdir)
+    _clear(run)
+
+
 _OUT_OF_BUDGET = "the budget ran out before it could start"
 
 
