@@ -155,8 +155,7 @@ class RunPool:
             if item.run is run:
                 self.starter.stop(item.handle)
                 self.running.remove(item)
-        scratch.remove(run.workdir)
-        _clear(run)
+        discard(run)
 
     def close(self) -> None:
         """Stop every run still in flight."""
@@ -179,8 +178,8 @@ def rename(run: TrialRun, name: str) -> None:
 
 
 def discard(run: TrialRun) -> None:
-    """Remove an ended run that turned out not to be wanted (made beside another on a guess): its
-    files go, and it is not counted."""
+    """Remove an ended run that turned out not to be wanted (an early trial the final selection
+    does not take, a run made beside another on a guess): its files go, and it is not counted."""
     scratch.remove(run.workdir)
     _clear(run)
 
