@@ -207,17 +207,43 @@ def _run(options: Options, say: Callable[[str], None], starter: Starter, pool: R
             total[0] += 1
             queued.append(again[0])
 
-    def finished_or_differs(trial: TrialRun) -> None:
+    # The guess is dead once one of its remedies lost on outputs that agree with the baseline's (a
+    # difference may yet be the program's own: the second plain run judges that): it is stopped, or
+    # not started, freeing its slot. It still counts in `runs`, as --jobs 1 runs it in full.
+    member_of_guess = {id(t): (r, ts) for r, ts, t in runs if t is not None and r.key in guess}
+    guess_lost = [False]
+
+    def stop_guess_if_lost(trial: TrialRun) -> None:
+        if (speculative is None or speculative.skipped is not None or speculative.wall_s is not None  # ended
+                or id(trial) not in member_of_guess):
+            return
+        if trial.facts is None or plain_judge.differs(trial.facts):
+            return
+        remedy, targets = member_of_guess[id(trial)]
+        verdict = plain_judge(trial.facts, list(Targets.of(targets).keys), leaves_graph=_leaves_graph(remedy)).verdict
+        if verdict in ("fixed", "improved") or _may_stack(remedy, targets, trial, verdict):
+            return  # (a rewrite that may go on top of the winners: the guess may be that very run)
+        running = pool.is_running(speculative)
+        speculative.skipped = f"{'stopped' if running else 'not started'}: {remedy.title} was {verdict} alone"
+        guess_lost[0] = True
+        if running:
+            pool.drop(speculative)
+        finished(speculative)
+
+    def ended(trial: TrialRun) -> None:
         finished(trial)
         second_if_differs(trial)
+        stop_guess_if_lost(trial)
 
     for trial in claimed:
         if pool.is_running(trial):
-            pool.when_done(trial, finished_or_differs)
+            pool.when_done(trial, ended)
         else:
             second_if_differs(trial)
-    run_all(program, ([speculative] if speculative else []) + [t for t in first if t not in claimed], jobs=options.jobs,
-            deadline=deadline, estimate_s=estimate, on_done=finished_or_differs, starter=starter, pool=pool, more=queued)
+            stop_guess_if_lost(trial)
+    guessing = [speculative] if speculative is not None and speculative.skipped is None else []
+    run_all(program, guessing + [t for t in first if t not in claimed], jobs=options.jobs,
+            deadline=deadline, estimate_s=estimate, on_done=ended, starter=starter, pool=pool, more=queued)
     judge, second = _second_baseline_if_needed(plain_judge, first, program, options, deadline, estimate, say, starter,
                                                again[0] if again else None)
     # Fallbacks (maybe_mark_dynamic after mark_dynamic) run only for problems still not fixed.
@@ -240,7 +266,7 @@ def _run(options: Options, say: Callable[[str], None], starter: Starter, pool: R
         row = _row(t, remedy, trial, base, judge)
         rows.append(row)
         if trial is not None and trial.facts is not None and remedy.key not in tried_by_user:
-            verdict = judge(trial.facts, t.keys)
+            verdict = judge(trial.facts, t.keys, leaves_graph=_leaves_graph(remedy))  # "moved to eager" never wins
             proven.append((remedy.key, verdict.verdict, won_on(verdict, base, trial.facts, t.keys), trial.facts.metrics))
 
     combined, combined_runs = _combined(program, runs, proven, base, judge, options, deadline, estimate, say, starter,
@@ -256,7 +282,7 @@ def _run(options: Options, say: Callable[[str], None], starter: Starter, pool: R
         trials=tuple(rows),
         combined=combined,
         runs=1 + (second is not None) + sum(1 for t in to_run if t.skipped is None)
-        + (speculative is not None and speculative.skipped is None) + combined_runs,
+        + (speculative is not None and (speculative.skipped is None or guess_lost[0])) + combined_runs,
         jobs=options.jobs,
         budget_s=options.budget_s,
         wall_s=round(time.time() - started, 2),
@@ -388,6 +414,13 @@ def _row(t: Targets, remedy: Remedy, trial: TrialRun | None, base: RunFacts, jud
                    wall_s=_round(trial.wall_s))
 
 
+def _may_stack(remedy: Remedy, targets: list[FixProblem], trial: TrialRun | None, verdict: Verdict_ | None) -> bool:
+    """A source rewrite that removed its own break but was a trade-off alone (it let Dynamo trace on
+    into a break a winner removes): the combined change retries it on top of the winners."""
+    return (remedy.rule is not None and verdict == "trade-off" and trial is not None and trial.facts is not None
+            and all(left_at(trial.facts.problems, p.key) == 0 for p in targets))
+
+
 def _leaves_graph(remedy: Remedy) -> bool:
     """The remedy runs the breaking code in eager (torch.compiler.disable) instead of making it traceable."""
     return isinstance(remedy.action, DisableFunction) or remedy.leaves_graph
@@ -439,28 +472,37 @@ def _combined(program: Program, runs: list[Planned], proven: list[tuple[str, Ver
     # and recompiles than the winners' alone.
     verdict_of = {key: verdict for key, verdict, _, _ in proven}
     chosen = [remedy_of[k] for k in keys]
-    stacked = [r for r, ts, t in runs if r.rule is not None and verdict_of.get(r.key) == "trade-off" and r.key not in keys
-               and t is not None and t.facts is not None and all(left_at(t.facts.problems, p.key) == 0 for p in ts)
+    stacked = [r for r, ts, t in runs if r.key not in keys and _may_stack(r, ts, t, verdict_of.get(r.key))
                and not any(remedies_conflict(r, other) for other in chosen)]
     stacked_keys = [*keys, *(r.key for r in stacked)]
     adds = len(combine([*chosen, *stacked]).remedies) > len(combine(chosen).remedies)
+    # The guess, when it ran in full, may be the retry itself (the winners and the trade-off: the
+    # guess that every remedy wins took them all): it keeps its run under the retry's name, before
+    # the winners' run takes the name "combined".
+    guess_is_retry = (adds and speculative is not None and speculative.skipped is None and speculative.facts is not None
+                      and set(stacked_keys) == set(guess))
+    if guess_is_retry:
+        assert speculative is not None
+        rename(speculative, "combined-stacked")
     # With a free slot the retry runs beside the winners' run, on the guess that they verify; when
     # they do not, it is removed and not counted (the document is the one --jobs 1 writes).
     beside = (TrialRun("combined-stacked", combine([r for r, _, _ in runs if r.key in stacked_keys]).actions, options.out_dir,
-                       options.cwd, options.profile) if adds and options.jobs > 1 else None)
+                       options.cwd, options.profile) if adds and options.jobs > 1 and not guess_is_retry else None)
     combined, made = _run_combined(program, runs, keys, judge, options, deadline, estimate, say, starter, speculative, guess,
                                    beside=beside)
     if beside is not None and beside.requested_at is None and beside.skipped is None:
         beside = None  # the winners' run needed no new run: the retry, if wanted, runs after it
     if not combined.verified or combined.after is None or not adds:  # none to add (or each changes lines a winner changed)
-        if beside is not None:
-            discard(beside)
+        for unused in (beside, speculative if guess_is_retry else None):
+            if unused is not None:
+                discard(unused)
         return combined, made
     say(f"combined: {_plural(len(stacked), 'rewrite')} that removed {'its' if len(stacked) == 1 else 'their'} "
-        "break but grew something alone, retried on top of the winners")
-    retried, retry_made = _run_combined(program, runs, stacked_keys, judge, options, deadline,
-                                        estimate, say, starter, None, [], name="combined-stacked",
-                                        made_beside=beside)
+        "break but grew something alone, retried on top of the winners"
+        + (" (the combined guess was that run)" if guess_is_retry else ""))
+    retried, retry_made = _run_combined(program, runs, stacked_keys, judge, options, deadline, estimate, say, starter,
+                                        speculative if guess_is_retry else None, guess if guess_is_retry else [],
+                                        name="combined-stacked", made_beside=beside)
     made += retry_made
     left_before = combined.after.graph_breaks + combined.after.recompiles
     if not retried.verified or retried.after is None or retried.after.graph_breaks + retried.after.recompiles >= left_before:
@@ -488,7 +530,7 @@ def _run_combined(program: Program, runs: list[Planned], keys: list[str], judge:
     made = 0
     if len(chosen) == 1:  # the trial already is the combined run
         trial = chosen[0][2]
-    elif speculative is not None and keys == guess and speculative.skipped is None:
+    elif speculative is not None and set(keys) == set(guess) and speculative.skipped is None:
         trial = speculative  # the guess was right: it already ran
     elif made_beside is not None:
         trial, made = made_beside, int(made_beside.skipped is None)

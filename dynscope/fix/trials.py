@@ -99,7 +99,10 @@ class RunPool:
         self.running: list[_Running] = []
 
     def start(self, run: TrialRun, estimate_s: float, on_done: Callable[[TrialRun], None]) -> bool:
-        """False: not started (the budget), ``run.skipped`` says so and ``on_done`` was called."""
+        """False: not started (the budget), ``run.skipped`` says so and ``on_done`` was called;
+        or given up while it waited (``run.skipped`` set by the caller, who reported it)."""
+        if run.skipped is not None:
+            return False
         if time.time() + estimate_s * 0.5 > self.deadline:
             run.skipped = _OUT_OF_BUDGET
             on_done(run)
@@ -123,6 +126,8 @@ class RunPool:
         time.sleep(pause_s)
         ended = []
         for item in list(self.running):
+            if item not in self.running:  # dropped by an earlier one's on_done (a guess it made useless)
+                continue
             returncode = self.starter.poll(item.handle)
             timed_out = False
             if returncode is None:

@@ -35,6 +35,10 @@ def test_a_trade_off_rewrite_enters_the_combined_change_only_on_top_of_the_winne
     assert combined["problems_left"] == []
     assert "rewrite that was a trade-off alone, on top of the winners: breaks and recompiles" in combined["why"]
     assert combined["capture"].endswith("combined-stacked.dynscope") and (tmp_path / "out" / "combined.dynscope").exists()
+    # the guess that every remedy wins ran the winners and the trade-off together: it is the retry,
+    # so the runs are the baseline, one per remedy, the guess and the winners' run
+    assert "retried on top of the winners (the combined guess was that run)" in result.stderr
+    assert doc["runs"] == 1 + len(doc["trials"]) + 2
     # the diff holds both changes; the user's file is untouched
     assert "-        if mask is None and not torch.compiler.is_compiling():\n+        if mask is None:" in combined["patch"]
     assert "+    return x * x.sum()\n" in combined["patch"]
