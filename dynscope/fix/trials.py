@@ -108,8 +108,12 @@ class RunPool:
             on_done(run)
             return False
         _clear(run)
-        _make_workdir(run)
-        handle = self.starter.start(self.program, run, self.deadline)
+        try:
+            _make_workdir(run)
+            handle = self.starter.start(self.program, run, self.deadline)
+        except BaseException:  # a signal stopped fix while this run started (it waits for the fork server)
+            scratch.remove(_workdir_path(run))
+            raise
         if handle is None:  # the fork server was still starting when the budget ran out
             scratch.remove(run.workdir)
             run.skipped = _OUT_OF_BUDGET
