@@ -25,9 +25,19 @@ import os
 import resource
 import time
 from collections.abc import Iterator
-from typing import Any
+from dataclasses import dataclass
 
 import pytest
+
+
+@dataclass(frozen=True)
+class CpuOfTest:
+    """One line of SUITE_CPU_OUT: a test's own CPU seconds, its waited children's, and its wall time."""
+
+    id: str
+    self: float
+    children: float
+    wall: float
 
 
 def _cpu() -> tuple[float, float]:
@@ -54,17 +64,18 @@ def main() -> None:
     parser.add_argument("--tests", action="store_true", help="one row per test, not per file")
     parser.add_argument("--most", type=int, default=40)
     args = parser.parse_args()
-    rows: list[dict[str, Any]] = [json.loads(line) for line in open(args.path)]
-    cpu: collections.Counter[str] = collections.Counter()
-    children: collections.Counter[str] = collections.Counter()
+    with open(args.path) as f:
+        rows = [CpuOfTest(**json.loads(line)) for line in f]
+    cpu: collections.defaultdict[str, float] = collections.defaultdict(float)
+    children: collections.defaultdict[str, float] = collections.defaultdict(float)
     count: collections.Counter[str] = collections.Counter()
     for row in rows:
-        key = row["id"] if args.tests else row["id"].split("::")[0]
-        cpu[key] += row["self"] + row["children"]
-        children[key] += row["children"]
+        key = row.id if args.tests else row.id.split("::")[0]
+        cpu[key] += row.self + row.children
+        children[key] += row.children
         count[key] += 1
     print(f"{'CPU s':>8} {'children':>8} {'tests':>5}  {'test' if args.tests else 'file'}")
-    for key, seconds in cpu.most_common(args.most):
+    for key, seconds in sorted(cpu.items(), key=lambda item: -item[1])[: args.most]:
         print(f"{seconds:8.1f} {children[key]:8.1f} {count[key]:5d}  {key}")
     print(f"{sum(cpu.values()):8.1f} {sum(children.values()):8.1f} {len(rows):5d}  in all")
 

@@ -25,7 +25,7 @@ from dynscope.analysis.fix_document import (
     SecondBaseline,
     TrialRow,
 )
-from dynscope.analysis.fix_verdict import STOPPED, Metrics, RunFacts, Verdict_, left_at, pick_combined
+from dynscope.analysis.fix_verdict import STOPPED, Metrics, RunFacts, Verdict, Verdict_, left_at, pick_combined
 from dynscope.analysis.remedies import FixProblem, Remedy, problems_of, remedies_conflict, select
 from dynscope.analysis.source_edits import SourceEdit, merge
 from dynscope.errors import DynscopeError
@@ -263,10 +263,10 @@ def _run(options: Options, say: Callable[[str], None], starter: Starter, pool: R
         # One row per remedy, judged on every problem it serves together (a --try setting or a
         # --patch: on every problem).
         t = Targets.every(targets, tried_by_user[remedy.key]) if remedy.key in tried_by_user else Targets.of(targets)
-        row = _row(t, remedy, trial, base, judge)
+        row, verdict = _row(t, remedy, trial, base, judge)
         rows.append(row)
-        if trial is not None and trial.facts is not None and remedy.key not in tried_by_user:
-            verdict = judge(trial.facts, t.keys, leaves_graph=_leaves_graph(remedy))  # "moved to eager" never wins
+        if verdict is not None and trial is not None and trial.facts is not None and remedy.key not in tried_by_user:
+            # the row's own verdict: a remedy judged "moved to eager" there never wins here
             proven.append((remedy.key, verdict.verdict, won_on(verdict, base, trial.facts, t.keys), trial.facts.metrics))
 
     combined, combined_runs = _combined(program, runs, proven, base, judge, options, deadline, estimate, say, starter,
@@ -397,21 +397,23 @@ def _second_baseline_if_needed(judge: Judge, trials: list[TrialRun], program: Pr
     return judge, second
 
 
-def _row(t: Targets, remedy: Remedy, trial: TrialRun | None, base: RunFacts, judge: Judge) -> TrialRow:
+def _row(t: Targets, remedy: Remedy, trial: TrialRun | None, base: RunFacts,
+         judge: Judge) -> tuple[TrialRow, Verdict | None]:
+    """The remedy's row, and the verdict it shows (None: no run to judge), which the combined change picks by."""
     row = TrialRow(t.row, remedy.title, remedy.key, remedy.applies_as, remedy.patch, Measured(base.metrics, t.count),
                    "not run", "", problems=t.served, rewrite=RewriteNote.of(remedy))
     if trial is None:
-        return replace(row, why="a code change: paste the patch (dynscope never edits your files)")
+        return replace(row, why="a code change: paste the patch (dynscope never edits your files)"), None
     if trial.skipped or trial.facts is None:
-        return replace(row, why=trial.skipped or "not run")
+        return replace(row, why=trial.skipped or "not run"), None
     facts = trial.facts
-    if facts.timed_out:  # what a cut-short run recorded is no count to compare
-        return replace(row, why=STOPPED, capture=trial.capture, wall_s=_round(trial.wall_s))
     v = judge(facts, t.keys, leaves_graph=_leaves_graph(remedy))
+    if facts.timed_out:  # what a cut-short run recorded is no count to compare
+        return replace(row, why=STOPPED, capture=trial.capture, wall_s=_round(trial.wall_s)), v
     count = sum(left_at(facts.problems, k) for k in t.keys)
     return replace(row, after=Measured(facts.metrics, count) if facts.metrics else None, correct=v.correct,
                    max_abs_diff=v.max_abs_diff, verdict=v.verdict, why=v.why, capture=trial.capture,
-                   wall_s=_round(trial.wall_s))
+                   wall_s=_round(trial.wall_s)), v
 
 
 def _may_stack(remedy: Remedy, targets: list[FixProblem], trial: TrialRun | None, verdict: Verdict_ | None) -> bool:
