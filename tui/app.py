@@ -144,8 +144,16 @@ class DynscopeApp(App[None]):
 
     async def _focus_view(self, tab: str) -> View:
         view = await self.view(tab)
+
+        def focus_if_still_shown() -> None:
+            # A focus meant for a tab the user has since left would make TabbedContent switch
+            # back to it, whose own deferred focus then switches again: the two tabs took turns
+            # for seconds at full CPU before one won.
+            if self.query_one("#tabs", TabbedContent).active == tab:
+                view.focus_main()
+
         # After the switch is laid out: a hidden widget can't take focus.
-        self.call_after_refresh(view.focus_main)
+        self.call_after_refresh(focus_if_still_shown)
         return view
 
     # -- requests from the views ------------------------------------------------------------
