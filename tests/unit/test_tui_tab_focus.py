@@ -45,7 +45,7 @@ def _switch(keys: str) -> tuple[str, str, int]:
     return asyncio.run(main())
 
 
-def test_one_switch_moves_focus_once_and_stays():
+def test_one_switch_lands_on_its_tab():
     active, pane, moves = _switch("3")
     assert (active, pane) == ("breaks", "breaks")
     assert moves <= 3  # onto the overview's list, away from it (dropped), onto the breaks list
