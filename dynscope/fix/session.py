@@ -399,7 +399,7 @@ def _second_baseline_if_needed(judge: Judge, trials: list[TrialRun], program: Pr
 
 def _row(t: Targets, remedy: Remedy, trial: TrialRun | None, base: RunFacts,
          judge: Judge) -> tuple[TrialRow, Verdict | None]:
-    """The remedy's row, and the verdict it shows (None: no run to judge), which the combined change picks by."""
+    """The remedy's row, and the trial's verdict (None: no run to judge), which the combined change picks by."""
     row = TrialRow(t.row, remedy.title, remedy.key, remedy.applies_as, remedy.patch, Measured(base.metrics, t.count),
                    "not run", "", problems=t.served, rewrite=RewriteNote.of(remedy))
     if trial is None:
