@@ -43,7 +43,10 @@ def _load(name: str) -> Command:
     return command
 
 
-def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
+def build_parser(only: str | None = None) -> tuple[argparse.ArgumentParser, dict[str, Command]]:
+    """The whole command line, or (``only``: a subcommand's name) the one subcommand it runs:
+    a command's module imports the model and views it needs, and a command should not pay
+    for all the others' at start-up (``dynscope summary`` imports a third of what all would)."""
     parser = argparse.ArgumentParser(
         prog="dynscope",
         description="See what torch.compile did to your program, and why.",
@@ -51,7 +54,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
     parser.add_argument("--version", action="version", version=f"dynscope {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands = {}
-    for name in SUBCOMMANDS:
+    for name in SUBCOMMANDS if only is None else (only,):
         try:
             command = _load(name)
         except ModuleNotFoundError as e:
@@ -82,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"dynscope: {_not_installed('rich')}", file=sys.stderr)
         return 1
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser, commands = build_parser()
+    parser, commands = build_parser(argv[0] if argv and argv[0] in SUBCOMMANDS else None)
     # explain hands everything after the program name to the program untouched, so it
     # parses its own arguments instead of going through argparse's subparser.
     if argv and argv[0] == "explain" and "explain" in commands:
