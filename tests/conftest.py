@@ -48,7 +48,8 @@ def _compile_dynscope_bytecode() -> None:
 
     An editable install's modules are compiled on import, and with PYTHONDONTWRITEBYTECODE=1 (set
     on these machines) never written: each of the suite's ~800 dynscope processes compiled the
-    ~150 modules it imports from source again (0.13 s of a `dynscope summary`'s 0.42 s of CPU).
+    modules it imports from source again (a `dynscope summary` imports 57: 0.455 s of CPU instead
+    of 0.281 s, bench/cli_startup.py).
     Python still reads .pyc files it is told not to write, and checks each against its source."""
     if os.environ.get("PYTEST_XDIST_WORKER"):
         return  # the controller already did
