@@ -158,7 +158,7 @@ def test_disable_wraps_a_helper_without_editing_it(tmp_path):
 # Measured, so different on every run: compared by presence, not value.
 _TIMES = {"compile_s", "run_s", "wall_s", "budget_s"}
 # Computed in float32 by kernels whose rounding depends on the CPU's vector instructions (an AMD
-# EPYC and an Intel Xeon differ in the 7th digit): compared to 4 significant digits.
+# EPYC and the machine that recorded the golden file differ in the 7th digit): compared to 4 significant digits.
 _CPU_ROUNDED = {"max_abs_diff"}
 GOLDEN_FIX = REPO / "tests" / "data" / "golden" / "fix_model.fix.json"
 
