@@ -74,11 +74,20 @@ def test_replayed_lookup_agrees_with_torch_profiler_on_cpu(tmp_path):
     assert_lookup_agrees(tmp_path, "cpu")
 
 
-def test_compare_shows_a_per_call_lookup_regression(tmp_path):
-    """A model four times as deep has more guards to check on every call: compare says so."""
-    shallow, deep = str(tmp_path / "shallow.dynscope"), str(tmp_path / "deep.dynscope")
-    profiled_lookups("cpu", shallow, depth=4)
-    profiled_lookups("cpu", deep, depth=32)
+def test_compare_shows_a_per_call_lookup_regression(tmp_path, attempts: int = 3):
+    """A model eight times as deep has more guards to check on every call: compare says so.
+
+    The two runs are timed one after the other, so another process's load on one of them can
+    hide the difference (seen in a slow CI run: 1.41x): the pair is made again, at most
+    ``attempts`` times in all. A comparison that does not see the deeper guards fails every time."""
+    for attempt in range(attempts):
+        shallow, deep = str(tmp_path / f"shallow{attempt}.dynscope"), str(tmp_path / f"deep{attempt}.dynscope")
+        profiled_lookups("cpu", shallow, depth=4)
+        profiled_lookups("cpu", deep, depth=32)
+        with Capture.open(shallow) as before, Capture.open(deep) as after:
+            [change] = comparison_document(compare(before, after))["call_overhead"]
+        if change["lookup_per_call_s"]["after"] > 1.5 * change["lookup_per_call_s"]["before"]:
+            break
     with Capture.open(shallow) as before, Capture.open(deep) as after:
         result = compare(before, after)
         [change] = comparison_document(result)["call_overhead"]
