@@ -14,13 +14,16 @@ import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dynscope.minifier.case import Case, case_from_failure, case_from_graph_record
 from dynscope.minifier.child import DetectionOptions
 from dynscope.minifier.files import FAILURE_FILE, GRAPHS_DIR, MARKER_FILE, PROGRAM_LOG, read_marker
 from dynscope.minifier.signature import crash_signature, hang_signature
 from dynscope.runner.program import Program
+
+if TYPE_CHECKING:
+    from dynscope.runner.launcher import RunningChild
 
 
 @dataclass
@@ -71,7 +74,7 @@ class _Watch:
         self.stuck: tuple[int, int] | None = None  # (graph, state) it was stopped in
         self.last_marker: tuple[int, int, int] | None = None
 
-    def wait(self, proc: subprocess.Popen) -> int:
+    def wait(self, proc: RunningChild) -> int:
         seen, since = None, time.monotonic()
         while True:
             try:

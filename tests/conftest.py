@@ -6,6 +6,7 @@ session and shared; tests must treat capture files as read-only.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import os
 import shutil
@@ -62,7 +63,79 @@ def _compile_dynscope_bytecode() -> None:
 _compile_dynscope_bytecode()
 
 
+class _ForkPool:
+    """The session's warm fork pool (dynscope/runner/fork_pool.py; CONTRIBUTING.md, "Test-only
+    settings"): one process that imports torch once, from which every fork server a test's
+    dynscope starts is forked. Started by the process that configures first (the xdist controller),
+    after every other setting above (a process whose environment differs gets a server of its
+    own), and only for a session that runs more than the torch-free unit layer."""
+
+    def __init__(self) -> None:
+        from dynscope.runner.fork_client import module_command
+        from dynscope.runner.fork_pool import POOL_ENV
+
+        self.directory = tempfile.mkdtemp(prefix="dynscope-tests-pool-")  # only this user may enter it
+        address = os.path.join(self.directory, "pool.sock")
+        os.environ[POOL_ENV] = address
+        with open(os.path.join(self.directory, "pool.log"), "wb") as log:
+            # stdin is its lifeline: it ends, with every server it forked, when this process closes it or dies.
+            self.proc = subprocess.Popen([*module_command("dynscope.runner.fork_pool"), address],
+                                         stdin=subprocess.PIPE, stdout=log, stderr=log, start_new_session=True)
+
+    def summary(self) -> str:
+        """How many fork servers it forked, and why it refused the parents it refused."""
+        with open(os.path.join(self.directory, "pool.log"), errors="replace") as f:
+            lines = f.read().splitlines()
+        forked = sum(" forked server " in line for line in lines)
+        refused = collections.Counter(line.split("refused a parent: ", 1)[1] for line in lines if "refused a parent: " in line)
+        why = "; ".join(f"{n} × {reason}" for reason, n in refused.most_common())
+        return f"dynscope fork pool: {forked} servers forked, {sum(refused.values())} parents refused" + (
+            f" ({why})" if why else "")
+
+    def close(self) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+_FORK_POOL: _ForkPool | None = None
+
+
+def _needs_torch(config: pytest.Config) -> bool:
+    unit = REPO / "tests" / "unit"
+    paths = [Path(arg.split("::")[0]).resolve() for arg in config.args] or [Path.cwd()]
+    return any(not path.is_relative_to(unit) for path in paths)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    global _FORK_POOL
+    from dynscope.runner.fork_pool import POOL_ENV
+
+    if not os.environ.get("PYTEST_XDIST_WORKER") and POOL_ENV not in os.environ and _needs_torch(config):
+        _FORK_POOL = _ForkPool()
+
+
+@pytest.fixture
+def no_fork_pool(monkeypatch: pytest.MonkeyPatch) -> None:
+    """For tests whose subject is how dynscope starts, signals and ends its processes: they run
+    the way users' runs do, without the session's warm fork pool."""
+    from dynscope.runner.fork_pool import POOL_ENV
+
+    monkeypatch.delenv(POOL_ENV, raising=False)
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _FORK_POOL is not None:
+        terminalreporter.write_line(_FORK_POOL.summary())
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
+    if _FORK_POOL is not None:
+        _FORK_POOL.close()
     if _SESSION_INDUCTOR_CACHE is not None:
         shutil.rmtree(_SESSION_INDUCTOR_CACHE, ignore_errors=True)
 

@@ -20,8 +20,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from dynscope.runner import fork_pool
 from dynscope.runner.fork_server import REQUEST_HEADER_BYTES
 from dynscope.runner.spec import check_extension_name
+
+CHILD_MODULE = "dynscope.runner.child"  # what a recording child runs
 
 
 class ServerGone(OSError):
@@ -59,18 +62,37 @@ class ForkServer:
         """``command``: the server's command line before its socket's number (tests start a
         stand-in that imports no torch)."""
         names = [check_extension_name(name) for name in preload]
+        # Under the test suite's warm pool (a test-only setting): a server forked from it.
+        pooled = fork_pool.connect(log_fd, names) if command is None else None
+        if pooled is not None:
+            self._attach(pooled.sock, None, pooled.pid)
+            return
         ours, theirs = socket.socketpair()
         start = list(command) if command is not None else module_command("dynscope.runner.fork_server")
         try:
-            self.proc = subprocess.Popen([*start, str(theirs.fileno()), *names],
-                                         pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=log_fd,
-                                         stderr=log_fd, start_new_session=True)
+            proc = subprocess.Popen([*start, str(theirs.fileno()), *names], pass_fds=[theirs.fileno()],
+                                    stdin=subprocess.DEVNULL, stdout=log_fd, stderr=log_fd, start_new_session=True)
         except BaseException:
             ours.close()
             raise
         finally:
             theirs.close()
-        self._sock = ours
+        self._attach(ours, proc, proc.pid)
+
+    @classmethod
+    def from_pool(cls, log_fd: int, preload: Sequence[str] = ()) -> ForkServer | None:
+        """A server forked from the test suite's warm pool; None where there is none (or it refused)."""
+        pooled = fork_pool.connect(log_fd, [check_extension_name(name) for name in preload])
+        if pooled is None:
+            return None
+        server = cls.__new__(cls)
+        server._attach(pooled.sock, None, pooled.pid)
+        return server
+
+    def _attach(self, sock: socket.socket, proc: subprocess.Popen[bytes] | None, pid: int) -> None:
+        self._sock = sock
+        self.proc = proc  # the server process we started (None: the pool's)
+        self.pid = pid
         self._changed = threading.Condition()
         self.state: ServerState | None = None
         self._pids: dict[str, int] = {}
@@ -78,7 +100,7 @@ class ForkServer:
         self._ended: dict[str, int] = {}
         self._gone = False
         self._next_id = 0
-        threading.Thread(target=self._read, args=(ours.makefile("rb"),), name="dynscope-fork-server",
+        threading.Thread(target=self._read, args=(sock.makefile("rb"),), name="dynscope-fork-server",
                          daemon=True).start()
 
     # -- asking ------------------------------------------------------------------------------
@@ -148,7 +170,7 @@ class ForkServer:
 
     @property
     def alive(self) -> bool:
-        return not self._gone and self.proc.poll() is None
+        return not self._gone and (self.proc is None or self.proc.poll() is None)
 
     def close(self) -> None:
         """End it: with its socket closed it kills every child it still has and exits at once."""
@@ -157,6 +179,8 @@ class ForkServer:
         except OSError:
             pass
         self._sock.close()
+        if self.proc is None:
+            return  # the pool's: it ends by itself on seeing the socket closed, and the pool reaps it
         for ending in (signal.SIGTERM, signal.SIGKILL):
             try:
                 self.proc.wait(timeout=2.0)
@@ -190,3 +214,39 @@ class ForkServer:
             self._ended[str(message["id"])] = int(message["returncode"])
         elif "error" in message:
             self._errors[str(message["id"])] = str(message["error"])
+
+
+class ForkedProcess:
+    """A forked child seen the way ``subprocess.Popen`` shows a process (what the launcher and its
+    callers use of it), with the server it was forked from, which ``close()`` ends."""
+
+    def __init__(self, server: ForkServer, child: ForkedChild) -> None:
+        self.server = server
+        self.child = child
+        self.pid = child.pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            self.returncode = self.server.returncode(self.child)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None:
+            self.returncode = self.server.wait(self.child, timeout)
+        if self.returncode is None:
+            raise subprocess.TimeoutExpired(f"forked child {self.pid}", timeout or 0.0)
+        return self.returncode
+
+    def send_signal(self, signum: int) -> None:
+        if self.poll() is None:
+            try:
+                os.kill(self.pid, signum)
+            except OSError:
+                pass
+
+    def kill(self) -> None:
+        self.server.kill(self.child)
+
+    def close(self) -> None:
+        self.server.close()

@@ -120,7 +120,7 @@ def _cuda_works_in_a_child() -> bool:
         time.sleep(0.05)
 
 
-def _read_exactly(sock: socket.socket, size: int) -> bytes:
+def read_exactly(sock: socket.socket, size: int) -> bytes:
     chunks: list[bytes] = []
     while size > 0:
         chunk = sock.recv(min(size, 1 << 20))
@@ -156,11 +156,11 @@ class _Server:
                     header, fds, _flags, _addr = socket.recv_fds(self.sock, REQUEST_HEADER_BYTES, 3)
                     if not header:  # the parent is done or gone: no child may outlive it
                         self.end()
-                    header += _read_exactly(self.sock, REQUEST_HEADER_BYTES - len(header))
+                    header += read_exactly(self.sock, REQUEST_HEADER_BYTES - len(header))
                     size = int.from_bytes(header, "big")
                     if size > _MAX_REQUEST_BYTES:
                         raise ValueError(f"a request of {size} bytes")
-                    self.handle(json.loads(_read_exactly(self.sock, size)), fds)
+                    self.handle(json.loads(read_exactly(self.sock, size)), fds)
                 for pid in list(self.children):
                     done, status = os.waitpid(pid, os.WNOHANG)
                     if done:
@@ -261,12 +261,17 @@ def _threads() -> str:
 
 def main() -> None:
     sock = socket.socket(fileno=int(sys.argv[1]))
-    preload = sys.argv[2:]
     nvml_check = os.environ.get(NVML_CUDA_CHECK)
     # Before anything asks: torch.cuda.is_available(), which Inductor and Triton call, then counts
     # devices with NVML, where CUDA's runtime would call cuInit and leave forked children unable to
     # use CUDA ("poison fork", see torch.cuda.is_available's docstring). Children get it back.
     os.environ[NVML_CUDA_CHECK] = "1"
+    serve_parent(sock, sys.argv[2:], nvml_check)
+
+
+def serve_parent(sock: socket.socket, preload: list[str], nvml_check: str | None) -> NoReturn:
+    """Prepare, tell the parent whether this server forks, then serve it until it goes away.
+    (Also how a warm fork pool's copy serves its client: dynscope/runner/fork_pool.py.)"""
     try:
         state = prepare_server(preload)
     except Exception as e:  # noqa: BLE001  the parent starts fresh processes instead
@@ -280,7 +285,7 @@ def main() -> None:
     if server is None:
         os._exit(0)
     server.serve()
-
+    os._exit(0)  # serve() ends the process itself; never back into a caller's frames
 
 if __name__ == "__main__":
     main()

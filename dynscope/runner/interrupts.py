@@ -23,13 +23,19 @@ from __future__ import annotations
 import collections
 import os
 import signal
-import subprocess
 import threading
 import time
+from typing import Protocol
 
 # One kill(2) of a process group reaches its members within microseconds; this is how far apart
 # the launcher's and the child's copy may be seen (a loaded machine schedules them late).
 _SAME_SIGNAL_S = 0.5
+
+
+class Signallable(Protocol):
+    """The child as the relay sees it (a ``subprocess.Popen``, or a forked child like one)."""
+
+    def send_signal(self, sig: int) -> None: ...
 
 
 class SigintRelay:
@@ -40,10 +46,10 @@ class SigintRelay:
         self._read_fd, self.child_fd = os.pipe()
         self._notes: collections.deque[float] = collections.deque()
         self._changed = threading.Condition()
-        self._proc: subprocess.Popen[bytes] | None = None
+        self._proc: Signallable | None = None
         self._echoes = 0  # SIGINTs passed on whose notes are still to come back
 
-    def started(self, proc: subprocess.Popen[bytes]) -> None:
+    def started(self, proc: Signallable) -> None:
         """The child runs (and holds its end of the pipe): start listening."""
         self._proc = proc
         os.close(self.child_fd)

@@ -8,7 +8,6 @@ into the capture and can still print the summary. This process never imports tor
 from __future__ import annotations
 
 import dataclasses
-import io
 import os
 import signal
 import sqlite3
@@ -17,10 +16,13 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from dynscope.recorder import record_run_end
+from dynscope.runner import fork_pool
 from dynscope.runner.children import children_of_run
+from dynscope.runner.fork_client import CHILD_MODULE, ForkedProcess, ForkServer
+from dynscope.runner.interpreter import interpreter_flags
 from dynscope.runner.interrupts import SigintRelay
 from dynscope.runner.program import Program, check_runnable
 from dynscope.runner.spec import ChildSpec
@@ -66,8 +68,23 @@ def rank_from_env() -> tuple[int | None, int | None]:
         return None, None
 
 
+class RunningChild(Protocol):
+    """What the launcher and a ``wait`` use of the child: a ``subprocess.Popen``, or a child forked
+    from the test suite's warm pool (fork_client.ForkedProcess)."""
+
+    pid: int
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+    def poll(self) -> int | None: ...
+
+    def send_signal(self, sig: int) -> None: ...
+
+    def kill(self) -> None: ...
+
+
 def launch(spec: ChildSpec, *, popen_kwargs: dict[str, Any] | None = None,
-           wait: Callable[[subprocess.Popen[bytes]], int] | None = None) -> RunResult:
+           wait: Callable[[RunningChild], int] | None = None) -> RunResult:
     """Run the program in ``python -m dynscope.runner.child SPEC`` and record how it ended.
 
     ``popen_kwargs`` go to Popen (e.g. where the program's output goes), and ``wait(proc)``
@@ -77,13 +94,10 @@ def launch(spec: ChildSpec, *, popen_kwargs: dict[str, Any] | None = None,
     check_runnable(spec.program)
     check_capture_target(spec.capture)
     relay = SigintRelay()
-    argv = child_command(dataclasses.replace(spec, sigint_notes_fd=relay.child_fd))
-    kwargs = dict(popen_kwargs or {})
-    kwargs["pass_fds"] = (*kwargs.get("pass_fds", ()), relay.child_fd)
     with exclusive_writer(spec.capture):
         started = time.time()
         try:
-            proc = subprocess.Popen(argv, **kwargs)
+            proc = _forked_from_pool(spec, popen_kwargs or {}) or _fresh_child(spec, relay, popen_kwargs or {})
         except BaseException:
             relay.close()
             raise
@@ -98,21 +112,56 @@ def launch(spec: ChildSpec, *, popen_kwargs: dict[str, Any] | None = None,
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
+            if isinstance(proc, ForkedProcess):
+                proc.close()
         written = _finish_capture(spec.capture, returncode, time.time() - started, program_pid=proc.pid)
     return RunResult(spec.capture, returncode, written)
 
 
+def _fresh_child(spec: ChildSpec, relay: SigintRelay, popen_kwargs: dict[str, Any]) -> subprocess.Popen[bytes]:
+    argv = child_command(dataclasses.replace(spec, sigint_notes_fd=relay.child_fd))
+    kwargs = {**popen_kwargs, "pass_fds": (*popen_kwargs.get("pass_fds", ()), relay.child_fd)}
+    return subprocess.Popen(argv, **kwargs)
+
+
+def _forked_from_pool(spec: ChildSpec, popen_kwargs: dict[str, Any]) -> ForkedProcess | None:
+    """Under the test suite's warm pool (a test-only setting, dynscope/runner/fork_pool.py): the
+    child forked from a server the pool forks, on the descriptors Popen would have given it.
+    It is in a session of its own, so a terminal's Ctrl-C reaches only this process: it takes no
+    SIGINT notes, and the relay passes every SIGINT on. None: a fresh process, as without the pool."""
+    if not fork_pool.configured() or set(popen_kwargs) - {"stdin", "stdout", "stderr"}:
+        return None
+    with open(os.devnull, "wb") as quiet:  # the server's own log lines are not the program's output
+        server = ForkServer.from_pool(quiet.fileno())
+    if server is None:
+        return None
+    fds = [_descriptor(popen_kwargs.get(name), default) for default, name in enumerate(("stdin", "stdout", "stderr"))]
+    try:
+        cwd = os.getcwd()
+        child = server.spawn(CHILD_MODULE, spec.to_json(), stdin=fds[0], stdout=fds[1], stderr=fds[2],
+                             cwd=cwd, sys_path0=cwd)
+    except (OSError, ValueError):
+        server.close()
+        return None
+    finally:
+        for default, fd in enumerate(fds):
+            if fd != default:
+                os.close(fd)
+    return ForkedProcess(server, child)
+
+
+def _descriptor(target: Any, default: int) -> int:
+    """The descriptor Popen would give the child for ``target`` (None: this process's own)."""
+    if target is None:
+        return default
+    if target == subprocess.DEVNULL:
+        return os.open(os.devnull, os.O_RDWR)
+    return os.dup(target if isinstance(target, int) else target.fileno())
+
+
 def child_command(spec: ChildSpec) -> list[str]:
     """The command line of a fresh recording child: this python, with its flags."""
-    return [sys.executable, *_interpreter_flags(), "-m", "dynscope.runner.child", spec.to_json()]
-
-
-def _interpreter_flags() -> list[str]:
-    """The flags this python runs with (-O, -X ..., -W ..., -u), so the program gets them too."""
-    flags = list(getattr(subprocess, "_args_from_interpreter_flags", list)())
-    if isinstance(getattr(sys.stdout, "buffer", None), io.FileIO):  # started with -u (torchrun does)
-        flags.append("-u")
-    return flags
+    return [sys.executable, *interpreter_flags(), "-m", "dynscope.runner.child", spec.to_json()]
 
 
 def finish_capture(path: str, returncode: int, elapsed_s: float, *, program_pid: int | None = None) -> bool:

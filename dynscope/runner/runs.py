@@ -18,11 +18,10 @@ import subprocess
 import time
 from dataclasses import dataclass
 
-from dynscope.runner.fork_client import ForkedChild, ForkServer, ServerGone
+from dynscope.runner.fork_client import CHILD_MODULE, ForkedChild, ForkServer, ServerGone
 from dynscope.runner.launcher import child_command
 from dynscope.runner.spec import ChildSpec
 
-_CHILD_MODULE = "dynscope.runner.child"
 # A server that died this many times is not started again: fresh processes from then on.
 _REPLACEMENTS = 3
 
@@ -64,7 +63,7 @@ class ProgramRuns:
                     self._fresh_from_now_on(state.why)
                     break
                 with open(os.devnull, "rb") as devnull:
-                    child = server.spawn(_CHILD_MODULE, spec.to_json(), stdin=devnull.fileno(), stdout=stdout,
+                    child = server.spawn(CHILD_MODULE, spec.to_json(), stdin=devnull.fileno(), stdout=stdout,
                                          stderr=stderr, cwd=cwd, sys_path0=os.path.abspath(cwd or os.getcwd()))
                 return RunHandle(child.pid, child.requested_at, forked=(server, child))
             except ServerGone as e:

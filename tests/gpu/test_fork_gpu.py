@@ -13,7 +13,9 @@ import time
 import pytest
 
 torch = pytest.importorskip("torch")
-pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU")
+# fix's own fork server on CUDA is the subject: no warm fork pool (tests/conftest.py).
+pytestmark = [pytest.mark.skipif(not torch.cuda.is_available(), reason="needs an NVIDIA GPU"),
+              pytest.mark.usefixtures("no_fork_pool")]
 
 from dynscope.fix.trials import TrialRun, run_all, starter_for  # noqa: E402
 from dynscope.runner.program import Program  # noqa: E402
@@ -71,7 +73,7 @@ def test_fix_forks_its_trials_on_a_cuda_build_and_a_device_fault_costs_only_its_
     assert "dynscope fork server: forking (each child creates its own CUDA context)" in log
     for good in (first, after_fault, after_kill):
         assert good.facts is not None and good.facts.exit_code == 0, _stdout(good)
-        assert f"parent {server.proc.pid}\n" in _stdout(good) and "sum 7.36" in _stdout(good)
+        assert f"parent {server.pid}\n" in _stdout(good) and "sum 7.36" in _stdout(good)
     with open(os.path.join(fault.out_dir, "trial-1.stderr")) as f:
         fault_err = f.read()
     print(fault_err[-1500:])

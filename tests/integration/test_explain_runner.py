@@ -16,6 +16,9 @@ from conftest import EXAMPLES, run_dynscope
 
 from dynscope.model import Capture
 
+# How dynscope starts, signals and ends the program is the subject here: no warm fork pool (conftest.py).
+pytestmark = pytest.mark.usefixtures("no_fork_pool")
+
 PROGRAMS = Path(__file__).parent.parent / "programs"
 BEHAVES = str(PROGRAMS / "behaves_like_python.py")
 

@@ -8,8 +8,13 @@ import os
 import signal
 import time
 
+import pytest
+
 from dynscope.fix.trials import TrialRun, run_all, starter_for
 from dynscope.runner.program import Program
+
+# How dynscope starts, signals and ends the program is the subject here: no warm fork pool (conftest.py).
+pytestmark = pytest.mark.usefixtures("no_fork_pool")
 
 _PROGRAM = """
 import os, sys
@@ -49,7 +54,7 @@ def test_trials_fork_from_the_server_start_fast_and_a_crash_costs_only_itself(tm
         for run in (first, second, after):
             assert run.workdir is not None and run.workdir_note is None
             assert run.facts is not None and run.facts.ran and run.facts.exit_code == 0, _stdout(run)
-            assert f"parent {server.proc.pid}\n" in _stdout(run)  # forked by the server, not a fresh process
+            assert f"parent {server.pid}\n" in _stdout(run)  # forked by the server, not a fresh process
             assert run.startup_s is not None
         # The first run waited for the server's import of torch; a forked run starts at once.
         assert second.startup_s < 1.5 and after.startup_s < 1.5, (first.startup_s, second.startup_s)
@@ -58,12 +63,12 @@ def test_trials_fork_from_the_server_start_fast_and_a_crash_costs_only_itself(tm
         assert crashed.facts is not None and crashed.facts.signal == signal.SIGABRT
         assert starter.runs._server is server and server.alive and starter.runs.replaced == 0
         # A server that died is replaced, and the next run goes on.
-        os.kill(server.proc.pid, signal.SIGKILL)
+        os.kill(server.pid, signal.SIGKILL)
         server.proc.wait(timeout=30)
         again, = _run(Program("script", "prog.py", []), str(out), starter, "trial-4")
         assert again.facts is not None and again.facts.exit_code == 0, _stdout(again)
         assert starter.runs.replaced == 1 and starter.runs._server is not server
-        assert f"parent {starter.runs._server.proc.pid}\n" in _stdout(again)
+        assert f"parent {starter.runs._server.pid}\n" in _stdout(again)
     finally:
         starter.close()
     log = (out / "fork-server.log").read_text()

@@ -114,6 +114,7 @@ def _wait_for_hang(work: Path, proc: subprocess.Popen) -> None:
                          if proc.poll() is not None else "the program never started hanging")
 
 
+@pytest.mark.usefixtures("no_fork_pool")  # fix's own fork server is the subject
 @pytest.mark.parametrize("name, where", [("SIGTERM", "trial"), ("SIGHUP", "baseline"), ("SIGINT", "trial"),
                                          ("SIGKILL", "trial")])
 def test_a_signal_ends_the_fork_server_and_every_run(tmp_path, name, where):

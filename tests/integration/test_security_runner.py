@@ -18,6 +18,9 @@ from conftest import run_dynscope
 
 from dynscope.model import Capture
 
+# How dynscope starts, signals and ends the program is the subject here: no warm fork pool (conftest.py).
+pytestmark = pytest.mark.usefixtures("no_fork_pool")
+
 PARAMETRIZED = '''
 import pytest
 import torch
