@@ -42,6 +42,12 @@ os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
 # Inductor takes the vector instruction sets the CPU lists, without first building a test library
 # for each and loading it in a fresh python (about 0.2 s of CPU, 204 times in the integration layer).
 os.environ.setdefault("TORCHINDUCTOR_VEC_ISA_OK", "1")
+# This python's commands (dynscope, python) first on PATH, as in an activated venv: the README's
+# commands call them by name (test_readme_usage.py). And no test downloads a model.
+_BIN = str(Path(sys.executable).parent)
+if os.environ.get("PATH", "").split(os.pathsep)[0] != _BIN:
+    os.environ["PATH"] = os.pathsep.join([_BIN, *filter(None, [os.environ.get("PATH")])])
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
 def _compile_dynscope_bytecode() -> None:
