@@ -287,5 +287,6 @@ def serve_parent(sock: socket.socket, preload: list[str], nvml_check: str | None
     server.serve()
     os._exit(0)  # serve() ends the process itself; never back into a caller's frames
 
+
 if __name__ == "__main__":
     main()

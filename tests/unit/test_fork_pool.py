@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from test_fork_server import alive
 
 from dynscope.runner.fork_client import ForkServer
 from dynscope.runner.fork_pool import POOL_ENV, Hello, refusal
@@ -89,17 +90,9 @@ def log(tmp_path):
         yield f
 
 
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
 def _gone_within(pid: int, seconds: float) -> bool:
     deadline = time.time() + seconds
-    while _alive(pid):
+    while alive(pid):
         if time.time() > deadline:
             return False
         time.sleep(0.05)

@@ -65,7 +65,8 @@ def _spawn(server, tmp_path, module, argument="", name="c", **kwargs):
         return server.spawn(module, argument, stdin=devnull.fileno(), stdout=out.fileno(), stderr=err.fileno(), **kwargs)
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """Running, and not a zombie waiting to be reaped."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
@@ -138,16 +139,16 @@ def test_no_child_outlives_the_server_or_its_parent(log, tmp_path, ending):
     server = ForkServer(log.fileno(), command=COMMAND)
     try:
         child = _spawn(server, tmp_path, "dynscope._t.sleep")
-        assert _alive(child.pid)
+        assert alive(child.pid)
         if ending == "close":
             server.close()
         else:
             os.kill(server.proc.pid, getattr(signal, ending))
         server.proc.wait(timeout=30)
         deadline = time.time() + 10
-        while _alive(child.pid) and time.time() < deadline:
+        while alive(child.pid) and time.time() < deadline:
             time.sleep(0.05)
-        assert not _alive(child.pid)
+        assert not alive(child.pid)
     finally:
         server.close()
 
@@ -171,9 +172,9 @@ def test_no_child_outlives_a_parent_killed_with_sigkill():
     assert proc.returncode == -signal.SIGKILL, proc.stderr
     server_pid, child_pid = map(int, proc.stdout.split())
     deadline = time.time() + 10
-    while (_alive(server_pid) or _alive(child_pid)) and time.time() < deadline:
+    while (alive(server_pid) or alive(child_pid)) and time.time() < deadline:
         time.sleep(0.05)
-    assert not _alive(child_pid) and not _alive(server_pid)
+    assert not alive(child_pid) and not alive(server_pid)
 
 
 def test_sigint_does_not_end_the_server(server, tmp_path):
