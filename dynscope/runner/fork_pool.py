@@ -267,5 +267,6 @@ def main() -> None:
     print(f"dynscope fork pool: ready on {address}", file=sys.stderr, flush=True)
     _Pool(listener, started_env).serve()
 
+
 if __name__ == "__main__":
     main()
