@@ -74,8 +74,9 @@ def refusal(hello: Hello, *, env: dict[str, str], cwd: str) -> str | None:
     ``hello``'s parent would start."""
     if os.path.realpath(hello.executable) != os.path.realpath(sys.executable) or hello.prefix != sys.prefix:
         return f"another python ({hello.executable})"
-    if hello.flags != interpreter_flags():
-        return f"other flags ({' '.join(hello.flags) or 'none'} instead of {' '.join(interpreter_flags()) or 'none'})"
+    ours_flags = interpreter_flags()
+    if hello.flags != ours_flags:
+        return f"other flags ({' '.join(hello.flags) or 'none'} instead of {' '.join(ours_flags) or 'none'})"
     ours, theirs = _compared(env), _compared(hello.env)
     differing = sorted(name for name in ours.keys() | theirs.keys() if ours.get(name) != theirs.get(name))
     if differing:
