@@ -38,6 +38,8 @@ class CpuOfTest:
     self: float
     children: float
     wall: float
+    start: float = 0.0  # time.time() when the test began: the timeline of the run
+    worker: str = ""  # xdist's worker id ("gw0"), or "" without xdist
 
 
 def _cpu() -> tuple[float, float]:
@@ -55,7 +57,8 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     if out:
         with open(out, "a") as f:
             f.write(json.dumps({"id": item.nodeid, "self": own1 - own0, "children": children1 - children0,
-                                "wall": time.time() - started}) + "\n")
+                                "wall": time.time() - started, "start": started,
+                                "worker": os.environ.get("PYTEST_XDIST_WORKER", "")}) + "\n")
 
 
 def main() -> None:

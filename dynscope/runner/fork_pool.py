@@ -12,8 +12,9 @@ children and exits when the parent closes the socket or dies).
 The copy must be what a fresh server would have been, so the pool refuses (and the parent starts
 its own server) when anything that a fresh server would have read while it imported differs: the
 python, its flags, the environment (except the names in ``_IGNORED``, which nothing reads at
-import), or, where PYTHONPATH holds relative entries, the working directory. The copy takes the
-parent's environment, working directory and umask, and logs to the parent's log descriptor.
+import, and in ``_READ_LATER``, which torch reads only when it compiles or joins a process group),
+or, where PYTHONPATH holds relative entries, the working directory. The copy takes the parent's
+environment, working directory and umask, and logs to the parent's log descriptor.
 
 Only this user reaches it: the socket is in a directory only they can enter (the pool makes it;
 the parent checks it), and the pool refuses a peer of another uid (SO_PEERCRED).
@@ -51,6 +52,21 @@ POOL_ENV = "DYNSCOPE_TEST_FORK_POOL"
 # nothing torch or dynscope imports.
 _IGNORED_PREFIX = "PYTEST_"
 _IGNORED = frozenset({"TEXTUAL_SNAPSHOT_TEMPDIR", "COLUMNS", "LINES", "_", "PWD", "OLDPWD", NVML_CUDA_CHECK})
+# Read when torch compiles or a process group starts, not while torch imports, so a copy that takes
+# the parent's values is the server the parent would have started: Inductor's and Triton's cache
+# directories (read on each use; every recording child sets them after torch's import already), and
+# what torchrun gives each rank (read by init_process_group's env:// rendezvous and by dynscope's
+# recorder when the program starts).
+_READ_LATER_PREFIX = "TORCHELASTIC_"
+_READ_LATER = frozenset({
+    "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR",
+    "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
+    "ROLE_NAME", "ROLE_RANK", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "TORCH_NCCL_ASYNC_ERROR_HANDLING",
+})
+# OpenMP reads this one when torch's libraries load; torchrun sets it to 1 for each of several ranks
+# on one host. A copy tells torch the parent's thread count instead (torch.set_num_threads), as a
+# fresh process would have read it.
+THREADS = "OMP_NUM_THREADS"
 _HELLO_TIMEOUT_S = 60.0  # the pool answers once it has imported torch
 _MAX_HELLO_BYTES = 1 << 24
 
@@ -79,6 +95,8 @@ def refusal(hello: Hello, *, env: dict[str, str], cwd: str) -> str | None:
         return f"other flags ({' '.join(hello.flags) or 'none'} instead of {' '.join(ours_flags) or 'none'})"
     ours, theirs = _compared(env), _compared(hello.env)
     differing = sorted(name for name in ours.keys() | theirs.keys() if ours.get(name) != theirs.get(name))
+    if THREADS in differing and _thread_count(theirs.get(THREADS)) is not None:
+        differing.remove(THREADS)
     if differing:
         return f"another environment ({', '.join(differing[:5])})"
     relative = [p for p in hello.env.get("PYTHONPATH", "").split(os.pathsep) if not os.path.isabs(p)]
@@ -88,11 +106,39 @@ def refusal(hello: Hello, *, env: dict[str, str], cwd: str) -> str | None:
 
 
 def _compared(env: dict[str, str]) -> dict[str, str]:
-    return {k: v for k, v in env.items() if not _ignored(k)}
+    return {k: v for k, v in env.items() if not _ignored(k) and not _read_later(k)}
 
 
 def _ignored(name: str) -> bool:
     return name in _IGNORED or name.startswith(_IGNORED_PREFIX)
+
+
+def _read_later(name: str) -> bool:
+    return name in _READ_LATER or name.startswith(_READ_LATER_PREFIX)
+
+
+def _thread_count(value: str | None) -> int | None:
+    """OMP_NUM_THREADS as a copy can apply it: a positive count (not OpenMP's lists or absence)."""
+    return int(value) if value is not None and value.isdigit() and int(value) > 0 else None
+
+
+def copy_environment(current: dict[str, str], started: dict[str, str], parent: dict[str, str]) -> dict[str, str]:
+    """A copy's environment: this process's ``current`` one (what importing torch made of the
+    ``started`` one, which equals the parent's where it matters), with the parent's values of the
+    names that may differ. A name read later that the parent lacks is dropped, unless torch's import
+    set it here, as it would have in a fresh process."""
+    env = {k: v for k, v in current.items() if not _ignored(k)}
+    env.update({k: v for k, v in parent.items() if _ignored(k) or _read_later(k) or k == THREADS})
+    for name in [k for k in env if (_read_later(k) or k == THREADS) and k not in parent and k in started]:
+        del env[name]
+    return env
+
+
+def set_intra_op_threads(count: int) -> None:
+    """What OpenMP would have read from OMP_NUM_THREADS, had torch loaded in this environment."""
+    import torch
+
+    torch.set_num_threads(count)
 
 
 # -- the parent's side ---------------------------------------------------------------------------
@@ -241,12 +287,12 @@ class _Pool:
             os.close(log_fd)
             for sig in (signal.SIGTERM, signal.SIGHUP):
                 signal.signal(sig, signal.SIG_DFL)
-            # This process's environment (what importing torch made of the one the parent's equals),
-            # with the parent's values of the names that may differ.
-            env = {k: v for k, v in os.environ.items() if not _ignored(k)}
-            env.update({k: v for k, v in hello.env.items() if _ignored(k)})
+            env = copy_environment(dict(os.environ), self.started_env, hello.env)
             os.environ.clear()
             os.environ.update(env)
+            threads = _thread_count(hello.env.get(THREADS))
+            if threads is not None and hello.env.get(THREADS) != self.started_env.get(THREADS):
+                set_intra_op_threads(threads)
             nvml_check = os.environ.get(NVML_CUDA_CHECK)
             os.environ[NVML_CUDA_CHECK] = "1"  # as fork_server.main sets it for itself
             os.chdir(hello.cwd)

@@ -17,7 +17,7 @@ import pytest
 from test_fork_server import alive
 
 from dynscope.runner.fork_client import ForkServer
-from dynscope.runner.fork_pool import POOL_ENV, Hello, refusal
+from dynscope.runner.fork_pool import POOL_ENV, Hello, copy_environment, refusal
 from dynscope.runner.interpreter import interpreter_flags
 from dynscope.runner.launcher import launch
 from dynscope.runner.program import Program
@@ -33,7 +33,8 @@ def module(name, main):
 def echo():
     mask = os.umask(0); os.umask(mask)
     print(json.dumps({"ppid": os.getppid(), "sid": os.getsid(0), "cwd": os.getcwd(), "umask": mask,
-                      "mine": os.environ.get("PYTEST_MINE"), "nvml": os.environ.get("PYTORCH_NVML_BASED_CUDA_CHECK")}),
+                      "mine": os.environ.get("PYTEST_MINE"), "nvml": os.environ.get("PYTORCH_NVML_BASED_CUDA_CHECK"),
+                      "rank": os.environ.get("RANK"), "threads": threads}),
           flush=True)
 def child():
     print(sys.argv[1], flush=True)
@@ -47,6 +48,11 @@ def serve_parent(sock, preload, nvml_check):
     sock.sendall(json.dumps({"ready": True, "why": "stand-in " + ",".join(preload), "gpu": False}).encode() + b"\n")
     server.serve()
 fork_pool.serve_parent = serve_parent
+threads = None
+def set_intra_op_threads(count):  # torch.set_num_threads, without torch
+    global threads
+    threads = count
+fork_pool.set_intra_op_threads = set_intra_op_threads
 listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 listener.bind(sys.argv[1])
 listener.listen(8)
@@ -120,11 +126,31 @@ def test_a_parent_gets_a_server_forked_for_it_that_runs_children_where_and_as_it
         assert server.wait(child, timeout=30) == 0
         seen = json.loads((tmp_path / "echo.out").read_text())
         assert seen == {"ppid": server.pid, "sid": child.pid, "cwd": str(work), "umask": 0o027,
-                        "mine": "the parent's", "nvml": None}  # the CUDA check is the server's alone, as ever
+                        "mine": "the parent's", "nvml": None,  # the CUDA check is the server's alone, as ever
+                        "rank": None, "threads": None}
     finally:
         server.close()
     assert _gone_within(server.pid, 10)  # the parent's socket closed: its server ended, and the pool reaped it
     assert f"forked server {server.pid} for a parent in {work}" in pool.log.read_text()
+
+
+def test_a_torchrun_rank_gets_a_server_with_its_rank_and_thread_count(pool, log, tmp_path, monkeypatch):
+    """torchrun gives each rank RANK and its kind (read when the program starts and joins its group)
+    and, for several ranks on one host, OMP_NUM_THREADS=1 (read as torch loads: the copy is told)."""
+    monkeypatch.setenv("RANK", "3")
+    monkeypatch.setenv("TORCHELASTIC_RUN_ID", "none")
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    server = ForkServer.from_pool(log.fileno())
+    assert server is not None and server.wait_ready(30) is not None
+    try:
+        with open(tmp_path / "echo.out", "wb") as out, open(os.devnull, "rb") as devnull:
+            child = server.spawn("dynscope._t.echo", "", stdin=devnull.fileno(), stdout=out.fileno(),
+                                 stderr=log.fileno())
+        assert server.wait(child, timeout=30) == 0
+    finally:
+        server.close()
+    seen = json.loads((tmp_path / "echo.out").read_text())
+    assert (seen["rank"], seen["threads"]) == ("3", 1)
 
 
 def test_a_parent_whose_environment_differs_gets_no_server_from_the_pool(pool, log, monkeypatch):
@@ -167,7 +193,10 @@ def test_a_launch_under_the_pool_runs_the_child_forked_on_the_descriptors_popen_
 @pytest.mark.parametrize("change, refused", [
     ({}, None),
     ({"env": {"PYTEST_CURRENT_TEST": "another test", "COLUMNS": "200"}}, None),
-    ({"env": {"OMP_NUM_THREADS": "1"}}, "another environment (OMP_NUM_THREADS)"),
+    ({"env": {"OMP_NUM_THREADS": "1"}}, None),  # told to torch in the copy
+    ({"env": {"OMP_NUM_THREADS": "4,2"}}, "another environment (OMP_NUM_THREADS)"),  # OpenMP's nested form
+    ({"env": {"TORCHINDUCTOR_CACHE_DIR": "/t/c", "RANK": "1", "TORCHELASTIC_RUN_ID": "x"}}, None),  # read later
+    ({"env": {"TORCH_LOGS": "+dynamo"}}, "another environment (TORCH_LOGS)"),  # read while torch imports
     ({"flags": ["-O"]}, f"other flags (-O instead of {' '.join(interpreter_flags()) or 'none'})"),
     ({"executable": "/usr/bin/python3.9"}, "another python (/usr/bin/python3.9)"),
     ({"prefix": "/another/venv"}, f"another python ({sys.executable})"),
@@ -179,6 +208,15 @@ def test_what_the_pool_refuses(change, refused):
                   change.get("flags", interpreter_flags()), {**env, **change.get("env", {})},
                   change.get("cwd", "/here"), 0o022, [])
     assert refusal(hello, env=env, cwd="/here") == refused
+
+
+def test_a_copy_takes_the_parents_values_of_what_may_differ_and_keeps_what_torch_set():
+    started = {"PATH": "/usr/bin", "RANK": "0", "PYTEST_XDIST_WORKER": "gw0"}
+    current = {**started, "TORCHINDUCTOR_CACHE_DIR": "/tmp/torchinductor_me"}  # set by torch's import
+    parent = {"PATH": "/usr/bin", "PYTEST_CURRENT_TEST": "t", "TRITON_CACHE_DIR": "/c/triton", "OMP_NUM_THREADS": "1"}
+    assert copy_environment(current, started, parent) == {
+        "PATH": "/usr/bin", "PYTEST_CURRENT_TEST": "t", "TRITON_CACHE_DIR": "/c/triton", "OMP_NUM_THREADS": "1",
+        "TORCHINDUCTOR_CACHE_DIR": "/tmp/torchinductor_me"}  # RANK: the parent has none; gw0: not the parent's
 
 
 def test_a_relative_pythonpath_is_refused_only_from_another_directory():
