@@ -66,7 +66,7 @@ _READ_LATER = frozenset({
 # OpenMP reads this one when torch's libraries load; torchrun sets it to 1 for each of several ranks
 # on one host. A copy tells torch the parent's thread count instead (torch.set_num_threads), as a
 # fresh process would have read it.
-THREADS = "OMP_NUM_THREADS"
+_THREADS = "OMP_NUM_THREADS"
 _HELLO_TIMEOUT_S = 60.0  # the pool answers once it has imported torch
 _MAX_HELLO_BYTES = 1 << 24
 
@@ -95,8 +95,8 @@ def refusal(hello: Hello, *, env: dict[str, str], cwd: str) -> str | None:
         return f"other flags ({' '.join(hello.flags) or 'none'} instead of {' '.join(ours_flags) or 'none'})"
     ours, theirs = _compared(env), _compared(hello.env)
     differing = sorted(name for name in ours.keys() | theirs.keys() if ours.get(name) != theirs.get(name))
-    if THREADS in differing and _thread_count(theirs.get(THREADS)) is not None:
-        differing.remove(THREADS)
+    if _THREADS in differing and _thread_count(theirs.get(_THREADS)) is not None:
+        differing.remove(_THREADS)
     if differing:
         return f"another environment ({', '.join(differing[:5])})"
     relative = [p for p in hello.env.get("PYTHONPATH", "").split(os.pathsep) if not os.path.isabs(p)]
@@ -128,8 +128,8 @@ def copy_environment(current: dict[str, str], started: dict[str, str], parent: d
     names that may differ. A name read later that the parent lacks is dropped, unless torch's import
     set it here, as it would have in a fresh process."""
     env = {k: v for k, v in current.items() if not _ignored(k)}
-    env.update({k: v for k, v in parent.items() if _ignored(k) or _read_later(k) or k == THREADS})
-    for name in [k for k in env if (_read_later(k) or k == THREADS) and k not in parent and k in started]:
+    env.update({k: v for k, v in parent.items() if _ignored(k) or _read_later(k) or k == _THREADS})
+    for name in [k for k in env if (_read_later(k) or k == _THREADS) and k not in parent and k in started]:
         del env[name]
     return env
 
@@ -290,8 +290,8 @@ class _Pool:
             env = copy_environment(dict(os.environ), self.started_env, hello.env)
             os.environ.clear()
             os.environ.update(env)
-            threads = _thread_count(hello.env.get(THREADS))
-            if threads is not None and hello.env.get(THREADS) != self.started_env.get(THREADS):
+            threads = _thread_count(hello.env.get(_THREADS))
+            if threads is not None and hello.env.get(_THREADS) != self.started_env.get(_THREADS):
                 set_intra_op_threads(threads)
             nvml_check = os.environ.get(NVML_CUDA_CHECK)
             os.environ[NVML_CUDA_CHECK] = "1"  # as fork_server.main sets it for itself
