@@ -13,17 +13,17 @@ overrides reorder what the eye reads. The rule, for every output:
 - JSON documents keep the text faithfully, each such character as a ``\\uXXXX`` escape --
   ``json_text``;
 - each format's own syntax is neutralised on top: rich markup (views build ``Text``, never parse
-  capture strings; SafeConsole drops links), Markdown and HTML (``markdown_text``,
-  ``markdown_code``), GitHub workflow commands (``github_data``, ``github_property``).
+  capture strings; dynscope/safe_console.py's console drops links), Markdown and HTML
+  (``markdown_text``, ``markdown_code``), GitHub workflow commands (``github_data``,
+  ``github_property``).
+
+No rich here: a JSON document, a Markdown report or a one-line error needs none of it.
 """
 
 from __future__ import annotations
 
 import json
 import re
-
-from rich.console import Console
-from rich.segment import Segment
 
 # C0 controls but tab and newline, DEL, C1 controls, the bidi marks, embeddings, overrides and
 # isolates, and lone surrogates (JSON can carry "\\ud800"; no output encoding can write it).
@@ -38,6 +38,11 @@ def _escape(match: re.Match[str]) -> str:
 def visible(text: str) -> str:
     """``text`` with every control character written out as an escape (newline and tab kept)."""
     return _UNSAFE.sub(_escape, text) if _UNSAFE.search(text) else text
+
+
+def needs_escaping(text: str) -> bool:
+    """Whether ``visible`` would change ``text``."""
+    return _UNSAFE.search(text) is not None
 
 
 def one_line(text: str) -> str:
@@ -116,37 +121,3 @@ def github_data(value: str) -> str:
 def github_property(value: str) -> str:
     """A workflow command's property (file=, title=): also ``:`` and ``,``, which end it."""
     return github_data(value).replace(":", "%3A").replace(",", "%2C")
-
-
-# -- the terminal -------------------------------------------------------------------------------
-
-
-class SafeConsole(Console):
-    """A rich Console whose rendered text never carries control characters from content.
-
-    Rich adds its own styling codes after rendering, as control segments, so escaping the
-    content segments here leaves colours intact and covers every renderable at once. Links
-    are dropped: dynscope makes none on a terminal, so a link can only come from markup in a
-    capture string, and it would be an OSC 8 sequence pointing anywhere.
-    """
-
-    def render(self, renderable, options=None):
-        for segment in super().render(renderable, options):
-            if segment.control is not None:
-                yield segment
-                continue
-            style = segment.style
-            if style is not None and style.link:
-                style = style.update_link(None)
-            if _UNSAFE.search(segment.text) or style is not segment.style:
-                yield Segment(visible(segment.text), style)
-            else:
-                yield segment
-
-
-def safe_console(**options) -> Console:
-    console = SafeConsole(**options)
-    if "soft_wrap" not in options and not console.is_terminal:
-        # Piped, or in a CI log: no hard line breaks at 80 columns; the reader's viewer wraps.
-        console.soft_wrap = True
-    return console

@@ -20,7 +20,8 @@ from dynscope.analysis.runtime import VsEager, cudagraph_line
 from dynscope.events import ChildCapture
 from dynscope.model import Capture, FixResult, RecompileLimitHit, SkippedFrame
 from dynscope.reporters import ReportOptions
-from dynscope.safe_text import safe_console, visible
+from dynscope.safe_console import safe_console
+from dynscope.safe_text import visible
 
 _MAX_LISTED = 20  # per section; the rest is counted, and is in the TUI and reports
 

@@ -55,7 +55,7 @@ def print_comparison(result) -> None:
     from rich.text import Text
 
     from dynscope.analysis.changes import comparison_lines
-    from dynscope.safe_text import safe_console
+    from dynscope.safe_console import safe_console
 
     console = safe_console(highlight=False, soft_wrap=True)
     console.print(Text(f"{result.before.run.path} → {result.after.run.path}", style="bold"))

@@ -87,7 +87,7 @@ def _print(lines: list[str], text_diff, *, raw: bool) -> None:
     from rich.syntax import Syntax
     from rich.text import Text
 
-    from dynscope.safe_text import safe_console
+    from dynscope.safe_console import safe_console
 
     console = safe_console(highlight=False)
     console.print(Text(lines[0], style="bold"))

@@ -100,7 +100,7 @@ class Command:
         from dynscope.commands.minify import LiveProgress
         from dynscope.fix import outdir, session
         from dynscope.fix.stopping import Stopped, signals_stop_the_run
-        from dynscope.safe_text import safe_console
+        from dynscope.safe_console import safe_console
 
         options = _options(args)
         if args.capture is not None:

@@ -66,7 +66,7 @@ class Command:
     def run(self, args: argparse.Namespace) -> int:
         options = _options(args)
         from dynscope.minifier import session
-        from dynscope.safe_text import safe_console
+        from dynscope.safe_console import safe_console
 
         console = safe_console(stderr=True, highlight=False)
         with LiveProgress(console) as progress:

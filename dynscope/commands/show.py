@@ -38,7 +38,7 @@ class Command:
         from rich.syntax import Syntax
 
         from dynscope.model.stages import lexer_for
-        from dynscope.safe_text import safe_console
+        from dynscope.safe_console import safe_console
 
         safe_console().print(Syntax(text, lexer_for(stage.language), line_numbers=True, word_wrap=False))
         return 0

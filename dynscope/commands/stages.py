@@ -31,7 +31,7 @@ class Command:
 
         from dynscope.analysis.names import friendly_function, location
         from dynscope.model import Capture
-        from dynscope.safe_text import safe_console
+        from dynscope.safe_console import safe_console
 
         # Plain lines rather than a table: long reasons soft-wrap instead of squeezing columns.
         console = safe_console(highlight=False, soft_wrap=True)
