@@ -72,9 +72,9 @@ _compile_dynscope_bytecode()
 class _ForkPool:
     """The session's warm fork pool (dynscope/runner/fork_pool.py; CONTRIBUTING.md, "Test-only
     settings"): one process that imports torch once, from which every fork server and recording
-    child a test's dynscope starts is forked. Started by the process that configures first (the xdist controller),
-    after every other setting above (a process whose environment differs gets a server of its
-    own), and only for a session that runs more than the torch-free unit layer."""
+    child a test's dynscope starts is forked. Started by the process that configures first (the
+    xdist controller), after every other setting above (a process whose environment differs gets a
+    server of its own), and only for a session that runs more than the torch-free unit layer."""
 
     def __init__(self) -> None:
         from dynscope.runner.fork_client import module_command

@@ -63,10 +63,12 @@ _READ_LATER = frozenset({
     "RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
     "ROLE_NAME", "ROLE_RANK", "ROLE_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT", "TORCH_NCCL_ASYNC_ERROR_HANDLING",
 })
-# OpenMP reads this one when torch's libraries load; torchrun sets it to 1 for each of several ranks
-# on one host. A copy tells torch the parent's thread count instead (torch.set_num_threads), as a
-# fresh process would have read it.
+# OpenMP reads this one when torch's libraries load, and torchrun sets it to 1 for each of several
+# ranks on one host. For a parent with 1, a copy calls torch.set_num_threads(1): one thread, as a
+# fresh process would have. Other values are refused: torch caps what it reads at the cores it
+# finds (OMP_NUM_THREADS=3 gives 2 threads on 2 cores), which set_num_threads would not.
 _THREADS = "OMP_NUM_THREADS"
+_ONE_THREAD = "1"
 _HELLO_TIMEOUT_S = 60.0  # the pool answers once it has imported torch
 _MAX_HELLO_BYTES = 1 << 24
 
@@ -95,7 +97,7 @@ def refusal(hello: Hello, *, env: dict[str, str], cwd: str) -> str | None:
         return f"other flags ({' '.join(hello.flags) or 'none'} instead of {' '.join(ours_flags) or 'none'})"
     ours, theirs = _compared(env), _compared(hello.env)
     differing = sorted(name for name in ours.keys() | theirs.keys() if ours.get(name) != theirs.get(name))
-    if _THREADS in differing and _thread_count(theirs.get(_THREADS)) is not None:
+    if _THREADS in differing and theirs.get(_THREADS) == _ONE_THREAD:
         differing.remove(_THREADS)
     if differing:
         return f"another environment ({', '.join(differing[:5])})"
@@ -117,11 +119,6 @@ def _read_later(name: str) -> bool:
     return name in _READ_LATER or name.startswith(_READ_LATER_PREFIX)
 
 
-def _thread_count(value: str | None) -> int | None:
-    """OMP_NUM_THREADS as a copy can apply it: a positive count (not OpenMP's lists or absence)."""
-    return int(value) if value is not None and value.isdigit() and int(value) > 0 else None
-
-
 def copy_environment(current: dict[str, str], started: dict[str, str], parent: dict[str, str]) -> dict[str, str]:
     """A copy's environment: this process's ``current`` one (what importing torch made of the
     ``started`` one, which equals the parent's where it matters), with the parent's values of the
@@ -135,7 +132,7 @@ def copy_environment(current: dict[str, str], started: dict[str, str], parent: d
 
 
 def set_intra_op_threads(count: int) -> None:
-    """What OpenMP would have read from OMP_NUM_THREADS, had torch loaded in this environment."""
+    """The thread count OpenMP would have read from OMP_NUM_THREADS, had torch loaded in this environment."""
     import torch
 
     torch.set_num_threads(count)
@@ -290,9 +287,8 @@ class _Pool:
             env = copy_environment(dict(os.environ), self.started_env, hello.env)
             os.environ.clear()
             os.environ.update(env)
-            threads = _thread_count(hello.env.get(_THREADS))
-            if threads is not None and hello.env.get(_THREADS) != self.started_env.get(_THREADS):
-                set_intra_op_threads(threads)
+            if hello.env.get(_THREADS) == _ONE_THREAD and self.started_env.get(_THREADS) != _ONE_THREAD:
+                set_intra_op_threads(1)
             nvml_check = os.environ.get(NVML_CUDA_CHECK)
             os.environ[NVML_CUDA_CHECK] = "1"  # as fork_server.main sets it for itself
             os.chdir(hello.cwd)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -66,3 +67,18 @@ def test_one_report_across_ranks_shows_where_they_differ(two_ranks):
     assert re.search(r"graph break</td><td><code>Failed to trace builtin operator at [^<]*distributed_step.py:\d+"
                      r"</code></td><td>rank 1</td>", differences)
     assert 'data-rank-tab="r0">rank 0<' in html and 'data-rank-tab="r1">rank 1<' in html
+
+
+def test_a_run_forked_by_the_test_pool_has_the_thread_count_torchrun_gives_it(tmp_path):
+    """torchrun sets OMP_NUM_THREADS=1 for several ranks on one host; the session's fork pool
+    (dynscope/runner/fork_pool.py) imported torch without it, so its copy must tell torch, and the
+    program must see what it sees in a fresh python (on more than one core, fewer threads than the pool)."""
+    count = "import torch; print(torch.get_num_threads())"
+    fresh = subprocess.run([sys.executable, "-c", count], capture_output=True, text=True, timeout=120,
+                           env={**os.environ, "OMP_NUM_THREADS": "1"})
+    program = tmp_path / "threads.py"
+    program.write_text(f"import sys\n{count}\nprint('dynscope.runner.fork_pool' in ' '.join(sys.orig_argv))\n")
+    result = run_dynscope("explain", "-q", "-o", str(tmp_path / "run.dynscope"), str(program), cwd=tmp_path,
+                          env={"OMP_NUM_THREADS": "1"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.split() == [fresh.stdout.strip(), "True"]  # python's count, in a copy of the pool

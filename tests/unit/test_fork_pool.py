@@ -195,6 +195,7 @@ def test_a_launch_under_the_pool_runs_the_child_forked_on_the_descriptors_popen_
     ({"env": {"PYTEST_CURRENT_TEST": "another test", "COLUMNS": "200"}}, None),
     ({"env": {"OMP_NUM_THREADS": "1"}}, None),  # told to torch in the copy
     ({"env": {"OMP_NUM_THREADS": "4,2"}}, "another environment (OMP_NUM_THREADS)"),  # OpenMP's nested form
+    ({"env": {"OMP_NUM_THREADS": "3"}}, "another environment (OMP_NUM_THREADS)"),  # torch caps it at the cores
     ({"env": {"TORCHINDUCTOR_CACHE_DIR": "/t/c", "RANK": "1", "TORCHELASTIC_RUN_ID": "x"}}, None),  # read later
     ({"env": {"TORCH_LOGS": "+dynamo"}}, "another environment (TORCH_LOGS)"),  # read while torch imports
     ({"flags": ["-O"]}, f"other flags (-O instead of {' '.join(interpreter_flags()) or 'none'})"),
