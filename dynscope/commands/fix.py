@@ -237,11 +237,15 @@ def _patch(path: str, root: str) -> Remedy:
     package on); refused in one line when it does not apply."""
     from dynscope.analysis.remedies import patch_remedy
     from dynscope.fix import unified_diff
+    from dynscope.fix.patch_targets import check_targets
     from dynscope.fix.source_reader import library_dirs
 
     text, name = unified_diff.read_patch(path)
     # a file of an installed library is named from its package on (``transformers/...``), as --diff writes it
-    changed = unified_diff.apply(unified_diff.parse(text, name), root, name, library_dirs())
+    libraries = library_dirs()
+    changed = unified_diff.apply(unified_diff.parse(text, name), root, name, libraries)
+    # torch's and dynscope's own code, .pth and start-up files: refused, never judged as if they had run
+    check_targets(((c.path, c.relative) for c in changed), name, libraries)
     return patch_remedy(name, text, [(c.path, c.new) for c in changed])
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -94,14 +95,29 @@ def apply_edits(edits: Sequence[SourceEdit]) -> list[str]:
     written: list[str] = []
     for e in edits:
         try:
-            shutil.copy2(e.file.path, e.file.path + ".orig")
-            temporary = e.file.path + ".dynscope-new"
-            with open(temporary, "w", encoding="utf-8", newline="") as f:
-                f.write(e.new)
-            shutil.copymode(e.file.path, temporary)
-            os.replace(temporary, e.file.path)
+            _write_one(e.file.path, e.new)
         except OSError as err:
             raise DynscopeError(f"--apply: cannot write {e.file.shown}: {err.strerror} (written so far: "
                                 f"{', '.join(written) or 'none'})") from None
         written.append(e.file.shown)
     return written
+
+
+def _write_one(path: str, text: str) -> None:
+    """``path.orig`` and the new text, each written to a file made new here (``O_EXCL``): a name planted
+    in the tree (``model.py.orig`` or a temporary name, as a link to ~/.bashrc) is never written through.
+    The new text replaces the file by rename, which replaces a link put in its place, never its target."""
+    backup = os.open(path + ".orig", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with open(path, "rb") as source, os.fdopen(backup, "wb") as kept:
+        shutil.copyfileobj(source, kept)
+    shutil.copystat(path, path + ".orig", follow_symlinks=False)
+    descriptor, temporary = tempfile.mkstemp(prefix=os.path.basename(path) + ".", suffix=".dynscope-new",
+                                             dir=os.path.dirname(path))
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+        shutil.copymode(path, temporary)
+        os.replace(temporary, path)
+    except BaseException:
+        os.unlink(temporary)
+        raise

@@ -3,7 +3,9 @@
 Every event is copied with its id, time, name and compile id (views find stages by them); what
 it says is rewritten: source text becomes ``<source:HASH>`` (dynscope.share.sources), absolute
 paths become tree-relative, ``<site-packages>/…``, ``<stdlib>/…`` or ``<path:HASH>``
-(dynscope.share.paths), the recorded command line, argv and environment are emptied, and the
+(dynscope.share.paths), user and host names and secrets ``<user>``, ``<host>``, ``<secret>``
+(dynscope.share.identity), string values in guards ``'<value:HASH>'`` (dynscope.share.guard_values,
+unless ``--keep-guard-values``), the recorded command line, argv and environment are emptied, and the
 run's meta keeps only an allow-list of keys (versions, platform, times, exit status, probes):
 hostname, pid, working directory and command are gone. JSON payloads are rewritten as JSON,
 string by string. ``--drop-stages`` drops the stage payloads (graphs, kernels, bytecode, IR),
@@ -27,6 +29,8 @@ from dynscope import events as contract
 from dynscope.analysis.source import SourceAccess, reader_roots
 from dynscope.errors import CaptureError, DynscopeError
 from dynscope.model.stages import STAGE_EVENT_NAMES
+from dynscope.share.guard_values import GuardValueScrubber
+from dynscope.share.identity import IdentityScrubber, is_tree, local_names, users_in
 from dynscope.share.paths import PathMapper
 from dynscope.share.sources import SourceScrubber
 from dynscope.store import json_text
@@ -54,6 +58,7 @@ class ShareOptions:
     tree: str | None = None  # the program's tree; default: the recorded working directory
     drop_stages: bool = False
     source_roots: tuple[str, ...] = ()  # where the program's files may be read to learn their lines
+    keep_guard_values: bool = False  # string values compared in guards stay as they are
 
 
 @dataclass
@@ -68,12 +73,36 @@ class ShareReport:
     meta_removed: list[str] = field(default_factory=list)
     paths: Counter[str] = field(default_factory=Counter)  # "relative" | "site-packages" | "stdlib" | "hashed"
     tree: str | None = None
+    not_a_tree: str | None = None  # the recorded directory, when it is no program's tree (/, a temp folder, a home)
+    names: Counter[str] = field(default_factory=Counter)  # "user" | "host" | "secret": words replaced
+    guard_values: int = 0  # string values in guards replaced
     size: int = 0
 
 
 def is_stage_event(name: str) -> bool:
     return (name in STAGE_EVENT_NAMES or name.startswith(contract.LOG_TAP_PREFIX)
             or name.endswith(("_BYTECODE", "_bytecode")) or name == "artifact:fx_graph_runnable")
+
+
+@dataclass
+class Scrubbers:
+    """Every rewrite of a text, in the order they run: source lines first (a line that names a path is
+    remembered as it was recorded), then paths, then guard values and names."""
+
+    paths: PathMapper
+    sources: SourceScrubber
+    names: IdentityScrubber
+    guards: GuardValueScrubber | None  # None: --keep-guard-values
+
+    def text(self, text: str) -> str:
+        text = self.paths.map_text(self.sources.scrub(text))
+        if self.guards is not None:
+            text = self.guards.scrub(text)
+        return self.names.scrub(text)
+
+    def label(self, text: str) -> str:
+        """An event's name or compile id: never source, but may name a path or a person."""
+        return self.names.scrub(self.paths.map_text(text))
 
 
 def share_capture(source: str, output: str, options: ShareOptions = ShareOptions()) -> ShareReport:
@@ -84,31 +113,40 @@ def share_capture(source: str, output: str, options: ShareOptions = ShareOptions
         meta = reader.meta
         tree = options.tree or (meta.get("cwd") if isinstance(meta.get("cwd"), str) else None)
         report = ShareReport(tree=tree)
-        paths = PathMapper(tree, salt)
-        sources = SourceScrubber(salt)
+        if tree is not None and not is_tree(tree):  # / or /tmp: every path would be "inside" it
+            report.tree, report.not_a_tree = None, tree
+        scrub = Scrubbers(PathMapper(report.tree, salt), SourceScrubber(salt), IdentityScrubber(),
+                          None if options.keep_guard_values else GuardValueScrubber(salt))
         events = reader.events()
-        _learn(reader, events, meta, paths, sources, options, report)
-        rows, blobs = _rewrite(reader, events, paths, sources, options, report)
-        kept_meta = {key: _scrub_json(meta[key], paths, sources, report) for key in KEPT_META if key in meta}
+        _learn(reader, events, meta, scrub, options, report)
+        rows, blobs = _rewrite(reader, events, scrub, options, report)
+        kept_meta = {key: _scrub_json(meta[key], scrub, report) for key in KEPT_META if key in meta}
         report.meta_removed = sorted(k for k in meta if k not in KEPT_META)
     _write(output, kept_meta, rows, blobs)
     with CaptureReader(output):  # opened as any capture is: our own schema, every check
         pass
     report.events = len(rows)
     report.payloads = len(blobs)
-    report.source_lines = sources.replaced
-    report.paths = Counter(_path_kind(shown) for shown in paths.mapped.values())
+    report.source_lines = scrub.sources.replaced
+    report.paths = Counter(_path_kind(shown) for shown in scrub.paths.mapped.values())
+    report.names = scrub.names.counts
+    report.guard_values = scrub.guards.replaced if scrub.guards is not None else 0
     report.size = os.path.getsize(output)
     return report
 
 
 # -- pass 1: what is source, what is a path ------------------------------------------------
 
-def _learn(reader: CaptureReader, events: list[Event], meta: dict[str, object], paths: PathMapper,
-           sources: SourceScrubber, options: ShareOptions, report: ShareReport) -> None:
+def _learn(reader: CaptureReader, events: list[Event], meta: dict[str, object], scrub: Scrubbers,
+           options: ShareOptions, report: ShareReport) -> None:
+    sources = scrub.sources
     found_paths: set[str] = set()
+    users: set[str] = set()
     if isinstance(meta.get("cwd"), str):
         found_paths.add(str(meta["cwd"]))
+    hosts = [str(meta["hostname"])] if isinstance(meta.get("hostname"), str) else []
+    for key in ("cwd", "command", "child_captures"):  # removed from the bundle, but they name the user
+        users.update(users_in(json.dumps(meta.get(key))))
 
     def visit(value: object, key: str | None) -> None:
         if isinstance(value, dict):
@@ -123,15 +161,20 @@ def _learn(reader: CaptureReader, events: list[Event], meta: dict[str, object], 
             elif "\n" not in value and os.path.isabs(value):
                 found_paths.add(value)
             sources.find_quoted(value)
+            users.update(users_in(value))
 
     for event in events:
         visit(event.metadata, None)
+        users.update(users_in(event.name + " " + (event.compile_id or "")))
         if event.payload_hash and not (options.drop_stages and is_stage_event(event.name)):
             payload = reader.payload_record(event.payload_hash, limit=DEFAULT_LIMIT)
             if payload is not None and not payload.truncated:
                 sources.find_quoted(payload.text)
-    paths.learn(found_paths)
-    _read_program_files(found_paths, paths, sources, options, report)
+                users.update(users_in(payload.text))
+    scrub.paths.learn(found_paths)
+    local_users, local_hosts = local_names()  # share runs where the capture was made, most often
+    scrub.names.learn([*users, *local_users], [*hosts, *local_hosts])
+    _read_program_files(found_paths, scrub.paths, sources, options, report)
 
 
 def _read_program_files(found: set[str], paths: PathMapper, sources: SourceScrubber, options: ShareOptions,
@@ -157,12 +200,12 @@ def _read_program_files(found: set[str], paths: PathMapper, sources: SourceScrub
 _Row = tuple[int, float, str, str | None, int | None, str, str | None]
 
 
-def _rewrite(reader: CaptureReader, events: list[Event], paths: PathMapper, sources: SourceScrubber,
+def _rewrite(reader: CaptureReader, events: list[Event], scrub: Scrubbers,
              options: ShareOptions, report: ShareReport) -> tuple[list[_Row], dict[str, str]]:
     rows: list[_Row] = []
     blobs: dict[str, str] = {}
     for event in events:
-        metadata = _scrub_json(event.metadata, paths, sources, report)
+        metadata = _scrub_json(event.metadata, scrub, report)
         digest = None
         if event.payload_hash is not None:
             if options.drop_stages and is_stage_event(event.name):
@@ -174,15 +217,16 @@ def _rewrite(reader: CaptureReader, events: list[Event], paths: PathMapper, sour
                 elif payload.truncated:
                     report.large_payloads_dropped += 1  # never read whole: not checked, not shared
                 else:
-                    text = _scrub_payload(payload.text, paths, sources, report)
+                    text = _scrub_payload(payload.text, scrub, report)
                     digest = payload_hash(text)
                     blobs[digest] = text
-        rows.append((event.id, event.ts, event.name, event.compile_id, event.attempt,
+        compile_id = scrub.label(event.compile_id) if event.compile_id is not None else None
+        rows.append((event.id, event.ts, scrub.label(event.name), compile_id, event.attempt,
                      json.dumps(metadata, separators=(",", ":")), digest))
     return rows, blobs
 
 
-def _scrub_payload(text: str, paths: PathMapper, sources: SourceScrubber, report: ShareReport) -> str:
+def _scrub_payload(text: str, scrub: Scrubbers, report: ShareReport) -> str:
     stripped = text.lstrip()
     if stripped[:1] in ("{", "["):
         try:  # bounded nesting: a stranger's payload
@@ -190,33 +234,26 @@ def _scrub_payload(text: str, paths: PathMapper, sources: SourceScrubber, report
         except CaptureError:
             value = None
         if isinstance(value, dict | list):
-            return json.dumps(_scrub_json(value, paths, sources, report), separators=(",", ":"))
-    return _scrub_text(text, paths, sources)
+            return json.dumps(_scrub_json(value, scrub, report), separators=(",", ":"))
+    return scrub.text(text)
 
 
-def _scrub_text(text: str, paths: PathMapper, sources: SourceScrubber) -> str:
-    # Source first: a line that names a path is remembered as it was recorded.
-    return paths.map_text(sources.scrub(text))
-
-
-def _scrub_json(value: object, paths: PathMapper, sources: SourceScrubber, report: ShareReport,
-                key: str | None = None) -> JsonValue:
+def _scrub_json(value: object, scrub: Scrubbers, report: ShareReport, key: str | None = None) -> JsonValue:
     if isinstance(value, dict):
-        return {_scrub_text(str(k), paths, sources): _scrub_json(v, paths, sources, report, str(k))
-                for k, v in value.items()}
+        return {scrub.text(str(k)): _scrub_json(v, scrub, report, str(k)) for k, v in value.items()}
     if key in COMMAND_FIELDS and value:
         report.fields_emptied[key] += 1
         return [] if isinstance(value, list) else {} if isinstance(value, dict) else ""
     if isinstance(value, list):
-        return [_scrub_json(v, paths, sources, report, key) for v in value]
+        return [_scrub_json(v, scrub, report, key) for v in value]
     if isinstance(value, str):
         if key in SOURCE_FIELDS and value.strip():
             report.fields_emptied[key] += 1
-            return sources.drop_field(value)
-        return _scrub_text(value, paths, sources)
+            return scrub.sources.drop_field(value)
+        return scrub.text(value)
     if value is None or isinstance(value, bool | int | float):
         return value
-    return _scrub_text(str(value), paths, sources)
+    return scrub.text(str(value))
 
 
 # -- writing -------------------------------------------------------------------------------

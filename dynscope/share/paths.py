@@ -7,6 +7,12 @@ standard library ``<stdlib>/logging/__init__.py`` (the reader has their own copi
 (a home directory, a temporary directory, another project) becomes ``<path:HASH>``: the same path
 gives the same hash within one bundle, so two mentions of one file still match, but the hash is
 salted per bundle and the salt is not kept, so a guessed path cannot be confirmed against it.
+
+A recorded directory that is no project (``/``, a temporary folder, a home: dynscope.share.identity)
+gives no tree: every path is then named as outside one. In free text a path is found wherever it
+stands (after a space, in parentheses or quotes, in a traceback or generated code), with the parts
+of its directories that hold spaces or parentheses (``/home/ann/my proj (copy)/x.py``); and so are
+``file://`` URLs, ``~/…`` and ``~user/…`` paths, and Windows paths (``C:\\Users\\ann\\x.py``).
 """
 
 from __future__ import annotations
@@ -16,23 +22,34 @@ import os
 import re
 from collections.abc import Iterable
 
+from dynscope.share.identity import is_tree
 from dynscope.share.sources import trie_pattern
 
+# A directory's name in free text: words joined by single spaces (at most five: a sentence is not a
+# path; each with a letter or digit, not ``~``-first), parentheses and brackets allowed (``my proj (copy)``);
+# the path goes on only if a ``/`` follows.
+_DIR = r"[\w.+@%~()\[\]-]+(?: [.+@%()\[\]-]*\w[\w.+@%~()\[\]-]*){0,4}"
+_FILE = r"[\w.+@%~-]*"
 # An absolute POSIX path of at least two components, not part of a longer word, a relative path
 # or a URL (``https://pytorch.org/docs``: the slash after ``:`` is followed by another slash).
-ABSOLUTE_PATH = re.compile(r"(?<![\w.~/\\-])/(?:[\w.+@%~-]+/)+[\w.+@%~-]*")
+ABSOLUTE_PATH = re.compile(rf"(?<![\w.~/\\-])/(?:{_DIR}/)+{_FILE}")
+# Paths that are not written from the root: a file:// URL (its path is named as any path),
+# ~/… and ~user/…, and a Windows drive's path.
+_FILE_URL = rf"(?i:file)://(?:localhost)?(?P<url_path>/(?:{_DIR}/)*{_FILE})"
+_HOME_PATH = rf"(?<![\w.~/\\-])~(?:[A-Za-z_][\w.-]*)?/(?:{_DIR}/)*{_FILE}"
+_WINDOWS_PATH = rf"(?<![\w.\\/-])[A-Za-z]:[\\/](?:{_DIR}[\\/])*{_FILE}"
 _SITE_PACKAGES = re.compile(r"/(?:site|dist)-packages(?:/|$)")
 _STDLIB = re.compile(r"/lib(?:64)?/python\d+(?:\.\d+)?t?(?:/|$)")
 
 
 class PathMapper:
     def __init__(self, tree: str | None, salt: bytes) -> None:
-        self.tree = os.path.normpath(tree) if tree and os.path.isabs(tree) else None
+        self.tree = os.path.normpath(tree) if tree and os.path.isabs(tree) and is_tree(tree) else None
         self._salt = salt
         self.mapped: dict[str, str] = {}  # every path replaced, and by what (for the summary)
         self._known: list[str] = []  # whole paths seen in structured fields, longest first
         self._tails: dict[str, str] = {}  # shortened forms of known paths -> the bundle's name for the path
-        self._pattern = ABSOLUTE_PATH
+        self._pattern = re.compile("|".join((_FILE_URL, self._generic())))
 
     def learn(self, paths: Iterable[str]) -> None:
         """Whole paths from structured fields (a ``str`` event, ``co_filename``): replaced as a
@@ -47,10 +64,15 @@ class PathMapper:
             self._tails.update(self._tails_of(path))
         # One pass over the text: a replacement (``<site-packages>/torch/x.py``) is never looked at again.
         known_paths = "|".join(re.escape(p) for p in self._known)
-        alternatives = [f"(?:{known_paths})(?![\\w.+@%~-])"] if known_paths else []
+        # A known path followed by "/" is the start of a longer one, which the generic pattern takes whole.
+        alternatives = [f"(?:{known_paths})(?![\\w.+@%~/-])"] if known_paths else []
         if self._tails:
-            alternatives.append(f"(?<![\\w.~/-])(?:{trie_pattern(self._tails)})(?![\\w.+@%~-])")
-        self._pattern = re.compile("|".join([*alternatives, ABSOLUTE_PATH.pattern]))
+            alternatives.append(f"(?<![\\w.~/-])(?:{trie_pattern(self._tails)})(?![\\w.+@%~/-])")
+        self._pattern = re.compile("|".join([_FILE_URL, *alternatives, self._generic()]))
+
+    @staticmethod
+    def _generic() -> str:
+        return "|".join((ABSOLUTE_PATH.pattern, _HOME_PATH, _WINDOWS_PATH))
 
     def _tails_of(self, path: str) -> dict[str, str]:
         shown = self.map_path(path)
@@ -83,20 +105,31 @@ class PathMapper:
         elif self.tree is not None and (norm == self.tree or norm.startswith(self.tree.rstrip("/") + "/")):
             shown = os.path.relpath(norm, self.tree)
         else:
-            digest = hashlib.blake2b(norm.encode("utf-8", "surrogatepass"), digest_size=5, key=self._salt).hexdigest()
-            shown = f"<path:{digest}>"
+            shown = self._hashed(norm)
+        self.mapped[path] = shown
+        return shown
+
+    def _hashed(self, path: str) -> str:
+        digest = hashlib.blake2b(path.encode("utf-8", "surrogatepass"), digest_size=5, key=self._salt).hexdigest()
+        shown = f"<path:{digest}>"
         self.mapped[path] = shown
         return shown
 
     def map_text(self, text: str) -> str:
         """Every absolute path in free text (a traceback, a kernel's comment, a config dump)."""
-        if "/" not in text:
+        if "/" not in text and "\\" not in text:
             return text
         return self._pattern.sub(self._replace, text)
 
     def _replace(self, match: re.Match[str]) -> str:
         found = match.group(0)
-        return self._tails[found] if found in self._tails else self.map_path(found)
+        if found in self._tails:
+            return self._tails[found]
+        if match.group("url_path") is not None:  # file:///x: the scheme stays, the path is named as any path
+            return found[:7] + self.map_path(match.group("url_path"))
+        if not found.startswith("/"):  # ~/x, ~ann/x, C:\\x: never inside the tree
+            return self._hashed(found)
+        return self.map_path(found)
 
 
 def _rest(path: str, end: int) -> str:
