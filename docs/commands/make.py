@@ -139,7 +139,9 @@ PAGES_BY_COMMAND: dict[str, Page] = {
         "after asking ([fix-json.md](../fix-json.md)).",
         ((0, "the remedies were tried (with `--patch`: every patch fixed or improved the run)"),
          (1, "with `--patch`: a patch did not fix or improve the run"),
-         (2, "also: `--from` without a terminal to ask on and without `--yes`")),
+         (2, "also: `--from` without a terminal to ask on and without `--yes`; a `--patch` that changes torch's or "
+             "dynscope's own code, a `.pth` file, `sitecustomize.py`/`usercustomize.py` or an installed package's "
+             "non-`.py` file (refused before anything runs: a trial could not run the change)")),
         "dynscope fix train.py --epochs 1\ndynscope fix --patch my.diff train.py --epochs 1"),
     "numerics": Page(
         "Finds where the compiled run's numbers part from eager's, in one run of your program: each Inductor graph at "
@@ -176,13 +178,19 @@ PAGES_BY_COMMAND: dict[str, Page] = {
         "Writes a copy of a capture fit for a public issue. Source lines become `<source:HASH>` (frames, "
         "tracebacks, FX code and guard comments, then every line of the program wherever it appears); paths "
         "inside the program's tree become relative, installed packages `<site-packages>/...`, the standard "
-        "library `<stdlib>/...`, anything else `<path:HASH>` (hashes salted per bundle); the recorded command, "
-        "working directory, hostname and environment are removed; `--drop-stages` also drops graphs, kernels and "
-        "bytecode. It prints what it removed. Every view opens the bundle, and a maintainer who runs it in a "
-        "checkout of the program sees the source from their own files. Names, shapes, guards, timings and "
-        "torch's messages stay: read it before posting it ([security.md](../security.md#sharing-a-capture-dynscope-share)).",
+        "library `<stdlib>/...`, anything else `<path:HASH>` (hashes salted per bundle), wherever they stand in "
+        "text (after spaces, in parentheses, `file://` URLs, `~user/...`); a recorded directory of `/`, a "
+        "temporary folder or a home is no tree, so every path is hashed; user and host names become `<user>` and "
+        "`<host>`, secrets on command lines (`--token=...`, `HF_TOKEN=...`, `sk-...`) `<secret>`, string values "
+        "compared in guards (`G['TOKEN'] == '...'`) `'<value:HASH>'` unless `--keep-guard-values`; the recorded "
+        "command, working directory, hostname and environment are removed; `--drop-stages` also drops graphs, "
+        "kernels and bytecode. It prints what it removed and what it kept. Every view opens the bundle, and a "
+        "maintainer who runs it in a checkout of the program sees the source from their own files. Names, shapes, "
+        "guard expressions and their numbers, timings and torch's messages stay: read it before posting it "
+        "([security.md](../security.md#sharing-a-capture-dynscope-share)).",
         ((0, "the bundle was written"),
-         (2, "also: the output is the capture itself, or a file that is not a capture")),
+         (2, "also: the output is the capture itself, a link, or a file that is not a capture; `--tree` is `/`, a "
+             "temporary folder, a home or a system folder")),
         "dynscope share run.dynscope -o bug.dynscope\ndynscope share run.dynscope -o bug.dynscope --drop-stages"),
 }
 

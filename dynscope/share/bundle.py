@@ -93,6 +93,7 @@ class Scrubbers:
     sources: SourceScrubber
     names: IdentityScrubber
     guards: GuardValueScrubber | None  # None: --keep-guard-values
+    _labels: dict[str, str] = field(default_factory=dict)
 
     def text(self, text: str) -> str:
         text = self.paths.map_text(self.sources.scrub(text))
@@ -101,8 +102,11 @@ class Scrubbers:
         return self.names.scrub(text)
 
     def label(self, text: str) -> str:
-        """An event's name or compile id: never source, but may name a path or a person."""
-        return self.names.scrub(self.paths.map_text(text))
+        """An event's name or compile id: never source, but may name a path or a person (a few
+        distinct ones, each rewritten once)."""
+        if text not in self._labels:
+            self._labels[text] = self.names.scrub(self.paths.map_text(text))
+        return self._labels[text]
 
 
 def share_capture(source: str, output: str, options: ShareOptions = ShareOptions()) -> ShareReport:

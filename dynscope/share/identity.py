@@ -40,14 +40,19 @@ _GENERIC_HOSTS = frozenset({"localhost", "localhost.localdomain", "ip6-localhost
 MIN_NAME_CHARS = 3
 # key=value and --key value pairs whose key says the value is a secret (a token on a command line,
 # an environment variable in a message), and the shapes of common tokens wherever they stand. The key
-# ends with the word (HF_TOKEN, --api-key, password; not max_tokens, not tokenizer) and the value has
-# six characters or more (not ``token: int``).
-_SECRET_KEY = r"[\w.-]*?(?:token|secret|passw(?:or)?d|api[_-]?key|access[_-]?key|private[_-]?key|credentials?)"
-_SECRET_VALUE = r"(['\"]?)([^\s'\",;)\]}<]{6,})"
-_SECRET_ASSIGN = re.compile(rf"(?i)(?<![\w-])((?:--?)?{_SECRET_KEY}\s*[=:]\s*){_SECRET_VALUE}")
-_SECRET_OPTION = re.compile(rf"(?i)(?<![\w-])(--?{_SECRET_KEY}\s+){_SECRET_VALUE}")
+# ends with the word (HF_TOKEN, --api-key, password; not max_tokens, not tokenizer), a key given as
+# ``--key value`` starts with "-", and the value has six characters or more (not ``token: int``). The
+# pattern starts at the word itself: what comes before it in the key does not matter, and a pattern
+# that tried every prefix of every word would cost a pass per letter.
+_SECRET_PAIR = re.compile(r"(?i)(?:token|secret|passw(?:or)?d|api[_-]?key|access[_-]?key|private[_-]?key|credentials?)"
+                          r"(?:(\s*[=:]\s*)|(\s+))(['\"]?)([^\s'\",;)\]}<]{6,})")
 _TOKEN_SHAPES = re.compile(r"(?<![\w-])(?:sk-[\w-]{16,}|hf_[A-Za-z0-9]{20,}|gh[pousr]_[A-Za-z0-9]{20,}"
                            r"|github_pat_\w{20,}|xox[abprs]-[\w-]{10,}|AKIA[0-9A-Z]{16}|glpat-[\w-]{20,})")
+
+
+# Words without which a text holds no secret these rules find (most texts: one lower() and a few
+# substring checks instead of three pattern passes).
+_SECRET_HINTS = ("token", "secret", "passw", "key", "credential", "sk-", "hf_", "gh", "xox", "akia", "glpat")
 
 
 def is_tree(path: str) -> bool:
@@ -77,6 +82,8 @@ def local_names() -> tuple[list[str], list[str]]:
 
 def users_in(text: str) -> set[str]:
     """User names a text shows: home directories' owners and torch's per-user cache folders."""
+    if "/" not in text:
+        return set()
     return {m.group(1) for pattern in (_HOME, _CACHE_USER) for m in pattern.finditer(text)}
 
 
@@ -112,9 +119,12 @@ class IdentityScrubber:
         return frozenset(self._hosts)
 
     def scrub(self, text: str) -> str:
-        text = _SECRET_ASSIGN.sub(self._secret_pair, text)
-        text = _SECRET_OPTION.sub(self._secret_pair, text)
-        text = _TOKEN_SHAPES.sub(self._secret, text)
+        if len(text) < MIN_NAME_CHARS:
+            return text
+        lowered = text.lower()
+        if any(hint in lowered for hint in _SECRET_HINTS):
+            text = _SECRET_PAIR.sub(self._secret_pair, text)
+            text = _TOKEN_SHAPES.sub(self._secret, text)
         pattern = self._compiled()
         return text if pattern is None else pattern.sub(self._name, text)
 
@@ -132,9 +142,19 @@ class IdentityScrubber:
         return f"<{kind}>"
 
     def _secret_pair(self, m: re.Match[str]) -> str:
+        if m.group(2) is not None and not _is_option(m.string, m.start()):
+            return m.group(0)  # "token abcdefgh" in prose: only an option's value follows a space
         self.counts["secret"] += 1
-        return f"{m.group(1)}{m.group(2)}<secret>"
+        return m.group(0)[:m.start(4) - m.start()] + "<secret>"
 
     def _secret(self, m: re.Match[str]) -> str:
         self.counts["secret"] += 1
         return "<secret>"
+
+
+def _is_option(text: str, at: int) -> bool:
+    """Whether the word that ends at ``at`` + its key is an option (``--api-key``, ``-token``)."""
+    start = at
+    while start > 0 and (text[start - 1].isalnum() or text[start - 1] in "_.-"):
+        start -= 1
+    return text[start:start + 1] == "-"

@@ -26,9 +26,10 @@ from dynscope.share.identity import is_tree
 from dynscope.share.sources import trie_pattern
 
 # A directory's name in free text: words joined by single spaces (at most five: a sentence is not a
-# path; each with a letter or digit, not ``~``-first), parentheses and brackets allowed (``my proj (copy)``);
-# the path goes on only if a ``/`` follows.
-_DIR = r"[\w.+@%~()\[\]-]+(?: [.+@%()\[\]-]*\w[\w.+@%~()\[\]-]*){0,4}"
+# path; each with a letter or digit, not ``~``-first), parentheses, brackets and the punctuation of
+# generated run folders allowed (``my proj (copy)``, Hydra's ``lr=0.1,bs=32``); the path goes on only if
+# a ``/`` follows.
+_DIR = r"[\w.+@%~()\[\]=,:#!$&{}-]+(?: [.+@%()\[\]=,:#!$&{}-]*\w[\w.+@%~()\[\]=,:#!$&{}-]*){0,4}"
 _FILE = r"[\w.+@%~-]*"
 # An absolute POSIX path of at least two components, not part of a longer word, a relative path
 # or a URL (``https://pytorch.org/docs``: the slash after ``:`` is followed by another slash).
@@ -38,6 +39,9 @@ ABSOLUTE_PATH = re.compile(rf"(?<![\w.~/\\-])/(?:{_DIR}/)+{_FILE}")
 _FILE_URL = rf"(?i:file)://(?:localhost)?(?P<url_path>/(?:{_DIR}/)*{_FILE})"
 _HOME_PATH = rf"(?<![\w.~/\\-])~(?:[A-Za-z_][\w.-]*)?/(?:{_DIR}/)*{_FILE}"
 _WINDOWS_PATH = rf"(?<![\w.\\/-])[A-Za-z]:[\\/](?:{_DIR}[\\/])*{_FILE}"
+# A path as JSON may escape it (``\/home\/ann\/x.py``) in a payload that is not valid JSON as a whole.
+_ESCAPED_PATH = r"(?<![\w.~/\\-])\\/(?:[\w.+@%~-]+\\/)+[\w.+@%~-]*"
+_OTHER_PATHS = re.compile("|".join((_HOME_PATH, _WINDOWS_PATH, _ESCAPED_PATH)))
 _SITE_PACKAGES = re.compile(r"/(?:site|dist)-packages(?:/|$)")
 _STDLIB = re.compile(r"/lib(?:64)?/python\d+(?:\.\d+)?t?(?:/|$)")
 
@@ -49,7 +53,7 @@ class PathMapper:
         self.mapped: dict[str, str] = {}  # every path replaced, and by what (for the summary)
         self._known: list[str] = []  # whole paths seen in structured fields, longest first
         self._tails: dict[str, str] = {}  # shortened forms of known paths -> the bundle's name for the path
-        self._pattern = re.compile("|".join((_FILE_URL, self._generic())))
+        self._pattern = re.compile("|".join((_FILE_URL, ABSOLUTE_PATH.pattern)))
 
     def learn(self, paths: Iterable[str]) -> None:
         """Whole paths from structured fields (a ``str`` event, ``co_filename``): replaced as a
@@ -68,11 +72,7 @@ class PathMapper:
         alternatives = [f"(?:{known_paths})(?![\\w.+@%~/-])"] if known_paths else []
         if self._tails:
             alternatives.append(f"(?<![\\w.~/-])(?:{trie_pattern(self._tails)})(?![\\w.+@%~/-])")
-        self._pattern = re.compile("|".join([_FILE_URL, *alternatives, self._generic()]))
-
-    @staticmethod
-    def _generic() -> str:
-        return "|".join((ABSOLUTE_PATH.pattern, _HOME_PATH, _WINDOWS_PATH))
+        self._pattern = re.compile("|".join([_FILE_URL, *alternatives, ABSOLUTE_PATH.pattern]))
 
     def _tails_of(self, path: str) -> dict[str, str]:
         shown = self.map_path(path)
@@ -119,7 +119,12 @@ class PathMapper:
         """Every absolute path in free text (a traceback, a kernel's comment, a config dump)."""
         if "/" not in text and "\\" not in text:
             return text
-        return self._pattern.sub(self._replace, text)
+        text = self._pattern.sub(self._replace, text)
+        # The rarer forms, in a second pass only where they can be: a letter-first pattern tried at
+        # every letter of every text costs more than all the rest.
+        if "~" in text or ":\\" in text or ":/" in text or "\\/" in text:
+            text = _OTHER_PATHS.sub(self._replace_other, text)
+        return text
 
     def _replace(self, match: re.Match[str]) -> str:
         found = match.group(0)
@@ -127,9 +132,13 @@ class PathMapper:
             return self._tails[found]
         if match.group("url_path") is not None:  # file:///x: the scheme stays, the path is named as any path
             return found[:7] + self.map_path(match.group("url_path"))
-        if not found.startswith("/"):  # ~/x, ~ann/x, C:\\x: never inside the tree
-            return self._hashed(found)
         return self.map_path(found)
+
+    def _replace_other(self, match: re.Match[str]) -> str:
+        found = match.group(0)
+        if found.startswith("\\/"):
+            return self.map_path(found.replace("\\/", "/"))
+        return self._hashed(found)  # ~/x, ~ann/x, C:\\x: never inside the tree
 
 
 def _rest(path: str, end: int) -> str:

@@ -19,7 +19,7 @@ import pytest
 from share_checks import stored_texts
 
 from dynscope.commands import main
-from dynscope.share.bundle import ShareOptions, share_capture
+from dynscope.share.bundle import share_capture
 from dynscope.share.guard_values import GuardValueScrubber
 from dynscope.share.identity import IdentityScrubber, is_tree
 from dynscope.share.paths import PathMapper
@@ -194,6 +194,11 @@ def test_names_are_words_of_their_own():
 def test_paths_in_free_text_keep_whole_and_stay_bounded():
     mapper = PathMapper("/home/ann/proj", b"salt")
     assert mapper.map_text("x (/home/ann/a b/c (1)/d.py) y") == f"x ({mapper.map_path('/home/ann/a b/c (1)/d.py')}) y"
+    # a run folder Hydra names, a path JSON escaped in a payload that is not JSON as a whole
+    assert mapper.map_text("/home/ann/outputs/lr=0.1,bs=32/run.py:3") == \
+        f"{mapper.map_path('/home/ann/outputs/lr=0.1,bs=32/run.py')}:3"
+    assert mapper.map_text('{"f": "\\/home\\/ann\\/k\\/x.py", "g": "\\/home\\/ann\\/proj\\/m.py"') == \
+        f'{{"f": "{mapper.map_path("/home/ann/k/x.py")}", "g": "m.py"'
     # a sentence is not a path: at most five words in one directory's name
     sentence = "/x " + "word " * 10_000 + "/y/z"
     assert len(mapper.map_text(sentence)) > 40_000
