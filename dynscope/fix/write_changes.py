@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from dynscope.analysis.source_edits import SourceEdit
 from dynscope.errors import DynscopeError
+from dynscope.store.lock import file_kind
 
 
 @dataclass(frozen=True)
@@ -26,6 +28,7 @@ class DiffFile:
     path: str
     text: str
     what: str  # "the program's files" or "transformers 5.24.0"
+    named_here: bool = False  # <package>-<version>.diff: a name the user did not give; never written through a link
 
 
 def diff_files(path: str, edits: Sequence[SourceEdit]) -> list[DiffFile]:
@@ -43,7 +46,8 @@ def diff_files(path: str, edits: Sequence[SourceEdit]) -> list[DiffFile]:
     for library, changed in packages.items():
         first = changed[0].file
         name = f"{first.package}-{first.version}.diff" if first.version else f"{first.package}.diff"
-        out.append(DiffFile(os.path.join(directory, _plain(name)), "".join(e.diff() for e in changed), library))
+        out.append(DiffFile(os.path.join(directory, _plain(name)), "".join(e.diff() for e in changed), library,
+                            named_here=True))
     return out
 
 
@@ -54,10 +58,22 @@ def _plain(name: str) -> str:
 def write_diffs(files: Sequence[DiffFile]) -> None:
     for f in files:
         try:
-            with open(f.path, "w", encoding="utf-8", newline="") as out:
-                out.write(f.text)
+            _write_regular(f.path, f.text, follow_link=not f.named_here)
         except OSError as e:
             raise DynscopeError(f"cannot write {f.path}: {e.strerror}") from None
+
+
+def _write_regular(path: str, text: str, *, follow_link: bool) -> None:
+    """Write ``text`` to ``path``, a regular file or none yet: a FIFO or device there is refused
+    (opened without blocking, checked with fstat), and a name dynscope made up is never a link's."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK | (0 if follow_link else os.O_NOFOLLOW)
+    descriptor = os.open(path, flags, 0o644)
+    with os.fdopen(descriptor, "w", encoding="utf-8", newline="") as out:
+        mode = os.fstat(descriptor).st_mode
+        if not stat.S_ISREG(mode):
+            raise DynscopeError(f"cannot write {path}: it is {file_kind(mode)}")
+        out.truncate(0)
+        out.write(text)
 
 
 def applicable(edits: Sequence[SourceEdit], root: str) -> tuple[list[SourceEdit], list[str]]:

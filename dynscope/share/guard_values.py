@@ -14,10 +14,13 @@ from __future__ import annotations
 import hashlib
 import re
 
-# A Python string literal (optionally b/r/u-prefixed), one line, bounded so a stranger's megabyte
-# of quotes costs one pass.
-_LITERAL = r"""[bBrRuU]{0,2}(?:'(?:[^'\\\n]|\\.){0,4096}'|"(?:[^"\\\n]|\\.){0,4096}")"""
-_COMPARED = re.compile(rf"((?:==|!=)\s*)({_LITERAL})|({_LITERAL})(?=\s*(?:==|!=))")
+# A Python string literal (optionally b/r/u-prefixed) on one line. After ``==`` (where torch writes the
+# value) it may be of any length and hold escapes: only an operator starts one. Before ``==`` any quote
+# could start one, so there it ends at the next quote of its kind and is at most 256 characters: a
+# stranger's megabyte of quotes and backslashes costs one pass.
+_RIGHT = r"""[bBrRuU]{0,2}(?:'(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*")"""
+_LEFT = r"""[bBrRuU]{0,2}(?:'[^'\n]{0,256}'|"[^"\n]{0,256}")"""
+_COMPARED = re.compile(rf"((?:==|!=)\s*)({_RIGHT})|({_LEFT})(?=\s*(?:==|!=))")
 
 
 class GuardValueScrubber:

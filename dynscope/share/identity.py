@@ -21,6 +21,8 @@ import tempfile
 from collections import Counter
 from collections.abc import Iterable
 
+from dynscope.share.sources import trie_pattern
+
 # Directories that hold many unrelated things: a path under one says nothing of a project.
 _SYSTEM_DIRS = frozenset({"/", "/home", "/Users", "/usr", "/var", "/etc", "/opt", "/mnt", "/media", "/srv", "/proc",
                           "/sys", "/dev", "/run", "/root", "/private", "/private/var", "/Volumes", "/export",
@@ -130,10 +132,11 @@ class IdentityScrubber:
 
     def _compiled(self) -> re.Pattern[str] | None:
         if self._pattern is None and (self._users or self._hosts):
-            # Longest first (a host that contains the user's name); a name stands alone: no letter or
-            # digit on either side (torchinductor_ann, ann@box and /home/ann all name ann).
-            names = sorted(self._users | self._hosts, key=len, reverse=True)
-            self._pattern = re.compile("(?<![A-Za-z0-9])(?:" + "|".join(re.escape(n) for n in names) + ")(?![A-Za-z0-9])")
+            # A name stands alone: no letter or digit on either side (torchinductor_ann, ann@box and
+            # /home/ann all name ann); the trie tries the longest first (a host that contains the user's name).
+            # One trie-shaped pattern: a forged capture naming thousands of homes costs one pass, not one per name.
+            names = trie_pattern(self._users | self._hosts)
+            self._pattern = re.compile(f"(?<![A-Za-z0-9])(?:{names})(?![A-Za-z0-9])")
         return self._pattern
 
     def _name(self, m: re.Match[str]) -> str:

@@ -143,3 +143,25 @@ def test_apply_leaves_a_file_whose_link_leads_out_of_the_tree(tmp_path: Path):
     todo, left = write_changes.applicable([edit], str(tree))
     assert todo == [] and "outside the program's tree" in left[0]
     assert outside.read_text() == "a\n"
+
+
+def test_diff_files_never_write_through_a_planted_link_or_into_a_fifo(tmp_path: Path):
+    own = SourceEdit(SourceFile("/p/m.py", "a\n", "m.py"), "b\n")
+    lib = SourceEdit(SourceFile("/s/transformers/x.py", "a\n", "transformers/x.py", "transformers", "5.24.0"), "b\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    victim = tmp_path / "bashrc"
+    victim.write_text("mine\n")
+    (out / "transformers-5.24.0.diff").symlink_to(victim)  # a name dynscope makes up, planted beside --diff
+    files = write_changes.diff_files(str(out / "d.diff"), [own, lib])
+    with pytest.raises(DynscopeError, match="cannot write .*transformers-5.24.0.diff"):
+        write_changes.write_diffs(files)
+    assert victim.read_text() == "mine\n"
+    (out / "transformers-5.24.0.diff").unlink()
+    (out / "d.diff").unlink()  # written before the library's diff was refused
+    os.mkfifo(out / "d.diff")  # opened without blocking: refused at once, never waits for a reader
+    with pytest.raises(DynscopeError, match="cannot write .*d.diff"):
+        write_changes.write_diffs(files)
+    (out / "d.diff").unlink()
+    write_changes.write_diffs(files)
+    assert (out / "d.diff").read_text().startswith("--- a/m.py") and (out / "transformers-5.24.0.diff").is_file()

@@ -247,3 +247,27 @@ def test_share_changes_nothing_but_its_output(tmp_path, capsys):
     after = _tree_state(tmp_path)
     assert set(after) - set(before) == {str(tmp_path / "b.dynscope")}
     assert {k: v for k, v in after.items() if k in before} == before
+
+
+def test_hostile_text_costs_one_pass():
+    """Quotes and backslashes after ==, thousands of learned user names, sentences of would-be
+    directories: each hostile megabyte costs about what a plain one does (side by side, a ratio)."""
+    import time
+
+    names = IdentityScrubber()
+    names.learn([f"user{i:05d}" for i in range(20_000)], [HOST])
+    guards = GuardValueScrubber(b"salt")
+    mapper = PathMapper("/home/ann/proj", b"salt")
+    mapper.learn([f"/home/ann/proj/f{i}.py" for i in range(2_000)])
+
+    def cost(text: str) -> float:
+        start = time.process_time()
+        for _ in range(3):
+            names.scrub(guards.scrub(mapper.map_text(text)))
+        return time.process_time() - start
+
+    plain = cost("a plain line of torch's text, x == 2, /a/b.py\n" * 22_000)
+    for hostile in ("== '" + "\\'" * 500_000, "'\\'" * 330_000 + " ==", "== '" * 250_000, " /a b c d e" * 90_000,
+                    "/" * 1_000_000, "~a/" * 330_000, "C:\\" * 330_000, "token=" * 160_000, "user19999 " * 100_000):
+        assert cost(hostile) < 20 * plain + 0.5, hostile[:20]
+    assert names.scrub("user19999 and user00000") == "<user> and <user>"
