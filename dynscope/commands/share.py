@@ -40,7 +40,7 @@ class Command:
         if args.tree is not None and not os.path.isabs(args.tree):
             args.tree = os.path.abspath(args.tree)
         if args.tree is not None and not is_tree(args.tree):
-            raise DynscopeError(f"--tree {args.tree}: / , a temporary folder, a home or a system folder is no "
+            raise DynscopeError(f"--tree {args.tree}: /, a temporary folder, a home or a system folder is no "
                                 "program's tree (every path under it would be kept); give the project's directory")
         for root in args.source_roots:
             if not os.path.isdir(root):

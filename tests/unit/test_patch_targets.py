@@ -28,7 +28,7 @@ def site(tmp_path: Path) -> Path:
     """A forged site-packages: torch, a library, a .pth file and start-up files."""
     site = tmp_path / "site-packages"
     for name in ("torch/_dynamo/eval_frame.py", "torchgen/gen.py", "transformers/models/x.py", "pkg/data.json",
-                 "pkg/_ext.so", "evil.pth", "sitecustomize.py", "dynscope/cli.py"):
+                 "pkg/_ext.so", "evil.pth", "sitecustomize.py", "dynscope/__init__.py"):
         (site / name).parent.mkdir(parents=True, exist_ok=True)
         (site / name).write_text("x = 1\n")
     return site
@@ -38,10 +38,10 @@ def test_refused_targets_and_why(site: Path, tmp_path: Path):
     protected = [("torch", str(site / "torch"))]
     libs = [str(site)]
     why = {name: refusal(str(site / name), protected, libs) for name in
-           ("torch/_dynamo/eval_frame.py", "torchgen/gen.py", "dynscope/cli.py", "evil.pth", "sitecustomize.py",
+           ("torch/_dynamo/eval_frame.py", "torchgen/gen.py", "dynscope/__init__.py", "evil.pth", "sitecustomize.py",
             "pkg/data.json", "pkg/_ext.so", "transformers/models/x.py")}
     assert "torch's own code" in why["torch/_dynamo/eval_frame.py"]
-    assert "torchgen's own code" in why["torchgen/gen.py"] and "dynscope's own code" in why["dynscope/cli.py"]
+    assert "torchgen's own code" in why["torchgen/gen.py"] and "dynscope's own code" in why["dynscope/__init__.py"]
     assert "a .pth file is run by Python at start-up" in why["evil.pth"]
     assert "sitecustomize.py is run by Python at start-up" in why["sitecustomize.py"]
     assert "only the .py source" in why["pkg/data.json"] and "only the .py source" in why["pkg/_ext.so"]
