@@ -46,6 +46,8 @@ KEPT_META = ("dynscope_version", "torch_version", "python", "platform", "started
              "probe_errors", "profiled", "forced_eager", "complete", "incomplete_reason", "imported")
 # Metadata fields that hold one source line (torch's frames: ``loc``; dynscope's: ``code``).
 SOURCE_FIELDS = frozenset({"loc", "code"})
+# Metadata fields that hold the repr of a value a guard saw (dynscope:guard_failure's ``actual``).
+GUARD_VALUE_FIELDS = frozenset({"actual", "expected"})
 # Metadata fields that hold a command line or an environment: emptied, whatever they hold.
 COMMAND_FIELDS = frozenset({"argv", "command", "cmd", "env", "environ", "environment"})
 _COMPRESS_MIN_BYTES = 256
@@ -254,6 +256,8 @@ def _scrub_json(value: object, scrub: Scrubbers, report: ShareReport, key: str |
         if key in SOURCE_FIELDS and value.strip():
             report.fields_emptied[key] += 1
             return scrub.sources.drop_field(value)
+        if key in GUARD_VALUE_FIELDS and scrub.guards is not None:
+            return scrub.text(scrub.guards.literal(value))
         return scrub.text(value)
     if value is None or isinstance(value, bool | int | float):
         return value

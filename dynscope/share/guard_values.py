@@ -4,7 +4,8 @@ Dynamo guards a string global or attribute by its value (``EQUALS_MATCH``), and 
 tree (``dynamo_cpp_guards_str``, kept even with ``--drop-stages``: it is not a stage) and in every
 recompile reason (``1/0: self.mode == 'sum'``). A string compared there can be anything the program
 held: a mode name, or a key. share replaces each string literal on either side of ``==``/``!=``
-with a salted hash of it, so two different values still read as different within one bundle (a
+with a salted hash of it, and so is the value a guard failure saw (its ``actual`` field, a repr),
+so two different values still read as different within one bundle (a
 recompile between ``'sum'`` and ``'max'`` stays visible) and a guessed value cannot be confirmed.
 ``--keep-guard-values`` keeps them. Numbers, shapes and type checks are not touched.
 """
@@ -32,6 +33,14 @@ class GuardValueScrubber:
         value = literal.lstrip("bBrRuU")[1:-1]  # 'sum' and "sum" are one value
         digest = hashlib.blake2b(value.encode("utf-8", "surrogatepass"), digest_size=4, key=self._salt).hexdigest()
         return f"'<value:{digest}>'"
+
+    def literal(self, text: str) -> str:
+        """A field that holds one value's repr (a guard failure's ``actual``): its token when it is a
+        string literal (``'max'``), else as it is (``2``, ``torch.float32``)."""
+        if re.fullmatch(_RIGHT, text.strip()) is None or "<value:" in text:
+            return text
+        self.replaced += 1
+        return self.token(text.strip())
 
     def scrub(self, text: str) -> str:
         if "==" not in text and "!=" not in text:

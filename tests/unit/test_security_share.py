@@ -29,6 +29,7 @@ PROGRAM = "/home/ann/proj/train.py"
 HOST = "ann-laptop.corp.example.com"
 TORCH_CACHE = "/tmp/torchinductor_ann/ab/cabcdef.py"
 TOKEN_VALUE = "tok_9f8e7d6c5b4a3921"  # not a known token shape: only the guard rule can catch it
+NEW_TOKEN = "tok_0a1b2c3d4e5f6789"  # the value the guard saw when it failed
 GUARDS = (
     "TREE_GUARD_MANAGER:\n"
     "| +- GuardManager: source=G['TOKEN'], accessed_by=DictGetItemGuardAccessor('TOKEN')\n"
@@ -65,6 +66,10 @@ def forge(path: Path, *, cwd: str, hostname: str = HOST, compile_id: str = "0/0"
     writer.append("dynamo_cpp_guards_str", {}, GUARDS, compile_id=compile_id, attempt=0)
     writer.append("artifact:recompile_reasons", {"artifact": {"name": "recompile_reasons", "encoding": "string"}},
                   f"0/0: TOKEN == '{TOKEN_VALUE}'", compile_id=compile_id, attempt=0)
+    writer.append("dynscope:guard_failure", {"function": "forward", "failed_compile_id": compile_id,
+                                             "reason": f"0/0: TOKEN == '{TOKEN_VALUE}'",
+                                             "guard": f"TOKEN == '{TOKEN_VALUE}'", "actual": f"'{NEW_TOKEN}'"},
+                  compile_id=compile_id, attempt=0)
     writer.append("dynscope:graph_break", {"gb_type": "x", "reason": FREE_TEXT, "explanation": "e", "hints": [],
                                            "user_stack": []}, compile_id=compile_id, attempt=0)
     writer.append("inductor_output_code", {"inductor_output_code": {"filename": TORCH_CACHE}},
@@ -86,7 +91,7 @@ def share(capture: Path, out: Path, *options: str, capsys=None) -> tuple[int, st
 # Nothing of these may stay, whatever the tree: who, where, and the secrets.
 GONE = ("/home/ann", "ann", HOST, HOST.split(".")[0], "torchinductor_ann", "my proj", "(copy)", "notes/plan.txt",
         "/srv/data", ".cache/thing", "other/y.py", "Users", "hunter2hunter2", "abcdef123456", "hf_AbCdEf",
-        TOKEN_VALUE)
+        TOKEN_VALUE, NEW_TOKEN)
 
 
 def _absent(text: str, needles) -> list[str]:
@@ -146,16 +151,17 @@ def test_guard_values_are_replaced_unless_kept(tmp_path, capsys, drop_stages):
     code, printed, err = share(capture, out, *stages, capsys=capsys)
     assert code == 0, err
     text = bundle_text(out)
-    assert TOKEN_VALUE not in text and "'sum'" not in text
+    assert TOKEN_VALUE not in text and NEW_TOKEN not in text and "'sum'" not in text
     hashes = re.findall(r"G\['TOKEN'\] == '(<value:[0-9a-f]{8}>)'", text)
     reason = re.findall(r"TOKEN == '(<value:[0-9a-f]{8}>)'", text)
     assert len(set(hashes)) == 1 and set(reason) == set(hashes)  # one value, one hash: the reason matches its guard
     assert "L['scale'] == 2.0" in text and "DictGetItemGuardAccessor('TOKEN')" in text
-    assert "guard values: 3 string values" in printed  # the guard, the reason and 'sum'
+    # the guard tree's two, the artifact's reason, the guard failure's reason, guard and the value it saw
+    assert "guard values: 6 string values" in printed
     code, printed, err = share(capture, out, "--keep-guard-values", *stages, capsys=capsys)
     assert code == 0, err
     kept = bundle_text(out)
-    assert f"G['TOKEN'] == '{TOKEN_VALUE}'" in kept and "guard values:" not in printed
+    assert f"G['TOKEN'] == '{TOKEN_VALUE}'" in kept and f"'{NEW_TOKEN}'" in kept and "guard values:" not in printed
     assert "guards (their numbers and strings)" in printed
 
 
