@@ -54,7 +54,11 @@ _TOKEN_SHAPES = re.compile(r"(?<![\w-])(?:sk-[\w-]{16,}|hf_[A-Za-z0-9]{20,}|gh[p
 
 # Words without which a text holds no secret these rules find (most texts: one lower() and a few
 # substring checks instead of three pattern passes).
-_SECRET_HINTS = ("token", "secret", "passw", "key", "credential", "sk-", "hf_", "gh", "xox", "akia", "glpat")
+_SECRET_HINTS = ("token", "secret", "passw", "key", "credential", "sk-", "hf_", "gh", "xox", "akia", "glpat", "://",
+                 "bearer")
+# A URL's password (postgres://ann:hunter2@db/x) and an HTTP bearer token.
+_URL_PASSWORD = re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://[^\s/@:]*:)[^\s/@]+@")
+_BEARER = re.compile(r"(?i)(\bbearer\s+)[\w.~+/-]{12,}=*")
 
 
 def is_tree(path: str) -> bool:
@@ -127,6 +131,8 @@ class IdentityScrubber:
         if any(hint in lowered for hint in _SECRET_HINTS):
             text = _SECRET_PAIR.sub(self._secret_pair, text)
             text = _TOKEN_SHAPES.sub(self._secret, text)
+            text = _URL_PASSWORD.sub(self._secret_after, text)
+            text = _BEARER.sub(self._secret_after, text)
         pattern = self._compiled()
         return text if pattern is None else pattern.sub(self._name, text)
 
@@ -149,6 +155,10 @@ class IdentityScrubber:
             return m.group(0)  # "token abcdefgh" in prose: only an option's value follows a space
         self.counts["secret"] += 1
         return m.group(0)[:m.start(4) - m.start()] + "<secret>"
+
+    def _secret_after(self, m: re.Match[str]) -> str:
+        self.counts["secret"] += 1
+        return m.group(1) + "<secret>" + ("@" if m.group(0).endswith("@") else "")
 
     def _secret(self, m: re.Match[str]) -> str:
         self.counts["secret"] += 1

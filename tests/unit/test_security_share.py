@@ -48,6 +48,7 @@ FREE_TEXT = (
     f"rendezvous at {HOST.split('.')[0]}:29500 ({HOST}), mail ann@example.com\n"
     "config: torchinductor_worker_logpath='' max_tokens=512 tokenizer=fast\n"
     "run: train.py --token=hunter2hunter2 --api-key abcdef123456 HF_TOKEN=hf_AbCdEfGhIjKlMnOpQrStUv\n"
+    "db: postgres://ann:pg_pass_77@db.example.com/x, Authorization: Bearer abcdefghijklmnop123\n"
     "docs: https://pytorch.org/docs/stable/torch.compiler.html x // 2\n"
 )
 
@@ -91,7 +92,7 @@ def share(capture: Path, out: Path, *options: str, capsys=None) -> tuple[int, st
 # Nothing of these may stay, whatever the tree: who, where, and the secrets.
 GONE = ("/home/ann", "ann", HOST, HOST.split(".")[0], "torchinductor_ann", "my proj", "(copy)", "notes/plan.txt",
         "/srv/data", ".cache/thing", "other/y.py", "Users", "hunter2hunter2", "abcdef123456", "hf_AbCdEf",
-        TOKEN_VALUE, NEW_TOKEN)
+        TOKEN_VALUE, NEW_TOKEN, "pg_pass_77", "abcdefghijklmnop123")
 
 
 def _absent(text: str, needles) -> list[str]:
@@ -127,7 +128,8 @@ def test_free_text_paths_are_found_wherever_they_stand(tmp_path, capsys):
     for kept in ("(src/m.py:4)", "https://pytorch.org/docs/stable/torch.compiler.html x // 2", "~5 ms",
                  "torchinductor_worker_logpath=''", "max_tokens=512 tokenizer=fast", "file://<path:",
                  "torchinductor_<user>", "--token=<secret>", "--api-key <secret>", "HF_TOKEN=<secret>",
-                 "rendezvous at <host>:29500 (<host>)", "<user>@example.com"):
+                 "rendezvous at <host>:29500 (<host>)", "<user>@example.com",
+                 "postgres://<user>:<secret>@db.example.com", "Bearer <secret>"):
         assert kept in text, kept
     assert "made relative to /home/ann/proj" in printed and "names: " in printed
 
@@ -276,3 +278,25 @@ def test_hostile_text_costs_one_pass():
                     "/" * 250_000, "~a/" * 83_000, "C:\\" * 83_000, "token=" * 40_000, "user19999 " * 25_000):
         assert cost(hostile) < 20 * plain + 0.2, hostile[:20]
     assert names.scrub("user19999 and user00000") == "<user> and <user>"
+
+
+def test_paths_in_sarif_and_html_payloads(tmp_path):
+    """A payload that is a SARIF log (JSON: file:// URIs) or an HTML page (paths in attributes and text)."""
+    import json
+
+    sarif = {"runs": [{"results": [{"locations": [{"physicalLocation": {"artifactLocation": {
+        "uri": "file:///home/ann/proj/src/m.py", "uriBaseId": "file:///home/ann/"}}}]}],
+        "invocations": [{"commandLine": "dynscope check --token=hunter2hunter2", "workingDirectory": {
+            "uri": "file:///home/ann/proj"}}]}]}
+    html = ('<a href="file:///home/ann/secret/x.py">/home/ann/secret/x.py</a><td title=\'/srv/ann-data/y.py\'>'
+            "(/opt/corp/internal/z.py)</td>")
+    writer = CaptureWriter(tmp_path / "c.dynscope")
+    writer.set_meta(dynscope_version="0", torch_version="2.13.0", python="3.11", cwd="/home/ann/proj", started=1.0)
+    writer.append("artifact:sarif", {"artifact": {"name": "sarif", "encoding": "json"}}, json.dumps(sarif))
+    writer.append("artifact:report", {"artifact": {"name": "report", "encoding": "string"}}, html)
+    writer.close()
+    out = tmp_path / "b.dynscope"
+    share_capture(str(tmp_path / "c.dynscope"), str(out))
+    text = bundle_text(out)
+    assert _absent(text, ("/home/ann", "ann", "secret/x.py", "/srv", "ann-data", "corp/internal", "hunter2hunter2")) == []
+    assert '"uri":"file://src/m.py"' in text and "--token=<secret>" in text and "<a href=\"file://<path:" in text
