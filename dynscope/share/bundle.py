@@ -119,7 +119,9 @@ def share_capture(source: str, output: str, options: ShareOptions = ShareOptions
         meta = reader.meta
         tree = options.tree or (meta.get("cwd") if isinstance(meta.get("cwd"), str) else None)
         report = ShareReport(tree=tree)
-        if tree is not None and not is_tree(tree):  # / or /tmp: every path would be "inside" it
+        if tree is not None and not os.path.isabs(tree):  # a forged relative "cwd" names no place
+            report.tree = None
+        elif tree is not None and not is_tree(tree):  # / or /tmp: every path would be "inside" it
             report.tree, report.not_a_tree = None, tree
         scrub = Scrubbers(PathMapper(report.tree, salt), SourceScrubber(salt), IdentityScrubber(),
                           None if options.keep_guard_values else GuardValueScrubber(salt))
