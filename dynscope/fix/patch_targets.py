@@ -59,13 +59,23 @@ def refusal(real: str, protected: Sequence[tuple[str, str]], libraries: Sequence
         return "a .pth file is run by Python at start-up, before a trial's changes exist"
     if base in STARTUP_FILES:
         return f"{base} is run by Python at start-up, before a trial's changes exist"
-    library = next((d for d in libraries if _inside(real, d)), None)
+    library = next((d for d in libraries if _inside(real, d)), None) or _site_packages_of(real)
     if library is not None:
         top = os.path.relpath(real, library).split(os.sep, 1)[0]
         if top in PROTECTED_PACKAGES or top.removesuffix(".py") in PROTECTED_PACKAGES:
             return f"it is {top.removesuffix('.py')}'s own code, imported before the patch could take effect"
         if not base.endswith(".py"):
             return "only the .py source of an installed package is served to a trial (not data, metadata or binaries)"
+    return None
+
+
+def _site_packages_of(real: str) -> str | None:
+    """The site-packages directory ``real`` is in, for one this interpreter does not use (another
+    virtualenv inside the program's tree): its torch is torch all the same."""
+    parts = real.split(os.sep)
+    for i in range(len(parts) - 1, 0, -1):
+        if parts[i] in ("site-packages", "dist-packages"):
+            return os.sep.join(parts[:i + 1])
     return None
 
 

@@ -51,6 +51,10 @@ def test_refused_targets_and_why(site: Path, tmp_path: Path):
     (tree / "vendor" / "torch").mkdir(parents=True)
     assert refusal(str(tree / "vendor" / "torch" / "a.py"), [("torch", str(tree / "vendor" / "torch"))], libs)
     assert refusal(str(tree / "x.pth"), [], libs) and refusal(str(tree / "model.py"), [], libs) is None
+    # another virtualenv inside the program's tree: its torch is torch all the same
+    other_venv = tree / ".venv" / "lib" / "python3.11" / "site-packages"
+    assert "torch's own code" in refusal(str(other_venv / "torch" / "nn" / "m.py"), [], libs)
+    assert refusal(str(other_venv / "transformers" / "m.py"), [], libs) is None
     with pytest.raises(DynscopeError) as e:
         check_targets([(str(site / "evil.pth"), "evil.pth")], "my.diff", libs)
     assert e.value.exit_code == EXIT_CODE == 2 and str(e.value).startswith("my.diff: refusing to judge a change to evil.pth")
