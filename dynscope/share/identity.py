@@ -37,8 +37,10 @@ _CACHE_USER = re.compile(r"/torchinductor_([\w.+@-]+)(?![^/\s'\"])")
 # they say nothing about who ran the program anyway.
 _GENERIC_USERS = frozenset({"root", "user", "users", "admin", "runner", "ubuntu", "nobody", "jovyan", "torch",
                             "python", "home", "test", "tests", "build", "ci", "docker", "default", "guest",
-                            "local", "shared", "data", "work", "app", "cuda", "triton", "inductor", "dynamo"})
-_GENERIC_HOSTS = frozenset({"localhost", "localhost.localdomain", "ip6-localhost", "host", "docker"})
+                            "local", "shared", "data", "work", "app", "cuda", "triton", "inductor", "dynamo",
+                            # the words of the bundle's own names (<path:…>, <site-packages>/…): never replaced
+                            *("path", "source", "value", "host", "secret", "site", "packages", "stdlib", "frozen")})
+_GENERIC_HOSTS = frozenset({"localhost", "localhost.localdomain", "ip6-localhost", "docker", *_GENERIC_USERS})
 MIN_NAME_CHARS = 3
 # key=value and --key value pairs whose key says the value is a secret (a token on a command line,
 # an environment variable in a message), and the shapes of common tokens wherever they stand. The key

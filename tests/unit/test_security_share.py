@@ -194,6 +194,9 @@ def test_names_are_words_of_their_own():
     names = IdentityScrubber()
     names.learn(["ann", "root", "ci", "x"], [HOST, "localhost"])
     assert names.users == {"ann"}  # root, ci: generic or short; they say nothing of who
+    # a user or host named like the bundle's own names would break them: never replaced
+    names.learn(["path", "source", "site", "packages", "stdlib", "value", "secret"], ["path", "host"])
+    assert names.users == {"ann"} and names.hosts == {HOST, "ann-laptop"}
     assert names.hosts == {HOST, "ann-laptop"}
     assert names.scrub("torchinductor_ann ann@box joanne annual ann-laptop.corp.example.com ann") == \
         "torchinductor_<user> <user>@box joanne annual <host> <user>"
