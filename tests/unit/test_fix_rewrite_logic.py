@@ -15,7 +15,7 @@ from dynscope.analysis.source_edits import SourceEdit, SourceFile, merge
 from dynscope.errors import DynscopeError
 from dynscope.events import ChangeSource, action_from_json
 from dynscope.fix import unified_diff, write_changes
-from dynscope.fix.session import combine
+from dynscope.fix.combine import combine
 from dynscope.fix.source_reader import reader_for
 from dynscope.model.fix import Features
 
