@@ -7,7 +7,7 @@ dynscope/fix/apply.py, which dispatches on its type; nothing is ever executed fr
 patch the user pastes. Table order is the order remedies are tried and hints are looked for.
 Adding a remedy is adding one entry here and its test (tests/unit/test_remedy_table.py).
 
-Problems come from the run's view (``problems_of(run_view(capture))``), so the same code reads a
+Problems are the run view's typed problems (``fix_problems(run_view(capture))``, fix_view.py), so the same code reads a
 baseline run, a trial run and a recorded capture, and is tested without torch. Which remedies
 this torch supports comes from the child (``Features``: probes/compat.remedy_features), never
 from a version number.
@@ -26,12 +26,8 @@ from dynscope.analysis.fix_problems import (
     LimitFacts,
     NumericsFacts,
     RecompileFacts,
-    Relocate,
     SkippedFacts,
     numerics_problem,
-    problem_counts,
-    problems_of,
-    site_of,
 )
 from dynscope.analysis.remedy_applies import (
     Predicate,
@@ -207,7 +203,6 @@ def select(problems: list[FixProblem], features: Features, only: FixFamily | Non
 # the remedy it makes (remedy_patches.py).
 __all__ = [
     "TABLE", "AppliesAs", "BreakFacts", "Entry", "ErrorFacts", "Facts", "FixProblem", "LimitFacts", "NumericsFacts",
-    "RecompileFacts", "Relocate", "Remedy", "SkippedFacts", "SourceReader", "check_expression", "hint_for", "hints_for",
-    "numerics_problem", "parse_try", "patch_remedy", "problem_counts", "problems_of", "remedies_conflict",
-    "remedies_for", "select", "site_of",
+    "RecompileFacts", "Remedy", "SkippedFacts", "SourceReader", "check_expression", "hint_for", "hints_for",
+    "numerics_problem", "parse_try", "patch_remedy", "remedies_conflict", "remedies_for", "select",
 ]

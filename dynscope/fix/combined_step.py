@@ -10,13 +10,14 @@ from __future__ import annotations
 from dataclasses import replace
 
 from dynscope.analysis.fix_document import Combined
+from dynscope.analysis.fix_problems import ProblemKey
 from dynscope.analysis.fix_verdict import STOPPED, Metrics, Verdict_, pick_combined
 from dynscope.fix.combine import CombinedChange, combine, combined_patch
 from dynscope.fix.plan import Plan, stack_candidates
 from dynscope.fix.scheduler import Scheduler
 from dynscope.fix.trials import TrialRun, run_all
 
-Proven = list[tuple[str, Verdict_, list[str], Metrics | None]]
+Proven = list[tuple[str, Verdict_, list[ProblemKey], Metrics | None]]
 
 
 def combined_step(s: Scheduler, proven: Proven) -> tuple[Combined | None, int]:
@@ -96,7 +97,7 @@ def _run_combined(s: Scheduler, keys: list[str], name: str, *, ready: TrialRun |
     assert s.judge is not None
     targeted = list(dict.fromkeys(p.key for t in chosen for p in t.targets))
     v = s.judge(trial.facts, targeted)
-    left = tuple(trial.facts.problems)  # everything the combined run still had, targeted or not
+    left = tuple(str(k) for k in trial.facts.problems)  # everything the combined run still had, targeted or not
     return replace(said, verdict=v.verdict, why=v.why, after=trial.facts.metrics, correct=v.correct,
                    max_abs_diff=v.max_abs_diff, capture=trial.capture, problems_left=left), made
 

@@ -18,7 +18,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from dynscope.analysis.remedies import FixProblem, Remedy, SourceReader, problems_of, remedies_for
+from dynscope.analysis.fix_view import fix_problems
+from dynscope.analysis.remedies import FixProblem, Remedy, SourceReader, remedies_for
 from dynscope.errors import DynscopeError
 from dynscope.events import Action
 from dynscope.fix.plan import Selection
@@ -114,7 +115,7 @@ def read_partial(path: str) -> Partial | None:
         return None
     try:
         with Capture.open(path) as capture:
-            return Partial(problems_of(run_view(capture)), trial_features(capture))
+            return Partial(fix_problems(run_view(capture)), trial_features(capture))
     except (DynscopeError, OSError, sqlite3.Error, ValueError):
         return None
 

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from dynscope.analysis.fix_document import ProblemRow
+from dynscope.analysis.fix_problems import ProblemKey
 from dynscope.analysis.fix_verdict import RunFacts, Verdict_, left_at, pick_combined
 from dynscope.analysis.remedies import FixProblem, Remedy, remedies_conflict
 from dynscope.events import DisableFunction
@@ -29,7 +30,7 @@ class Targets:
     --try setting) every problem together."""
 
     row: ProblemRow
-    keys: tuple[str, ...]
+    keys: tuple[ProblemKey, ...]
     count: int
     served: tuple[ProblemRow, ...] = ()
 
@@ -87,7 +88,7 @@ class Plan:
         return pick_combined([(t.remedy.key, "fixed", [p.key for p in t.targets], None) for t in self.first
                               if t.tried_by is None], self.conflict, self.in_code)
 
-    def fallbacks_to_run(self, fixed: set[str]) -> tuple[PlannedTrial, ...]:
+    def fallbacks_to_run(self, fixed: set[ProblemKey]) -> tuple[PlannedTrial, ...]:
         """The rows kept once the first trials are judged (``fixed``: the problem keys some first
         trial fixed): a fallback only while one of its problems is still not fixed."""
         return tuple(t for t in self.trials if not t.waits or any(p.key not in fixed for p in t.targets))

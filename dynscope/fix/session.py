@@ -24,7 +24,8 @@ from dynscope.analysis.fix_document import (
     TrialRow,
 )
 from dynscope.analysis.fix_verdict import STOPPED, RunFacts, Verdict, left_at
-from dynscope.analysis.remedies import FixProblem, Remedy, problems_of, select
+from dynscope.analysis.fix_view import fix_problems
+from dynscope.analysis.remedies import FixProblem, Remedy, select
 from dynscope.errors import DynscopeError
 from dynscope.events import DisableFunction, FixFamily
 from dynscope.fix.combined_step import Proven, combined_step
@@ -229,7 +230,7 @@ def _recorded_problems(path: str) -> list[FixProblem]:
     from dynscope.model import Capture
 
     with Capture.open(path) as capture:
-        return problems_of(run_view(capture))
+        return fix_problems(run_view(capture))
 
 
 def record_into_capture(path: str, doc: FixDocument) -> None:

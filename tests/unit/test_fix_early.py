@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from dynscope.analysis.remedies import Remedy, problems_of, select
+from dynscope.analysis.fix_view import fix_problems
+from dynscope.analysis.remedies import Remedy, select
 from dynscope.analysis.run_view import run_view
 from dynscope.events import SetConfig, ShowOnly
 from dynscope.fix import early as early_module
@@ -44,7 +45,7 @@ def _partial_copy(tmp_path: Path, keep_events: int) -> Path:
 
 def _whole() -> tuple[list, object]:
     with Capture.open(str(DATA / "fix_model.baseline.dynscope")) as capture:
-        return problems_of(run_view(capture)), trial_features(capture)
+        return fix_problems(run_view(capture)), trial_features(capture)
 
 
 def test_a_partly_written_baseline_names_problems_with_their_final_keys(tmp_path):

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from dynscope.analysis.fix_document import RewriteNote
+from dynscope.analysis.fix_problems import ProblemKey
 from dynscope.analysis.fix_verdict import Metrics, Verdict, moved_to_eager
 from dynscope.analysis.remedies import BreakFacts, FixProblem, remedies_for, select
 from dynscope.analysis.source_edits import SourceEdit, SourceFile, merge
@@ -40,7 +41,7 @@ FEATURES = Features(functions=frozenset({"reorderable_logging_functions", "compi
 def _break(path: str, line: int) -> FixProblem:
     facts = BreakFacts("logging.Logger method not supported for non-export cases",
                        "logging.Logger methods are not supported for non-export cases.", (), "log.info(...)")
-    return FixProblem("graph_break", f"break|logging|{path}|{line}", path, line, "forward", "logging", 1, facts)
+    return FixProblem("graph_break", ProblemKey("break", "logging", path, line), path, line, "forward", "logging", 1, facts)
 
 
 @pytest.fixture

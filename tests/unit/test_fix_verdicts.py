@@ -7,8 +7,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from fix_stand import Occurrence, Stand
+
 from dynscope.analysis.breaks import BreakGroup
 from dynscope.analysis.fix_document import Baseline, Combined, FixDocument, Measured, ProblemRow, TrialRow, combined_numbers, fix_cells
+from dynscope.analysis.fix_problems import ProblemKey
 from dynscope.analysis.fix_verdict import (
     STOPPED,
     Metrics,
@@ -18,15 +21,16 @@ from dynscope.analysis.fix_verdict import (
     pick_combined,
     unstable_between,
 )
-from dynscope.analysis.remedies import problems_of, remedies_conflict, remedies_for
+from dynscope.analysis.fix_view import fix_problems
+from dynscope.analysis.remedies import remedies_conflict, remedies_for
 from dynscope.events import CallOutputs, MarkDynamic
 from dynscope.fix.judging import Judge, won_on
 from dynscope.model import GuardFailure, Recompile, StackFrame
 from dynscope.model.fix import Features
 
-A = "break|Unsupported Tensor.item() call|/p/m.py|21"  # the problem a remedy targets
-B = "break|Failed to trace builtin operator|/p/m.py|23"
-R = "recompile|forward|/p/m.py|19|size x 0"
+A = ProblemKey("break", "Unsupported Tensor.item() call", "/p/m.py", 21)  # the problem a remedy targets
+B = ProblemKey("break", "Failed to trace builtin operator", "/p/m.py", 23)
+R = ProblemKey("recompile", "size x 0", "/p/m.py", 19, "forward")
 
 
 def _out(*values: float, call: int = 1) -> CallOutputs:
@@ -50,7 +54,7 @@ def test_a_remedy_that_removes_its_problem_while_the_run_grows_is_a_trade_off():
     assert v.verdict == "trade-off"
     assert "the problem is gone, but" in v.why and "breaks 22 → 29" in v.why and "recompiles 3 → 12" in v.why
     # HuBERT: 11 → 11 breaks, the target gone and another break at another line in its place: not "improved"
-    moved = "break|Data-dependent branching|/p/m.py|40"
+    moved = ProblemKey("break", "Data-dependent branching", "/p/m.py", 40)
     same_total = _run({B: 14, R: 3, moved: 8}, 22, 3)
     v = judge(BASE, same_total, [A], rtol=0, atol=0)
     assert v.verdict == "trade-off" and "new: break Data-dependent branching" in v.why
@@ -113,16 +117,10 @@ def test_a_trade_off_never_enters_the_combined_change():
 
 
 def _shape_problem(function="forward", guard="tensor 'x' size mismatch at index 1. expected 8, actual 12"):
-    run = _Stand(recompiles=[Recompile("0/1", function, "/p/m.py", 19, guard,
+    run = Stand(recompiles=[Recompile("0/1", function, "/p/m.py", 19, guard,
                                        (GuardFailure("0/0", guard, guard, "8", "12", None),))])
-    problem, = problems_of(run)
+    problem, = fix_problems(run)
     return problem
-
-
-class _Stand:
-    def __init__(self, *, recompiles=(), break_groups=()):
-        self.errors, self.recompile_limit_hits = [], []
-        self.recompiles, self.break_groups = list(recompiles), list(break_groups)
 
 
 FEATURES = Features(configs={}, functions=frozenset({"mark_dynamic", "maybe_mark_dynamic"}),
@@ -141,7 +139,7 @@ def test_the_combined_change_keeps_the_fixed_remedy_and_the_better_of_two_that_c
     # Longformer: mark_dynamic(input_ids, 1) fixed its recompile (8 breaks left); dynamic=True covers that and
     # another recompile but its run ended with 40 breaks: the fixed remedy is kept, dynamic=True conflicts with it
     fixed_run, worse_run = Metrics(8, 0, 0, 1.0, None), Metrics(40, 0, 0, 1.0, None)
-    results = [(mark.key, "fixed", [R], fixed_run), (dynamic.key, "improved", [R, "recompile|other"], worse_run)]
+    results = [(mark.key, "fixed", [R], fixed_run), (dynamic.key, "improved", [R, ProblemKey("recompile", "other", None, None)], worse_run)]
     assert pick(results) == [mark.key]
     # both fixed: the better whole run is kept
     results = [(mark.key, "fixed", [R], Metrics(8, 2, 0, 1.0, None)), (dynamic.key, "fixed", [R], Metrics(2, 0, 0, 1.0, None))]
@@ -150,13 +148,13 @@ def test_the_combined_change_keeps_the_fixed_remedy_and_the_better_of_two_that_c
 
 def test_a_break_is_gone_only_when_its_line_breaks_no_more():
     # BigBird: the line no longer breaks as "Data-dependent branching" but as a data-dependent guard
-    same_line = "break|Could not guard on data-dependent expression|/p/m.py|21"
+    same_line = ProblemKey("break", "Could not guard on data-dependent expression", "/p/m.py", 21)
     trial = _run({same_line: 8, B: 14, R: 3}, 22, 3)
     assert left_at(trial.problems, A) == 8 and left_at(trial.problems, R) == 3
     v = judge(BASE, trial, [A], rtol=0, atol=0)
     assert v.verdict == "no change" and "the line still breaks, for another reason" in v.why
     assert "Could not guard" in v.why
-    assert left_at({"break|x|/p/m.py|210": 1}, A) == 0  # another line of the same file is another site
+    assert left_at({ProblemKey("break", "x", "/p/m.py", 210): 1}, A) == 0  # another line of the same file is another site
 
 
 def test_a_program_that_differs_from_itself_is_judged_on_what_is_stable():
@@ -210,10 +208,11 @@ def test_one_data_dependent_guard_on_one_line_is_one_problem():
     def group(symbol: str, n: int) -> BreakGroup:
         headline = f"Could not guard on data-dependent expression Eq({symbol}, 1)"
         return BreakGroup(headline, "", None, None, headline, None, (), StackFrame("/p/m.py", 30, "f", "if n == 1:"),
-                          tuple(object() for _ in range(n)))
-    problems = problems_of(_Stand(break_groups=[group(f"u{i}", 2) for i in range(6)]))
+                          tuple(Occurrence() for _ in range(n)))
+    problems = fix_problems(Stand(break_groups=[group(f"u{i}", 2) for i in range(6)]))
     assert len(problems) == 1 and problems[0].count == 12
-    assert problems[0].key == "break|Could not guard on data-dependent expression Eq(u?, 1)|/p/m.py|30"
+    assert str(problems[0].key) == "break|Could not guard on data-dependent expression Eq(u?, 1)|/p/m.py|30"
+    assert problems[0].key.site == ("/p/m.py", 30)
 
 
 def test_trials_only_where_they_can_pay():
