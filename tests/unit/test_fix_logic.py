@@ -15,6 +15,7 @@ from fix_stand import Occurrence, Stand
 
 from dynscope.analysis.breaks import BreakGroup
 from dynscope.analysis.fix_document import Measured, ProblemRow, TrialRow, fix_cells
+from dynscope.analysis.fix_problems import ProblemKey
 from dynscope.analysis.fix_verdict import (
     Metrics,
     RunFacts,
@@ -192,7 +193,7 @@ def _without(run: Recorded, *, breaks_at=(), **facts) -> RunFacts:
     return replace(run.facts, problems=problem_counts(problems), metrics=metrics, **facts)
 
 
-def _item_key(run: Recorded) -> str:
+def _item_key(run: Recorded) -> ProblemKey:
     return next(p.key for p in run.problems if p.line == 21 and p.kind == "graph_break")
 
 
