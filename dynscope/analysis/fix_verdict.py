@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from dynscope.analysis.fix_problems import ProblemKey
+from dynscope.analysis.fix_stdout import same_stdout, unstable_lines
 from dynscope.analysis.run_view import RunView
 from dynscope.events import CallOutputs, OutputLeaf
 
@@ -87,6 +88,7 @@ class Unstable:
     calls: frozenset[tuple[str, int]] = frozenset()  # calls one plain run made and the other did not, or of other arity
     stdout: bool = False  # the two plain runs printed different things
     notes: tuple[str, ...] = ()  # what differed, in words
+    stdout_lines: frozenset[int] = frozenset()  # the lines of the first run's stdout (0-based) the second moved
 
     @property
     def any(self) -> bool:
@@ -121,7 +123,8 @@ def unstable_between(first: RunFacts, second: RunFacts, *, rtol: float, atol: fl
     stdout = first.stdout != second.stdout
     if stdout:
         notes.append("stdout")
-    return Unstable(frozenset(leaves), frozenset(calls), stdout, tuple(notes))
+    lines = unstable_lines(first.stdout, second.stdout) if stdout else frozenset()
+    return Unstable(frozenset(leaves), frozenset(calls), stdout, tuple(notes), lines)
 
 
 def compare_outputs(baseline: Sequence[CallOutputs], trial: Sequence[CallOutputs], *, rtol: float, atol: float,
@@ -235,8 +238,10 @@ def judge(baseline: RunFacts, trial: RunFacts, targets: list[ProblemKey], *, rto
                                  unstable=unstable)
     if not comparison.equal:
         return Verdict("failed", False, comparison.max_abs_diff, "outputs differ: " + "; ".join(comparison.notes))
-    check_stdout = check_stdout and not (unstable is not None and unstable.stdout)
-    if check_stdout and trial.stdout != baseline.stdout and not (rescued and trial.stdout.startswith(baseline.stdout)):
+    # stdout line by line: only the lines that differed between the two plain runs are left out
+    moved = unstable.stdout_lines if unstable is not None else frozenset()
+    if (check_stdout and not same_stdout(baseline.stdout, trial.stdout, moved)
+            and not (rescued and trial.stdout.startswith(baseline.stdout))):
         return Verdict("failed", False, comparison.max_abs_diff, "the program printed something else")
     # A break's problem is gone only when its line breaks no more, for any reason.
     gone = [k for k in targets if left_at(trial.problems, k) == 0]
@@ -374,11 +379,13 @@ def _ending(run: RunFacts) -> str:
 
 def pick_combined(results: Sequence[tuple[str, Verdict_, Sequence[ProblemKey], Metrics | None]],
                   conflict: Callable[[str, str], bool] = lambda _a, _b: False,
-                  kept_in_code: Callable[[str], bool] = lambda _k: False) -> list[str]:
+                  kept_in_code: Callable[[str], bool] = lambda _k: False,
+                  private: Callable[[str], bool] = lambda _k: False) -> list[str]:
     """Remedies to combine, from (remedy key, verdict, the target keys it won on, metrics of its
     run): only the remedies that won (``fixed``, ``improved``; a trade-off never enters). Best first:
     a fixed remedy before an improved one (never left out for one whose run ended worse), then the
     fewest breaks and recompiles its whole run had, then the most problems covered, then a change
+    that uses no ``private`` torch name (a public setting before ``torch._higher_order_ops``), then one
     ``kept_in_code`` (a source rewrite: the written diff alone reproduces it), then table order;
     each taken while it covers a problem not yet covered and does not ``conflict`` with one already
     taken (``mark_dynamic(x, 1)`` and ``dynamic=True``: the better whole run is kept)."""
@@ -394,7 +401,7 @@ def pick_combined(results: Sequence[tuple[str, Verdict_, Sequence[ProblemKey], M
             for t in targets:
                 covers.setdefault(key, {})[t] = min(rank[verdict], covers.get(key, {}).get(t, 9))
     candidates = sorted(covers, key=lambda k: (min(covers[k].values()), left[k], -len(covers[k]),
-                                                not kept_in_code(k), order.index(k)))
+                                                private(k), not kept_in_code(k), order.index(k)))
     uncovered = {t for c in covers.values() for t in c}
     chosen: list[str] = []
     for key in candidates:

@@ -55,6 +55,7 @@ class Remedy:
     cause: str | None = None  # a source rewrite: the break's real cause in words
     also: tuple[SetConfig, ...] = ()  # settings a source rewrite needs with it (applied in the same run)
     leaves_graph: bool = False  # a source rewrite that runs the breaking code in eager (Rewrite.leaves_graph)
+    private: tuple[str, ...] = ()  # torch's private names the change writes (a public remedy that passes goes first)
 
     @property
     def tried(self) -> bool:
@@ -118,8 +119,22 @@ def rewrite_remedies(p: FixProblem, _features: Features, read: SourceReader) -> 
             f"{rewrite.title}{with_settings}{where} ({base_name(source.shown)})", "source",
             ChangeSource(((source.path, rewrite.source),)), (f"import torch\n{head}\n" if head else "") + edit.diff(),
             edits=(edit,), rule=rewrite.rule, cause=rewrite.cause, also=settings,
-            leaves_graph=rewrite.leaves_graph))
+            leaves_graph=rewrite.leaves_graph, private=private_names(edit.diff())))
     return remedies
+
+
+# torch's names with an underscore that its documentation gives users: the settings modules, the
+# dynamic-shape marks, torch._check and torch._assert (and their variants).
+_PUBLIC_UNDERSCORE = ("torch._dynamo.config.", "torch._inductor.config.", "torch._dynamo.mark_dynamic",
+                      "torch._dynamo.maybe_mark_dynamic", "torch._dynamo.mark_static", "torch._check", "torch._assert")
+_TORCH_NAME = re.compile(r"\btorch(?:\.[A-Za-z_]\w*)+")
+
+
+def private_names(diff: str) -> tuple[str, ...]:
+    """The private torch names the lines a diff adds use (``torch._higher_order_ops.print``), once each."""
+    added = [line[1:] for line in diff.splitlines() if line.startswith("+") and not line.startswith("+++")]
+    names = (m[0] for line in added for m in _TORCH_NAME.finditer(line))
+    return tuple(dict.fromkeys(n for n in names if "._" in n and not (n + ".").startswith(_PUBLIC_UNDERSCORE)))
 
 
 def disable_remedy(p: FixProblem, _features: Features) -> Remedy:

@@ -27,7 +27,7 @@ def combined_step(s: Scheduler, proven: Proven) -> tuple[Combined | None, int]:
     loop) gets one more run, on top of the winners; it enters only if that whole run is a win and
     has fewer breaks and recompiles than the winners' alone."""
     plan = s.plan
-    keys = pick_combined(proven, plan.conflict, plan.in_code)
+    keys = pick_combined(proven, plan.conflict, plan.in_code, plan.private)
     if not keys:
         s.speculations.settle()
         return None, 0

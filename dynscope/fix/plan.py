@@ -78,6 +78,10 @@ class Plan:
         """On a tie the combined change takes the rewrite (docs/fix-json.md)."""
         return self.remedy(key).rule is not None
 
+    def private(self, key: str) -> bool:
+        """Among remedies that pass, the change to make prefers torch's public API and settings."""
+        return bool(self.remedy(key).private)
+
     def conflict(self, a: str, b: str) -> bool:
         return remedies_conflict(self.remedy(a), self.remedy(b))
 
@@ -86,7 +90,7 @@ class Plan:
         """The combined run started with the trials, on the guess that every first trial wins (the
         user's --try and --patch aside); used only if the proven set turns out to be that guess."""
         return pick_combined([(t.remedy.key, "fixed", [p.key for p in t.targets], None) for t in self.first
-                              if t.tried_by is None], self.conflict, self.in_code)
+                              if t.tried_by is None], self.conflict, self.in_code, self.private)
 
     def fallbacks_to_run(self, fixed: set[ProblemKey]) -> tuple[PlannedTrial, ...]:
         """The rows kept once the first trials are judged (``fixed``: the problem keys some first

@@ -365,3 +365,20 @@ def test_stdout_check_can_be_left_out(baseline):
     key = [p.key for p in baseline.problems][:1]
     assert judge(base, timings, key, rtol=0, atol=0).verdict == "failed"
     assert judge(base, timings, key, rtol=0, atol=0, check_stdout=False).verdict == "no change"
+
+
+def test_a_public_setting_wins_a_tie_with_a_private_rewrite():
+    """fix_model.py's print: reorderable_logging_functions and the rewrite through
+    torch._higher_order_ops.print both fix it; the change to make is the public setting."""
+    m, fewer = Metrics(2, 0, 0, 0.0, None), Metrics(1, 0, 0, 0.0, None)
+    in_code = {"logging:print": False, "rewrite:traced-print": True, "rewrite:guard-logging": True}.__getitem__
+    private = {"logging:print": False, "rewrite:traced-print": True, "rewrite:guard-logging": False}.__getitem__
+    tie = [("logging:print", "fixed", ["p"], m), ("rewrite:traced-print", "fixed", ["p"], m)]
+    assert pick_combined(tie, kept_in_code=in_code) == ["rewrite:traced-print"]  # nobody said which is private
+    assert pick_combined(tie, kept_in_code=in_code, private=private) == ["logging:print"]
+    # a public rewrite still wins its tie with the setting (the written diff alone reproduces it)
+    assert pick_combined([*tie, ("rewrite:guard-logging", "fixed", ["p"], m)], kept_in_code=in_code,
+                         private=private) == ["rewrite:guard-logging"]
+    # the better whole run wins, private or not
+    assert pick_combined([("logging:print", "fixed", ["p"], m), ("rewrite:traced-print", "fixed", ["p"], fewer)],
+                         kept_in_code=in_code, private=private) == ["rewrite:traced-print"]

@@ -12,6 +12,7 @@ from fix_stand import Occurrence, Stand
 from dynscope.analysis.breaks import BreakGroup
 from dynscope.analysis.fix_document import Baseline, Combined, FixDocument, Measured, ProblemRow, TrialRow, combined_numbers, fix_cells
 from dynscope.analysis.fix_problems import ProblemKey
+from dynscope.analysis.fix_stdout import same_stdout, unstable_lines
 from dynscope.analysis.fix_verdict import (
     STOPPED,
     Metrics,
@@ -261,3 +262,32 @@ def test_only_a_remedy_that_leaves_the_graph_is_moved_to_eager():
     # torch.compiler.disable on the helper: the same numbers mean the code runs in eager now
     moved = j(trial, [A], leaves_graph=True)
     assert moved.verdict == "moved to eager" and "graphs 4 → 4" in moved.why
+
+
+def test_stdout_is_compared_line_by_line_leaving_out_only_what_moved():
+    """A program that prints its time per step: a remedy that silences the stable "loss" line is
+    never "outputs equal", though the time line differs between the two plain runs."""
+    first = "step 1\ntime 0.31 s\nloss 2.0\n"
+    second = "step 1\ntime 0.29 s\nloss 2.0\n"
+    base = RunFacts(True, 0, None, first, Metrics(1, 0, 0, 1.0, 1.0, 4), {A: 1}, (_out(1.0, 2.0),))
+    unstable = unstable_between(base, replace(base, stdout=second), rtol=0, atol=0)
+    assert unstable.stdout and unstable.stdout_lines == frozenset({1})
+
+    def verdict(stdout):
+        trial = replace(base, stdout=stdout, problems={}, metrics=Metrics(0, 0, 0, 1.0, 1.0, 4))
+        return judge(base, trial, [A], rtol=0, atol=0, unstable=unstable).verdict
+    assert verdict("step 1\ntime 0.40 s\nloss 2.0\n") == "fixed"  # only the moving line moved
+    assert verdict("step 1\ntime 0.40 s\n") == "failed"  # the stable line went missing
+    assert verdict("step 1\ntime 0.40 s\nloss 2.5\n") == "failed"  # the stable line changed
+    assert verdict("step 1\ntime 0.40 s\nloss 2.0\nextra\n") == "failed"  # a new line where nothing moved
+    # without a second plain run, any difference fails
+    assert judge(base, replace(base, stdout="step 1\ntime 0.40 s\nloss 2.0\n", problems={}), [A],
+                 rtol=0, atol=0).verdict == "failed"
+
+
+def test_lines_one_plain_run_added_may_come_and_go():
+    first, second = "start\nend\n", "start\nwarning: slow\nend\n"
+    moved = unstable_lines(first, second)
+    assert same_stdout(first, "start\nwarning: slow\nend\n", moved)  # where the second run printed more
+    assert same_stdout(first, first, moved)
+    assert not same_stdout(first, "start\n", moved) and not same_stdout(first, "start\nend\nmore\n", moved)
