@@ -239,8 +239,8 @@ def judge(baseline: RunFacts, trial: RunFacts, targets: list[ProblemKey], *, rto
     if not comparison.equal:
         return Verdict("failed", False, comparison.max_abs_diff, "outputs differ: " + "; ".join(comparison.notes))
     # stdout line by line: only the lines that differed between the two plain runs are left out
-    moved = unstable.stdout_lines if unstable is not None else frozenset()
-    if (check_stdout and not same_stdout(baseline.stdout, trial.stdout, moved)
+    lines_moved = unstable.stdout_lines if unstable is not None else frozenset()
+    if (check_stdout and not same_stdout(baseline.stdout, trial.stdout, lines_moved)
             and not (rescued and trial.stdout.startswith(baseline.stdout))):
         return Verdict("failed", False, comparison.max_abs_diff, "the program printed something else")
     # A break's problem is gone only when its line breaks no more, for any reason.
