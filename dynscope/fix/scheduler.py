@@ -13,7 +13,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from dynscope.analysis.fix_document import SecondBaseline
-from dynscope.analysis.fix_verdict import RunFacts
 from dynscope.events import Action
 from dynscope.fix.combine import combine
 from dynscope.fix.early import Partial, baseline_with_early_trials, trial_actions
@@ -54,8 +53,8 @@ class Scheduler:
     first: list[TrialRun] = field(default_factory=list)
     later: list[TrialRun] = field(default_factory=list)  # the fallbacks that ran
     titles: dict[str, str] = field(default_factory=dict)  # run name -> what the progress line calls it
-    done: int = 0
-    total: int = 0
+    done: int = 0  # runs ended, for the progress line "run 3/7"
+    total: int = 0  # runs it will make
     judge: Judge | None = None
     guess: list[str] = field(default_factory=list)
     guess_run: Speculation | None = None
@@ -79,7 +78,7 @@ class Scheduler:
 
     # -- the first trials, the guess beside them, the second plain run ------------------------------------
 
-    def first_trials(self, plan: Plan, base: RunFacts, judge: Judge) -> None:
+    def first_trials(self, plan: Plan, judge: Judge) -> None:
         """Every first trial (an early one claimed under its final name), the combined guess beside
         them, and the second plain run queued when a trial's outputs differ."""
         self.plan, self.judge = plan, judge

@@ -98,7 +98,7 @@ def _run(options: Options, say: Callable[[str], None], s: Scheduler, started: fl
         f"({baseline.wall_s or 0.0:.1f} s per run)")
     tried_by_user = {r.key: "--patch" if r.applies_as == "source" else "--try" for r in options.patches + options.tries}
     # Times decide only where measured (--profile) and not shared: runs side by side share the cores.
-    s.first_trials(plan_trials(selection, tried_by_user), base,
+    s.first_trials(plan_trials(selection, tried_by_user),
                    Judge(base, options.rtol, options.atol, options.check_stdout,
                          compare_time=options.profile and options.jobs == 1))
     judge = s.second_baseline()
