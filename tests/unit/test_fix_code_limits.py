@@ -18,7 +18,8 @@ MAX_FILE_LINES = 450
 def _files() -> list[Path]:
     analysis = ROOT / "dynscope" / "analysis"
     files = sorted((ROOT / "dynscope" / "fix").glob("*.py"))
-    files += [analysis / "remedies.py", analysis / "fix_problems.py", *sorted(analysis.glob("remedy_*.py"))]
+    files += [analysis / "remedies.py", analysis / "fix_problems.py", analysis / "fix_view.py",
+              *sorted(analysis.glob("remedy_*.py"))]
     return files
 
 

@@ -310,3 +310,35 @@ def test_a_run_asked_for_on_the_way_joins_the_queue(tmp_path):
             starter=starter, more=queued)
     assert done == ["trial-1", "baseline-2", "trial-2"]  # beside trial-2, not after it
     assert starter.most == 2 and not queued
+
+
+def test_the_scheduler_stops_the_guess_once_a_member_loses_and_still_counts_it(tmp_path):
+    """Two settings, each for its own problem: the combined guess starts with the first trial (--jobs
+    2); the trial ends having recorded nothing (a stand-in run: "failed"), so the guess is stopped at
+    once, its slot going to the second trial, and counted as --jobs 1 would have run it in full."""
+    from dynscope.analysis.fix_problems import BreakFacts, FixProblem, ProblemKey
+    from dynscope.analysis.fix_verdict import Metrics, RunFacts
+    from dynscope.fix.judging import Judge
+    from dynscope.fix.plan import plan_trials
+    from dynscope.fix.scheduler import Budget, Scheduler
+
+    def problem(line):
+        key = ProblemKey("break", "cause", "/p/m.py", line)
+        return FixProblem("graph_break", key, "/p/m.py", line, "f", "a break", 1, BreakFacts("", "", (), ""))
+    p, q = problem(1), problem(2)
+    starter = FakeStarter({"combined": 5.0, "trial-1": 0.2, "trial-2": 0.2})
+    pool = RunPool(Program("script", "x.py"), starter, time.time() + 30)
+    said: list[str] = []
+    s = Scheduler(Budget(Program("script", "x.py"), str(tmp_path), _program_dir(tmp_path), False, 2, time.time() + 30,
+                         starter), said.append, pool, Speculations(pool))
+    base = RunFacts(True, 0, None, "", Metrics(2, 0, 0, 1.0, None), {p.key: 1, q.key: 1}, ())
+    try:
+        s.first_trials(plan_trials([(_setting("a"), [p]), (_setting("b"), [q])], {}), Judge(base, 0, 0, True, False))
+    finally:
+        pool.close()
+    assert s.guess == ["config:a", "config:b"] and s.guess_run is not None
+    assert s.guess_run.run.skipped == "stopped: a = True was failed alone" and starter.stopped == ["combined"]
+    assert [name for name, _ in starter.started] == ["combined", "trial-1", "trial-2"] and starter.most == 2
+    assert said[1] == "run 2/3: combined guess: 2 remedies (stopped: a = True was failed alone)", said
+    assert s.speculations.counted() == 1 and s.runs_made() == 4  # baseline, two trials, the stopped guess
+    assert not list(tmp_path.glob("combined*"))  # stopped: its files removed
