@@ -1,7 +1,7 @@
 """The problems ``dynscope fix`` and the remedy table work on, with the typed facts remedies are chosen from.
 
-Problems come from the run's view, so the same code reads a baseline run, a trial run and a
-recorded capture, and is tested without torch.
+fix_view.py makes them from the run view's typed problems, so the same code reads a baseline run,
+a trial run and a recorded capture, and is tested without torch.
 """
 
 from __future__ import annotations
