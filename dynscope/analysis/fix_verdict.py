@@ -15,7 +15,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from dynscope.analysis.remedies import site_of
+from dynscope.analysis.fix_problems import ProblemKey
+from dynscope.analysis.fix_stdout import same_stdout, unstable_lines
 from dynscope.analysis.run_view import RunView
 from dynscope.events import CallOutputs, OutputLeaf
 
@@ -87,6 +88,7 @@ class Unstable:
     calls: frozenset[tuple[str, int]] = frozenset()  # calls one plain run made and the other did not, or of other arity
     stdout: bool = False  # the two plain runs printed different things
     notes: tuple[str, ...] = ()  # what differed, in words
+    stdout_lines: frozenset[int] = frozenset()  # the lines of the first run's stdout (0-based) the second moved
 
     @property
     def any(self) -> bool:
@@ -121,7 +123,8 @@ def unstable_between(first: RunFacts, second: RunFacts, *, rtol: float, atol: fl
     stdout = first.stdout != second.stdout
     if stdout:
         notes.append("stdout")
-    return Unstable(frozenset(leaves), frozenset(calls), stdout, tuple(notes))
+    lines = unstable_lines(first.stdout, second.stdout) if stdout else frozenset()
+    return Unstable(frozenset(leaves), frozenset(calls), stdout, tuple(notes), lines)
 
 
 def compare_outputs(baseline: Sequence[CallOutputs], trial: Sequence[CallOutputs], *, rtol: float, atol: float,
@@ -199,7 +202,7 @@ class RunFacts:
     signal: int | None
     stdout: str
     metrics: Metrics | None
-    problems: dict[str, int]  # problem key -> count
+    problems: dict[ProblemKey, int]  # problem key -> count
     outputs: tuple[CallOutputs, ...]
     applied_notes: tuple[str, ...] = ()  # what the child could not apply
     timed_out: bool = False
@@ -213,7 +216,7 @@ class Verdict:
     why: str  # one line
 
 
-def judge(baseline: RunFacts, trial: RunFacts, targets: list[str], *, rtol: float, atol: float,
+def judge(baseline: RunFacts, trial: RunFacts, targets: list[ProblemKey], *, rtol: float, atol: float,
           check_stdout: bool = True, unstable: Unstable | None = None, compare_time: bool = False,
           plain_again: Metrics | None = None) -> Verdict:
     """The verdict of one trial on the problems (keys) it targeted, and on the whole run.
@@ -235,16 +238,18 @@ def judge(baseline: RunFacts, trial: RunFacts, targets: list[str], *, rtol: floa
                                  unstable=unstable)
     if not comparison.equal:
         return Verdict("failed", False, comparison.max_abs_diff, "outputs differ: " + "; ".join(comparison.notes))
-    check_stdout = check_stdout and not (unstable is not None and unstable.stdout)
-    if check_stdout and trial.stdout != baseline.stdout and not (rescued and trial.stdout.startswith(baseline.stdout)):
+    # stdout line by line: only the lines that differed between the two plain runs are left out
+    lines_moved = unstable.stdout_lines if unstable is not None else frozenset()
+    if (check_stdout and not same_stdout(baseline.stdout, trial.stdout, lines_moved)
+            and not (rescued and trial.stdout.startswith(baseline.stdout))):
         return Verdict("failed", False, comparison.max_abs_diff, "the program printed something else")
     # A break's problem is gone only when its line breaks no more, for any reason.
     gone = [k for k in targets if left_at(trial.problems, k) == 0]
     reduced = [k for k in targets if 0 < left_at(trial.problems, k) < left_at(baseline.problems, k)]
     moved = [k for k in targets if k not in trial.problems and left_at(trial.problems, k) > 0]
     # A target's line breaking under another name is that problem still there, not a new one.
-    target_sites = {site_of(k) for k in targets} - {None}
-    new = [k for k in trial.problems if k not in baseline.problems and site_of(k) not in target_sites]
+    target_sites = {k.site for k in targets} - {None}
+    new = [k for k in trial.problems if k not in baseline.problems and k.site not in target_sites]
     grew = [k for k in trial.problems if k in baseline.problems and trial.problems[k] > baseline.problems[k]]
     grew += [k for k in targets if k not in grew and left_at(trial.problems, k) > left_at(baseline.problems, k)]
     growth = _growth(baseline.metrics, trial.metrics, compare_time, plain_again)
@@ -255,13 +260,13 @@ def judge(baseline: RunFacts, trial: RunFacts, targets: list[str], *, rtol: floa
         return Verdict("improved", True, comparison.max_abs_diff,
                        "the program now runs to the end; the problem is still recorded (that code runs in eager)")
     if (new or grew or growth) and not gone and not reduced:
-        what = ", ".join(_short(k) for k in (new or grew)[:2]) or "; ".join(growth)
+        what = ", ".join(k.short for k in (new or grew)[:2]) or "; ".join(growth)
         return Verdict("worse", True, comparison.max_abs_diff, f"new or more problems: {what}{note}")
     if gone or reduced:
         what = "the problem is gone" if len(gone) == len(targets) else \
             f"{len(gone)} of {len(targets)} gone, {len(reduced)} fewer"
-        but = [f"new: {', '.join(_short(k) for k in new[:2])}"] if new else []
-        but += [f"more: {', '.join(_short(k) for k in grew[:2])}"] if grew else []
+        but = [f"new: {', '.join(k.short for k in new[:2])}"] if new else []
+        but += [f"more: {', '.join(k.short for k in grew[:2])}"] if grew else []
         # Something else grew over the whole run, or problems elsewhere took the place of those gone
         # and the run has no fewer breaks, recompiles and errors than before: a trade-off.
         if growth or (but and not _fewer(baseline.metrics, trial.metrics)):
@@ -270,22 +275,22 @@ def judge(baseline: RunFacts, trial: RunFacts, targets: list[str], *, rtol: floa
         return Verdict("improved", True, comparison.max_abs_diff, f"{what}{'; but ' + '; '.join(but) if but else ''}")
     if moved:
         return Verdict("no change", True, comparison.max_abs_diff,
-                       f"the line still breaks, for another reason: {_short(_same_site(trial.problems, moved[0]))}{note}")
+                       f"the line still breaks, for another reason: {_same_site(trial.problems, moved[0]).short}{note}")
     return Verdict("no change", True, comparison.max_abs_diff, f"the problem is still there{note}")
 
 
-def left_at(problems: Mapping[str, int], key: str) -> int:
+def left_at(problems: Mapping[ProblemKey, int], key: ProblemKey) -> int:
     """Occurrences of a problem still in a run: for a graph break, every break at its line, whatever
     torch now calls it (a line that breaks for another reason is not fixed); else the key's own."""
-    site = site_of(key)
+    site = key.site
     if site is None:
         return problems.get(key, 0)
-    return sum(n for k, n in problems.items() if site_of(k) == site)
+    return sum(n for k, n in problems.items() if k.site == site)
 
 
-def _same_site(problems: Mapping[str, int], key: str) -> str:
-    site = site_of(key)
-    return next((k for k in problems if site is not None and site_of(k) == site), key)
+def _same_site(problems: Mapping[ProblemKey, int], key: ProblemKey) -> ProblemKey:
+    site = key.site
+    return next((k for k in problems if site is not None and k.site == site), key)
 
 
 def _growth(before: Metrics | None, after: Metrics, compare_time: bool, plain_again: Metrics | None = None) -> list[str]:
@@ -372,23 +377,20 @@ def _ending(run: RunFacts) -> str:
     return f"exit {run.exit_code}" if run.exit_code is not None else "did not finish"
 
 
-def _short(key: str) -> str:
-    parts = key.split("|")
-    return f"{parts[0]} {parts[1]}" if len(parts) > 1 else key
-
-
-def pick_combined(results: Sequence[tuple[str, Verdict_, Sequence[str], Metrics | None]],
+def pick_combined(results: Sequence[tuple[str, Verdict_, Sequence[ProblemKey], Metrics | None]],
                   conflict: Callable[[str, str], bool] = lambda _a, _b: False,
-                  kept_in_code: Callable[[str], bool] = lambda _k: False) -> list[str]:
+                  kept_in_code: Callable[[str], bool] = lambda _k: False,
+                  private: Callable[[str], bool] = lambda _k: False) -> list[str]:
     """Remedies to combine, from (remedy key, verdict, the target keys it won on, metrics of its
     run): only the remedies that won (``fixed``, ``improved``; a trade-off never enters). Best first:
     a fixed remedy before an improved one (never left out for one whose run ended worse), then the
     fewest breaks and recompiles its whole run had, then the most problems covered, then a change
+    that uses no ``private`` torch name (a public setting before ``torch._higher_order_ops``), then one
     ``kept_in_code`` (a source rewrite: the written diff alone reproduces it), then table order;
     each taken while it covers a problem not yet covered and does not ``conflict`` with one already
     taken (``mark_dynamic(x, 1)`` and ``dynamic=True``: the better whole run is kept)."""
     rank: dict[Verdict_, int] = {"fixed": 0, "improved": 1}
-    covers: dict[str, dict[str, int]] = {}  # remedy -> problem -> rank
+    covers: dict[str, dict[ProblemKey, int]] = {}  # remedy -> problem -> rank
     order: list[str] = []
     left: dict[str, int] = {}  # remedy -> breaks + recompiles its run still had
     for key, verdict, targets, metrics in results:
@@ -399,7 +401,7 @@ def pick_combined(results: Sequence[tuple[str, Verdict_, Sequence[str], Metrics 
             for t in targets:
                 covers.setdefault(key, {})[t] = min(rank[verdict], covers.get(key, {}).get(t, 9))
     candidates = sorted(covers, key=lambda k: (min(covers[k].values()), left[k], -len(covers[k]),
-                                                not kept_in_code(k), order.index(k)))
+                                                private(k), not kept_in_code(k), order.index(k)))
     uncovered = {t for c in covers.values() for t in c}
     chosen: list[str] = []
     for key in candidates:

@@ -155,7 +155,7 @@ class Trial:
         code = getattr(target, "__code__", None)
         if code is not None:
             contract.write(self.recorder, contract.FixRegion(function=code.co_name, file=code.co_filename))
-        calls = [0]
+        calls = 0
 
         def before(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
             if compat.is_compiling():
@@ -163,14 +163,15 @@ class Trial:
             self.apply("call", Call(target, args, kwargs))
 
         def after(output: Any) -> None:
-            if compat.is_compiling() or calls[0] >= CALLS_CAP:
+            nonlocal calls
+            if compat.is_compiling() or calls >= CALLS_CAP:
                 return
-            calls[0] += 1
+            calls += 1
             try:
                 leaves = describe_outputs(output)
             except Exception as e:  # never let recording break the program
                 leaves = [OutputLeaf("unrecorded", type(e).__name__)]
-            contract.write(self.recorder, contract.FixOutput(region=name, call=calls[0]),
+            contract.write(self.recorder, contract.FixOutput(region=name, call=calls),
                            json.dumps([leaf.to_json() for leaf in leaves]))
 
         if isinstance(compiled, torch.nn.Module):

@@ -4,9 +4,9 @@ The baseline's capture is written event by event, so its problems can be read be
 (``read_partial``). A remedy the selection of that partial list already names is started on a
 free job slot under a provisional name (``early-N``); when the baseline has ended, the final
 selection numbers its trials as a plain run would, and each takes over the early trial of the
-same remedy with the same actions (``EarlyTrials.claim``: the run is the same run, whatever
-problems it is judged on), renamed to the final name. An early trial the final selection does
-not want is stopped and removed: no row, not counted. So the document is the one a run without
+same remedy with the same actions (the run is the same run, whatever problems it is judged on),
+renamed to the final name; one the final selection does not want is stopped and removed: no
+row, not counted (dynscope/fix/speculation.py: the rule of every speculative run). So the document is the one a run without
 early trials writes; only the wall time differs.
 """
 
@@ -14,15 +14,18 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from dataclasses import dataclass, field, replace
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
-from dynscope.analysis.remedies import FixProblem, Remedy, SourceReader, problems_of, remedies_for
+from dynscope.analysis.fix_view import fix_problems
+from dynscope.analysis.remedies import FixProblem, Remedy, SourceReader, remedies_for
 from dynscope.errors import DynscopeError
 from dynscope.events import Action
+from dynscope.fix.plan import Selection
+from dynscope.fix.speculation import Speculations
 from dynscope.fix.trials import TrialRun
 from dynscope.model.fix import Features
-
-Selection = list[tuple[Remedy, list[FixProblem]]]
 
 
 def trial_actions(remedy: Remedy) -> list[Action]:
@@ -30,46 +33,43 @@ def trial_actions(remedy: Remedy) -> list[Action]:
     return [remedy.action, *remedy.also]
 
 
-@dataclass
-class EarlyTrial:
-    remedy_key: str
-    actions: list[Action]
-    run: TrialRun
+def wanted_early(selection: Selection, started: set[str]) -> list[Remedy]:
+    """The remedies of a (partial) selection worth starting now: tried ones not started yet. A
+    fallback waits for the final list (it runs only where the first trials did not fix)."""
+    return [r for r, _ in selection if r.tried and not r.fallback and r.key not in started]
 
 
-@dataclass
-class EarlyTrials:
-    """The trials started before the baseline ended, until the final selection claims them."""
-
-    trials: list[EarlyTrial] = field(default_factory=list)
-    made: int = 0  # early-N names handed out (one never reused in a fix run)
-
-    def wanted(self, selection: Selection) -> list[Remedy]:
-        """The remedies of a (partial) selection worth starting now: tried ones not started yet.
-        A fallback waits for the final list (it runs only where the first trials did not fix)."""
-        started = {t.remedy_key for t in self.trials}
-        return [r for r, _ in selection if r.tried and not r.fallback and r.key not in started]
-
-    def next_name(self) -> str:
-        self.made += 1
-        return f"early-{self.made}"
-
-    def add(self, remedy: Remedy, run: TrialRun) -> None:
-        self.trials.append(EarlyTrial(remedy.key, list(run.actions), run))
-
-    def claim(self, remedy: Remedy) -> TrialRun | None:
-        """The early run of this very remedy and actions, taken out of the pool of early runs;
-        None where there is none (or it was not started: the budget)."""
-        for i, trial in enumerate(self.trials):
-            if trial.remedy_key == remedy.key and trial.actions == trial_actions(remedy) and trial.run.skipped is None:
-                return self.trials.pop(i).run
-        return None
-
-    def unclaimed(self) -> list[TrialRun]:
-        """What no final trial took: to stop and remove."""
-        left = [t.run for t in self.trials]
-        self.trials.clear()
-        return left
+def baseline_with_early_trials(baseline: TrialRun, early: Speculations, jobs: int, say: Callable[[str], None],
+                               selection_of: Callable[[Partial, bool], Selection],
+                               read: Callable[[str], Partial | None] | None = None) -> None:
+    """The baseline, and beside it, on the free job slots, the trials of the remedies its capture
+    already calls for: the table's settings first (``selection_of(partial, True)``: no source read),
+    then the source rewrites. Returns when the baseline has ended; early trials may still run."""
+    pool = early.pool
+    if not pool.start(baseline, 0, lambda run: None):
+        return
+    since = time.time()
+    next_read = 0.0
+    while pool.is_running(baseline):
+        pool.step(0.1)
+        if len(pool.running) >= jobs or time.time() < next_read or not pool.is_running(baseline):
+            continue
+        asked = time.time()
+        partial = (read or read_partial)(baseline.capture)
+        cost = time.time() - asked
+        for quick in (True, False):
+            if partial is None or len(pool.running) >= jobs:
+                break
+            for remedy in wanted_early(selection_of(partial, quick), early.started_for()):
+                if len(pool.running) >= jobs:
+                    break
+                run = TrialRun(early.next_early_name(), trial_actions(remedy), baseline.out_dir, baseline.cwd,
+                               baseline.profile)
+                # A run takes at least as long as the baseline has run so far: the budget check's estimate.
+                if pool.start(run, time.time() - since, lambda run: None):
+                    say(f"started early, beside the baseline: {remedy.title}")
+                    early.add(remedy.key, run)
+        next_read = time.time() + next_read_in(cost)
 
 
 class CachedRemedies:
@@ -115,7 +115,7 @@ def read_partial(path: str) -> Partial | None:
         return None
     try:
         with Capture.open(path) as capture:
-            return Partial(problems_of(run_view(capture)), trial_features(capture))
+            return Partial(fix_problems(run_view(capture)), trial_features(capture))
     except (DynscopeError, OSError, sqlite3.Error, ValueError):
         return None
 

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from dynscope.analysis.fix_document import SecondBaseline
+from dynscope.analysis.fix_problems import ProblemKey
 from dynscope.analysis.fix_verdict import (
     Metrics,
     RunFacts,
@@ -35,12 +36,12 @@ class Judge:
     unstable: Unstable | None = None  # what two plain runs did differently (None: not looked at)
     plain_again: Metrics | None = None  # a second plain run's metrics: how much the time moves by itself
 
-    def __call__(self, facts: RunFacts, targets: Sequence[str], *, leaves_graph: bool = False) -> Verdict:
+    def __call__(self, facts: RunFacts, targets: Sequence[ProblemKey], *, leaves_graph: bool = False) -> Verdict:
         """``leaves_graph``: the remedy runs code outside the graph (torch.compiler.disable): a break it
         removes while the graphs do not fall is "moved to eager", not fixed."""
         verdict = judge(self.base, facts, list(targets), rtol=self.rtol, atol=self.atol, check_stdout=self.check_stdout,
                         unstable=self.unstable, compare_time=self.compare_time, plain_again=self.plain_again)
-        if leaves_graph and targets and all(k.startswith("break|") for k in targets):
+        if leaves_graph and targets and all(k.kind == "break" for k in targets):
             gone = all(left_at(facts.problems, k) == 0 for k in targets)
             return moved_to_eager(verdict, self.base.metrics, facts.metrics, gone)
         return verdict
@@ -84,7 +85,7 @@ def _time_spread(first: Metrics | None, again: Metrics | None) -> str:
     return f"; its time per call moved {a * 1e3:.3g} → {b * 1e3:.3g} ms by itself: a trial is slower only past both"
 
 
-def won_on(verdict: Verdict, base: RunFacts, facts: RunFacts | None, targets: Sequence[str]) -> list[str]:
+def won_on(verdict: Verdict, base: RunFacts, facts: RunFacts | None, targets: Sequence[ProblemKey]) -> list[ProblemKey]:
     """The targets a remedy enters the combined change for: all of them when it fixed them, those
     gone or fewer when it improved, none otherwise (a trade-off, however good its own row looks)."""
     if verdict.verdict == "fixed":

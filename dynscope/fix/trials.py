@@ -13,8 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
+from dynscope.analysis.fix_problems import FixProblem
 from dynscope.analysis.fix_verdict import RunFacts, metrics_of
-from dynscope.analysis.remedies import FixProblem, Relocate, problem_counts, problems_of
+from dynscope.analysis.fix_view import Relocate, fix_problems, problem_counts
 from dynscope.analysis.source_edits import line_map
 from dynscope.errors import DynscopeError
 from dynscope.events import Action, ChangeSource
@@ -331,7 +332,7 @@ def _read(run: TrialRun, *, timed_out: bool) -> None:
     try:
         with Capture.open(run.capture) as capture:
             view = run_view(capture)
-            problems = problems_of(view, _relocation(run.actions))
+            problems = fix_problems(view, _relocation(run.actions))
             metrics = metrics_of(view, program_seconds(capture))
             ended = capture.run
             outputs = trial_outputs(capture)

@@ -12,12 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from dynscope.analysis.remedies import Remedy, problems_of, select
+from dynscope.analysis.fix_view import fix_problems
+from dynscope.analysis.remedies import Remedy, select
 from dynscope.analysis.run_view import run_view
 from dynscope.events import SetConfig, ShowOnly
 from dynscope.fix import early as early_module
-from dynscope.fix.early import CachedRemedies, EarlyTrials, Partial, read_partial, trial_actions
-from dynscope.fix.session import _baseline_with_early_trials
+from dynscope.fix.early import CachedRemedies, Partial, baseline_with_early_trials, read_partial, trial_actions, wanted_early
+from dynscope.fix.speculation import Speculations
 from dynscope.fix.trials import RunPool, Starter, TrialRun, rename
 from dynscope.model import Capture
 from dynscope.model.fix import trial_features
@@ -44,7 +45,7 @@ def _partial_copy(tmp_path: Path, keep_events: int) -> Path:
 
 def _whole() -> tuple[list, object]:
     with Capture.open(str(DATA / "fix_model.baseline.dynscope")) as capture:
-        return problems_of(run_view(capture)), trial_features(capture)
+        return fix_problems(run_view(capture)), trial_features(capture)
 
 
 def test_a_partly_written_baseline_names_problems_with_their_final_keys(tmp_path):
@@ -73,39 +74,44 @@ def test_what_starts_early_is_what_the_final_selection_runs(tmp_path):
         total = db.execute("SELECT COUNT(*) FROM events").fetchone()[0]
     partial = read_partial(str(_partial_copy(tmp_path, int(total * 0.6))))
     assert partial is not None and partial.problems
-    early = EarlyTrials()
-    started = early.wanted(select(partial.problems, partial.features))
+    early = _speculations(tmp_path)
+    started = wanted_early(select(partial.problems, partial.features), early.started_for())
     assert started
     for remedy in started:
-        early.add(remedy, TrialRun(early.next_name(), trial_actions(remedy), str(tmp_path)))
-    claimed = [r for r, _ in final if early.claim(r) is not None]
+        early.add(remedy.key, TrialRun(early.next_early_name(), trial_actions(remedy), str(tmp_path)))
+    claimed = [r for r, _ in final if early.claim(r.key, trial_actions(r)) is not None]
     assert {r.key for r in claimed} == {r.key for r in started}
-    assert early.unclaimed() == []
+    early.settle()
+    assert early.settled == [] and early.counted() == 0
 
 
 def test_an_early_trial_is_taken_only_for_the_same_remedy_and_actions(tmp_path):
-    early = EarlyTrials()
+    early = _speculations(tmp_path)
+
+    def claim(remedy):
+        return early.claim(remedy.key, trial_actions(remedy))
     same, other_value = _setting("capture_scalar_outputs"), _setting("capture_scalar_outputs", False,
                                                                      key="config:capture_scalar_outputs")
-    run = TrialRun(early.next_name(), trial_actions(same), str(tmp_path))
-    early.add(same, run)
-    assert early.claim(other_value) is None  # same key, other actions: not the run it asks for
-    assert early.claim(_setting("specialize_int")) is None
-    assert early.claim(same) is run and early.claim(same) is None  # taken once
-    skipped = TrialRun(early.next_name(), trial_actions(same), str(tmp_path), skipped="the budget ran out")
-    early.add(same, skipped)
-    assert early.claim(same) is None and early.unclaimed() == [skipped]  # never ran: a fresh trial instead
-    assert [early.next_name() for _ in range(2)] == ["early-3", "early-4"]
+    run = TrialRun(early.next_early_name(), trial_actions(same), str(tmp_path))
+    early.add(same.key, run)
+    assert claim(other_value) is None  # same key, other actions: not the run it asks for
+    assert claim(_setting("specialize_int")) is None
+    assert claim(same) is run and claim(same) is None  # taken once
+    skipped = TrialRun(early.next_early_name(), trial_actions(same), str(tmp_path), skipped="the budget ran out")
+    early.add(same.key, skipped)
+    assert claim(same) is None  # never ran: a fresh trial instead
+    early.settle()
+    assert [s.run for s in early.settled] == [skipped] and [s.run for s in early.items] == [run]
+    assert early.counted() == 0  # neither counts beyond the trial that claimed one
+    assert [early.next_early_name() for _ in range(2)] == ["early-3", "early-4"]
 
 
 def test_only_tried_remedies_that_are_not_fallbacks_start_early(tmp_path):
-    early = EarlyTrials()
     shown = Remedy("show:check", "torch._check", "code", ShowOnly("torch._check(x)"), "")
     wanted = [_setting("a"), _setting("b", fallback=True), shown, _setting("c")]
-    picked = early.wanted([(r, []) for r in wanted])
+    picked = wanted_early([(r, []) for r in wanted], set())
     assert [r.key for r in picked] == ["config:a", "config:c"]
-    early.add(picked[0], TrialRun("early-1", trial_actions(picked[0]), str(tmp_path)))
-    assert [r.key for r in early.wanted([(r, []) for r in wanted])] == ["config:c"]  # started once
+    assert [r.key for r in wanted_early([(r, []) for r in wanted], {"config:a"})] == ["config:c"]  # started once
 
 
 def test_remedies_are_remembered_per_problem_whatever_its_count(monkeypatch):
@@ -126,6 +132,11 @@ def test_remedies_are_remembered_per_problem_whatever_its_count(monkeypatch):
     assert len(calls) == len(problems)  # the second selection computed nothing
     assert [(r.key, [p.key for p in ps]) for r, ps in first] == [(r.key, [p.key for p in ps]) for r, ps in again]
     assert [(r, [p.key for p in ps]) for r, ps in first] == [(r, [p.key for p in ps]) for r, ps in select(problems, features)]
+
+
+def _speculations(tmp_path: Path) -> Speculations:
+    """Speculations over a pool that runs nothing (the runs here are made by hand)."""
+    return Speculations(RunPool(Program("script", "x.py"), FakeStarter({}), time.time() + 30))
 
 
 def _program_dir(tmp_path: Path) -> str:
@@ -180,17 +191,17 @@ def test_trials_start_beside_the_baseline_as_its_problems_appear(tmp_path):
     def selection_of(partial, quick):
         return [(_setting("a"), partial.problems), (_setting("b"), partial.problems)] if partial.problems else []
 
-    early = EarlyTrials()
+    early = Speculations(pool)
     said = []
     try:
-        _baseline_with_early_trials(baseline, pool, early, 2, said.append, selection_of, read)
+        baseline_with_early_trials(baseline, early, 2, said.append, selection_of, read)
         assert not pool.is_running(baseline) and baseline.wall_s is not None
         names = [name for name, _ in starter.started]
         assert names == ["baseline", "early-1"] and starter.most == 2
         early_at = dict(starter.started)["early-1"] - dict(starter.started)["baseline"]
         assert 0.4 <= early_at < 1.0  # after the problem appeared, before the baseline ended
-        assert [t.remedy_key for t in early.trials] == ["config:a"]
-        assert pool.is_running(early.trials[0].run)  # still running: the final selection decides
+        assert [t.purpose for t in early.items] == ["config:a"]
+        assert pool.is_running(early.items[0].run)  # still running: the final selection decides
         assert said == ["started early, beside the baseline: a = True"]
         assert max(reads) < 1.0 + 0.2  # no read after the baseline ended
     finally:
@@ -210,8 +221,8 @@ def test_jobs_one_slot_busy_reads_nothing(tmp_path):
         return Partial(["p"], object())  # type: ignore[arg-type, list-item]
 
     try:
-        _baseline_with_early_trials(baseline, pool, EarlyTrials(), 2, lambda line: None,
-                                    lambda partial, quick: [(_setting("a"), [])], read)
+        baseline_with_early_trials(baseline, Speculations(pool), 2, lambda line: None,
+                                   lambda partial, quick: [(_setting("a"), [])], read)
     finally:
         pool.close()
     assert len(reads) == 1
@@ -221,10 +232,10 @@ def test_an_early_trial_past_the_deadline_is_stopped(tmp_path):
     starter = FakeStarter({"baseline": 0.3, "early-1": 10.0})
     pool = RunPool(Program("script", "x.py"), starter, time.time() + 1.0)
     baseline = TrialRun("baseline", [], str(tmp_path), cwd=_program_dir(tmp_path))
-    early = EarlyTrials()
-    _baseline_with_early_trials(baseline, pool, early, 2, lambda line: None,
-                                lambda partial, quick: [(_setting("a"), [])], lambda path: Partial([], object()))  # type: ignore[arg-type]
-    run = early.trials[0].run
+    early = Speculations(pool)
+    baseline_with_early_trials(baseline, early, 2, lambda line: None,
+                               lambda partial, quick: [(_setting("a"), [])], lambda path: Partial([], object()))  # type: ignore[arg-type]
+    run = early.items[0].run
     while pool.running:
         pool.step()
     assert run.facts is not None and run.facts.timed_out and starter.stopped == ["early-1"]
@@ -299,3 +310,35 @@ def test_a_run_asked_for_on_the_way_joins_the_queue(tmp_path):
             starter=starter, more=queued)
     assert done == ["trial-1", "baseline-2", "trial-2"]  # beside trial-2, not after it
     assert starter.most == 2 and not queued
+
+
+def test_the_scheduler_stops_the_guess_once_a_member_loses_and_still_counts_it(tmp_path):
+    """Two settings, each for its own problem: the combined guess starts with the first trial (--jobs
+    2); the trial ends having recorded nothing (a stand-in run: "failed"), so the guess is stopped at
+    once, its slot going to the second trial, and counted as --jobs 1 would have run it in full."""
+    from dynscope.analysis.fix_problems import BreakFacts, FixProblem, ProblemKey
+    from dynscope.analysis.fix_verdict import Metrics, RunFacts
+    from dynscope.fix.judging import Judge
+    from dynscope.fix.plan import plan_trials
+    from dynscope.fix.scheduler import Budget, Scheduler
+
+    def problem(line):
+        key = ProblemKey("break", "cause", "/p/m.py", line)
+        return FixProblem("graph_break", key, "/p/m.py", line, "f", "a break", 1, BreakFacts("", "", (), ""))
+    p, q = problem(1), problem(2)
+    starter = FakeStarter({"combined": 5.0, "trial-1": 0.2, "trial-2": 0.2})
+    pool = RunPool(Program("script", "x.py"), starter, time.time() + 30)
+    said: list[str] = []
+    s = Scheduler(Budget(Program("script", "x.py"), str(tmp_path), _program_dir(tmp_path), False, 2, time.time() + 30,
+                         starter), said.append, pool, Speculations(pool))
+    base = RunFacts(True, 0, None, "", Metrics(2, 0, 0, 1.0, None), {p.key: 1, q.key: 1}, ())
+    try:
+        s.first_trials(plan_trials([(_setting("a"), [p]), (_setting("b"), [q])], {}), Judge(base, 0, 0, True, False))
+    finally:
+        pool.close()
+    assert s.guess == ["config:a", "config:b"] and s.guess_run is not None
+    assert s.guess_run.run.skipped == "stopped: a = True was failed alone" and starter.stopped == ["combined"]
+    assert [name for name, _ in starter.started] == ["combined", "trial-1", "trial-2"] and starter.most == 2
+    assert said[1] == "run 2/3: combined guess: 2 remedies (stopped: a = True was failed alone)", said
+    assert s.speculations.counted() == 1 and s.runs_made() == 4  # baseline, two trials, the stopped guess
+    assert not list(tmp_path.glob("combined*"))  # stopped: its files removed

@@ -7,13 +7,15 @@ them (``run_view``), never through the summary JSON.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
+from fix_stand import Occurrence, Stand
 
 from dynscope.analysis.breaks import BreakGroup
 from dynscope.analysis.fix_document import Measured, ProblemRow, TrialRow, fix_cells
+from dynscope.analysis.fix_problems import ProblemKey
 from dynscope.analysis.fix_verdict import (
     Metrics,
     RunFacts,
@@ -22,17 +24,16 @@ from dynscope.analysis.fix_verdict import (
     metrics_of,
     pick_combined,
 )
+from dynscope.analysis.fix_view import fix_problems, problem_counts
 from dynscope.analysis.remedies import (
     check_expression,
     parse_try,
-    problem_counts,
-    problems_of,
     remedies_for,
     select,
 )
 from dynscope.analysis.run_view import run_view
 from dynscope.events import CallOutputs, CompileWith, DisableFunction, MarkDynamic, SetConfig, ShowOnly
-from dynscope.model import Capture, CompileError, GuardFailure, Recompile, RecompileLimitHit, StackFrame
+from dynscope.model import Capture, CompileError, GuardFailure, Recompile, StackFrame
 from dynscope.model.fix import Features, program_seconds, trial_features, trial_outputs
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "fix"
@@ -51,7 +52,7 @@ class Recorded:
 def _read(name: str) -> Recorded:
     with Capture.open(str(DATA / name)) as capture:
         view = run_view(capture)
-        problems = problems_of(view)
+        problems = fix_problems(view)
         metrics = metrics_of(view, program_seconds(capture))
         outputs = tuple(trial_outputs(capture))
         facts = RunFacts(True, capture.run.exit_code, capture.run.signal, "total: 1\n", metrics,
@@ -68,16 +69,6 @@ def baseline() -> Recorded:
 def scalar_outputs() -> Recorded:
     """The trial run of torch._dynamo.config.capture_scalar_outputs = True."""
     return _read("fix_model.scalar-outputs.dynscope")
-
-
-@dataclass
-class Stand:
-    """A run's records, written by hand (the ProblemSource protocol RunView follows)."""
-
-    errors: list[CompileError] = field(default_factory=list)
-    recompile_limit_hits: list[RecompileLimitHit] = field(default_factory=list)
-    break_groups: list[BreakGroup] = field(default_factory=list)
-    recompiles: list[Recompile] = field(default_factory=list)
 
 
 def _by_kind(problems, kind):
@@ -153,7 +144,7 @@ def test_recompiles_split_by_cause():
         _recompile("0/2", "f", 3, "temperature == 2", "2", "3"),
         _recompile("1/1", "forward", 9, "self.n == 2", "2", "3")])
     features = Features(configs={"allow_unspec_int_on_nn_module": False}, functions=frozenset({"mark_dynamic"}))
-    shape, value, module_int = problems_of(run)
+    shape, value, module_int = fix_problems(run)
     assert value.detail == "f recompiled once: the value of temperature changed (Dynamo specialized on it): 2 → 3"
     assert [r.key for r in remedies_for(shape, features)] == ["mark_dynamic:/p/m.py:f:x:0", "compile:dynamic=True"]
     assert [r.key for r in remedies_for(value, features)] == ["compile:dynamic=True"]
@@ -163,7 +154,7 @@ def test_recompiles_split_by_cause():
 
 def _break(headline, file, line, function, code, *, gb_type=None, reason="", hints=()):
     return BreakGroup(headline, gb_type if gb_type is not None else headline, None, None, reason, None, tuple(hints),
-                      StackFrame(file, line, function, code), (object(),))
+                      StackFrame(file, line, function, code), (Occurrence(),))
 
 
 def test_disable_for_a_helper_and_data_dependent_check():
@@ -173,7 +164,7 @@ def test_disable_for_a_helper_and_data_dependent_check():
                              "Could not guard on data-dependent expression Eq(u0, 1) (unhinted: Eq(u0, 1))",
                              "/p/model.py", 33)])
     features = _features(capture_scalar_outputs=False, suppress_errors=False)
-    error, brk = problems_of(run)
+    error, brk = fix_problems(run)
     assert error.kind == "error" and brk.kind == "graph_break"
     assert remedies_for(brk, features)[0].action == DisableFunction("/p/model.py", "helper", 9)
     check = remedies_for(error, features)[0]
@@ -202,7 +193,7 @@ def _without(run: Recorded, *, breaks_at=(), **facts) -> RunFacts:
     return replace(run.facts, problems=problem_counts(problems), metrics=metrics, **facts)
 
 
-def _item_key(run: Recorded) -> str:
+def _item_key(run: Recorded) -> ProblemKey:
     return next(p.key for p in run.problems if p.line == 21 and p.kind == "graph_break")
 
 
@@ -374,3 +365,20 @@ def test_stdout_check_can_be_left_out(baseline):
     key = [p.key for p in baseline.problems][:1]
     assert judge(base, timings, key, rtol=0, atol=0).verdict == "failed"
     assert judge(base, timings, key, rtol=0, atol=0, check_stdout=False).verdict == "no change"
+
+
+def test_a_public_setting_wins_a_tie_with_a_private_rewrite():
+    """fix_model.py's print: reorderable_logging_functions and the rewrite through
+    torch._higher_order_ops.print both fix it; the change to make is the public setting."""
+    m, fewer = Metrics(2, 0, 0, 0.0, None), Metrics(1, 0, 0, 0.0, None)
+    in_code = {"logging:print": False, "rewrite:traced-print": True, "rewrite:guard-logging": True}.__getitem__
+    private = {"logging:print": False, "rewrite:traced-print": True, "rewrite:guard-logging": False}.__getitem__
+    tie = [("logging:print", "fixed", ["p"], m), ("rewrite:traced-print", "fixed", ["p"], m)]
+    assert pick_combined(tie, kept_in_code=in_code) == ["rewrite:traced-print"]  # nobody said which is private
+    assert pick_combined(tie, kept_in_code=in_code, private=private) == ["logging:print"]
+    # a public rewrite still wins its tie with the setting (the written diff alone reproduces it)
+    assert pick_combined([*tie, ("rewrite:guard-logging", "fixed", ["p"], m)], kept_in_code=in_code,
+                         private=private) == ["rewrite:guard-logging"]
+    # the better whole run wins, private or not
+    assert pick_combined([("logging:print", "fixed", ["p"], m), ("rewrite:traced-print", "fixed", ["p"], fewer)],
+                         kept_in_code=in_code, private=private) == ["rewrite:traced-print"]

@@ -9,13 +9,15 @@ from pathlib import Path
 import pytest
 
 from dynscope.analysis.fix_document import RewriteNote
+from dynscope.analysis.fix_problems import ProblemKey
 from dynscope.analysis.fix_verdict import Metrics, Verdict, moved_to_eager
 from dynscope.analysis.remedies import BreakFacts, FixProblem, remedies_for, select
+from dynscope.analysis.remedy_patches import private_names
 from dynscope.analysis.source_edits import SourceEdit, SourceFile, merge
 from dynscope.errors import DynscopeError
 from dynscope.events import ChangeSource, action_from_json
 from dynscope.fix import unified_diff, write_changes
-from dynscope.fix.session import combine
+from dynscope.fix.combine import combine
 from dynscope.fix.source_reader import reader_for
 from dynscope.model.fix import Features
 
@@ -40,7 +42,7 @@ FEATURES = Features(functions=frozenset({"reorderable_logging_functions", "compi
 def _break(path: str, line: int) -> FixProblem:
     facts = BreakFacts("logging.Logger method not supported for non-export cases",
                        "logging.Logger methods are not supported for non-export cases.", (), "log.info(...)")
-    return FixProblem("graph_break", f"break|logging|{path}|{line}", path, line, "forward", "logging", 1, facts)
+    return FixProblem("graph_break", ProblemKey("break", "logging", path, line), path, line, "forward", "logging", 1, facts)
 
 
 @pytest.fixture
@@ -220,3 +222,38 @@ def test_fix_apply_shows_the_change_then_writes_it_and_diff_writes_the_files(tre
     assert "capture_scalar_outputs = True" in shown
     assert (tree / "d.diff").read_text() == edit.diff() and path.read_text() == edit.new
     assert (tree / "prog" / "model.py.orig").read_text() == PROGRAM
+
+
+PRINTING = '''import torch
+
+
+def forward(x):
+    y = x + 1
+    print("normalized")
+    return y * 2
+'''
+
+
+def test_a_change_through_a_private_torch_module_is_marked_private(tmp_path: Path):
+    """The print break of tests/programs/fix_model.py: the rewrite that guards the print uses public
+    API, the one that prints through torch._higher_order_ops.print a private module."""
+    (tmp_path / "prog").mkdir()
+    path = tmp_path / "prog" / "model.py"
+    path.write_text(PRINTING)
+    facts = BreakFacts("Failed to trace builtin operator", "Dynamo does not know how to trace builtin operator `print`",
+                       (), 'print("normalized")')
+    problem = FixProblem("graph_break", ProblemKey("break", "print", str(path), 6), str(path), 6, "forward", "print", 1,
+                         facts)
+    features = Features(functions=frozenset({"reorderable_logging_functions"}), program_root=str(tmp_path / "prog"))
+    remedies = {r.key.split(":")[0] + ":" + (r.rule or ""): r
+                for r in remedies_for(problem, features, reader_for(str(tmp_path / "prog"), libraries=[]))}
+    assert remedies["rewrite:traced-print"].private == ("torch._higher_order_ops.print",)
+    assert remedies["rewrite:guard-logging"].private == ()
+    assert remedies["logging:"].private == ()  # the setting reorderable_logging_functions: public
+
+
+def test_private_names_are_read_from_the_lines_a_diff_adds():
+    diff = ("--- a/m.py\n+++ b/m.py\n@@ -1,2 +1,3 @@\n-    torch._higher_order_ops.print('{}', 1)\n"
+            "+    torch._check(n > 0)\n+    torch._dynamo.config.capture_scalar_outputs = True\n"
+            "+    torch._assert_async(t); torch._dynamo.is_compiling()\n")
+    assert private_names(diff) == ("torch._dynamo.is_compiling",)  # a removed line is not written

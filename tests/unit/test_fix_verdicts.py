@@ -7,8 +7,12 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from fix_stand import Occurrence, Stand
+
 from dynscope.analysis.breaks import BreakGroup
 from dynscope.analysis.fix_document import Baseline, Combined, FixDocument, Measured, ProblemRow, TrialRow, combined_numbers, fix_cells
+from dynscope.analysis.fix_problems import ProblemKey
+from dynscope.analysis.fix_stdout import same_stdout, unstable_lines
 from dynscope.analysis.fix_verdict import (
     STOPPED,
     Metrics,
@@ -18,15 +22,16 @@ from dynscope.analysis.fix_verdict import (
     pick_combined,
     unstable_between,
 )
-from dynscope.analysis.remedies import problems_of, remedies_conflict, remedies_for
+from dynscope.analysis.fix_view import fix_problems
+from dynscope.analysis.remedies import remedies_conflict, remedies_for
 from dynscope.events import CallOutputs, MarkDynamic
 from dynscope.fix.judging import Judge, won_on
 from dynscope.model import GuardFailure, Recompile, StackFrame
 from dynscope.model.fix import Features
 
-A = "break|Unsupported Tensor.item() call|/p/m.py|21"  # the problem a remedy targets
-B = "break|Failed to trace builtin operator|/p/m.py|23"
-R = "recompile|forward|/p/m.py|19|size x 0"
+A = ProblemKey("break", "Unsupported Tensor.item() call", "/p/m.py", 21)  # the problem a remedy targets
+B = ProblemKey("break", "Failed to trace builtin operator", "/p/m.py", 23)
+R = ProblemKey("recompile", "size x 0", "/p/m.py", 19, "forward")
 
 
 def _out(*values: float, call: int = 1) -> CallOutputs:
@@ -50,7 +55,7 @@ def test_a_remedy_that_removes_its_problem_while_the_run_grows_is_a_trade_off():
     assert v.verdict == "trade-off"
     assert "the problem is gone, but" in v.why and "breaks 22 → 29" in v.why and "recompiles 3 → 12" in v.why
     # HuBERT: 11 → 11 breaks, the target gone and another break at another line in its place: not "improved"
-    moved = "break|Data-dependent branching|/p/m.py|40"
+    moved = ProblemKey("break", "Data-dependent branching", "/p/m.py", 40)
     same_total = _run({B: 14, R: 3, moved: 8}, 22, 3)
     v = judge(BASE, same_total, [A], rtol=0, atol=0)
     assert v.verdict == "trade-off" and "new: break Data-dependent branching" in v.why
@@ -113,16 +118,10 @@ def test_a_trade_off_never_enters_the_combined_change():
 
 
 def _shape_problem(function="forward", guard="tensor 'x' size mismatch at index 1. expected 8, actual 12"):
-    run = _Stand(recompiles=[Recompile("0/1", function, "/p/m.py", 19, guard,
+    run = Stand(recompiles=[Recompile("0/1", function, "/p/m.py", 19, guard,
                                        (GuardFailure("0/0", guard, guard, "8", "12", None),))])
-    problem, = problems_of(run)
+    problem, = fix_problems(run)
     return problem
-
-
-class _Stand:
-    def __init__(self, *, recompiles=(), break_groups=()):
-        self.errors, self.recompile_limit_hits = [], []
-        self.recompiles, self.break_groups = list(recompiles), list(break_groups)
 
 
 FEATURES = Features(configs={}, functions=frozenset({"mark_dynamic", "maybe_mark_dynamic"}),
@@ -141,7 +140,7 @@ def test_the_combined_change_keeps_the_fixed_remedy_and_the_better_of_two_that_c
     # Longformer: mark_dynamic(input_ids, 1) fixed its recompile (8 breaks left); dynamic=True covers that and
     # another recompile but its run ended with 40 breaks: the fixed remedy is kept, dynamic=True conflicts with it
     fixed_run, worse_run = Metrics(8, 0, 0, 1.0, None), Metrics(40, 0, 0, 1.0, None)
-    results = [(mark.key, "fixed", [R], fixed_run), (dynamic.key, "improved", [R, "recompile|other"], worse_run)]
+    results = [(mark.key, "fixed", [R], fixed_run), (dynamic.key, "improved", [R, ProblemKey("recompile", "other", None, None)], worse_run)]
     assert pick(results) == [mark.key]
     # both fixed: the better whole run is kept
     results = [(mark.key, "fixed", [R], Metrics(8, 2, 0, 1.0, None)), (dynamic.key, "fixed", [R], Metrics(2, 0, 0, 1.0, None))]
@@ -150,13 +149,13 @@ def test_the_combined_change_keeps_the_fixed_remedy_and_the_better_of_two_that_c
 
 def test_a_break_is_gone_only_when_its_line_breaks_no_more():
     # BigBird: the line no longer breaks as "Data-dependent branching" but as a data-dependent guard
-    same_line = "break|Could not guard on data-dependent expression|/p/m.py|21"
+    same_line = ProblemKey("break", "Could not guard on data-dependent expression", "/p/m.py", 21)
     trial = _run({same_line: 8, B: 14, R: 3}, 22, 3)
     assert left_at(trial.problems, A) == 8 and left_at(trial.problems, R) == 3
     v = judge(BASE, trial, [A], rtol=0, atol=0)
     assert v.verdict == "no change" and "the line still breaks, for another reason" in v.why
     assert "Could not guard" in v.why
-    assert left_at({"break|x|/p/m.py|210": 1}, A) == 0  # another line of the same file is another site
+    assert left_at({ProblemKey("break", "x", "/p/m.py", 210): 1}, A) == 0  # another line of the same file is another site
 
 
 def test_a_program_that_differs_from_itself_is_judged_on_what_is_stable():
@@ -210,10 +209,11 @@ def test_one_data_dependent_guard_on_one_line_is_one_problem():
     def group(symbol: str, n: int) -> BreakGroup:
         headline = f"Could not guard on data-dependent expression Eq({symbol}, 1)"
         return BreakGroup(headline, "", None, None, headline, None, (), StackFrame("/p/m.py", 30, "f", "if n == 1:"),
-                          tuple(object() for _ in range(n)))
-    problems = problems_of(_Stand(break_groups=[group(f"u{i}", 2) for i in range(6)]))
+                          tuple(Occurrence() for _ in range(n)))
+    problems = fix_problems(Stand(break_groups=[group(f"u{i}", 2) for i in range(6)]))
     assert len(problems) == 1 and problems[0].count == 12
-    assert problems[0].key == "break|Could not guard on data-dependent expression Eq(u?, 1)|/p/m.py|30"
+    assert str(problems[0].key) == "break|Could not guard on data-dependent expression Eq(u?, 1)|/p/m.py|30"
+    assert problems[0].key.site == ("/p/m.py", 30)
 
 
 def test_trials_only_where_they_can_pay():
@@ -262,3 +262,32 @@ def test_only_a_remedy_that_leaves_the_graph_is_moved_to_eager():
     # torch.compiler.disable on the helper: the same numbers mean the code runs in eager now
     moved = j(trial, [A], leaves_graph=True)
     assert moved.verdict == "moved to eager" and "graphs 4 → 4" in moved.why
+
+
+def test_stdout_is_compared_line_by_line_leaving_out_only_what_moved():
+    """A program that prints its time per step: a remedy that silences the stable "loss" line is
+    never "outputs equal", though the time line differs between the two plain runs."""
+    first = "step 1\ntime 0.31 s\nloss 2.0\n"
+    second = "step 1\ntime 0.29 s\nloss 2.0\n"
+    base = RunFacts(True, 0, None, first, Metrics(1, 0, 0, 1.0, 1.0, 4), {A: 1}, (_out(1.0, 2.0),))
+    unstable = unstable_between(base, replace(base, stdout=second), rtol=0, atol=0)
+    assert unstable.stdout and unstable.stdout_lines == frozenset({1})
+
+    def verdict(stdout):
+        trial = replace(base, stdout=stdout, problems={}, metrics=Metrics(0, 0, 0, 1.0, 1.0, 4))
+        return judge(base, trial, [A], rtol=0, atol=0, unstable=unstable).verdict
+    assert verdict("step 1\ntime 0.40 s\nloss 2.0\n") == "fixed"  # only the moving line moved
+    assert verdict("step 1\ntime 0.40 s\n") == "failed"  # the stable line went missing
+    assert verdict("step 1\ntime 0.40 s\nloss 2.5\n") == "failed"  # the stable line changed
+    assert verdict("step 1\ntime 0.40 s\nloss 2.0\nextra\n") == "failed"  # a new line where nothing moved
+    # without a second plain run, any difference fails
+    assert judge(base, replace(base, stdout="step 1\ntime 0.40 s\nloss 2.0\n", problems={}), [A],
+                 rtol=0, atol=0).verdict == "failed"
+
+
+def test_lines_one_plain_run_added_may_come_and_go():
+    first, second = "start\nend\n", "start\nwarning: slow\nend\n"
+    moved = unstable_lines(first, second)
+    assert same_stdout(first, "start\nwarning: slow\nend\n", moved)  # where the second run printed more
+    assert same_stdout(first, first, moved)
+    assert not same_stdout(first, "start\n", moved) and not same_stdout(first, "start\nend\nmore\n", moved)
