@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from pathlib import Path
 
 from dynscope.analysis.overview import compile_seconds
-from dynscope.errors import CaptureError
+from dynscope.errors import DynscopeError
 from dynscope.events import CacheArtifactsCall, WarmStart
 from dynscope.model import Capture, Compile
 from dynscope.model.caches import LAYERS, CacheLayer, CacheLookup, CacheState, KeyChange, key_changes, shared_components
@@ -154,13 +153,11 @@ def _open_cold(capture: Capture, warm_start: WarmStart | None) -> Capture | None
     if warm_start is None or not warm_start.cold_capture:
         return None
     # Only a file name beside the warm capture (what --warm writes): never a path the capture picks.
+    # Opened the way the warm one was (dynscope mcp: through its door, no link out of its root).
     name = os.path.basename(warm_start.cold_capture)
-    path = Path(capture.path).parent / name
-    if not path.is_file():
-        return None
     try:
-        return Capture.open(str(path))
-    except CaptureError:
+        return capture.open_beside(name)
+    except DynscopeError:  # CaptureError, or the door's refusal
         return None
 
 

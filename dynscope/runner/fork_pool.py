@@ -45,7 +45,7 @@ from dynscope.runner.fork_server import (
     read_exactly,
     serve_parent,
 )
-from dynscope.runner.interpreter import interpreter_flags
+from dynscope.runner.interpreter import interpreter_flags, without_directories
 
 POOL_ENV = "DYNSCOPE_TEST_FORK_POOL"
 # Set per worker or test by pytest, xdist and pytest-textual-snapshot, or by the shell; read by
@@ -292,6 +292,7 @@ class _Pool:
             nvml_check = os.environ.get(NVML_CUDA_CHECK)
             os.environ[NVML_CUDA_CHECK] = "1"  # as fork_server.main sets it for itself
             os.chdir(hello.cwd)
+            sys.path[:] = without_directories(sys.path, [self.cwd, hello.cwd])  # as module_command starts a server
             os.umask(hello.umask)
             conn.sendall(json.dumps({"accepted": True, "pid": os.getpid()}).encode() + b"\n")
         except BaseException:

@@ -22,7 +22,7 @@ from dynscope.recorder import record_run_end
 from dynscope.runner import fork_pool
 from dynscope.runner.children import children_of_run
 from dynscope.runner.fork_client import CHILD_MODULE, ForkedProcess, ForkServer
-from dynscope.runner.interpreter import interpreter_flags
+from dynscope.runner.interpreter import child_environment, module_command
 from dynscope.runner.interrupts import SigintRelay
 from dynscope.runner.program import Program, check_runnable
 from dynscope.runner.spec import ChildSpec
@@ -120,7 +120,8 @@ def launch(spec: ChildSpec, *, popen_kwargs: dict[str, Any] | None = None,
 
 def _fresh_child(spec: ChildSpec, relay: SigintRelay, popen_kwargs: dict[str, Any]) -> subprocess.Popen[bytes]:
     argv = child_command(dataclasses.replace(spec, sigint_notes_fd=relay.child_fd))
-    kwargs = {**popen_kwargs, "pass_fds": (*popen_kwargs.get("pass_fds", ()), relay.child_fd)}
+    kwargs = {"env": child_environment(), **popen_kwargs,
+              "pass_fds": (*popen_kwargs.get("pass_fds", ()), relay.child_fd)}
     return subprocess.Popen(argv, **kwargs)
 
 
@@ -137,9 +138,9 @@ def _forked_from_pool(spec: ChildSpec, popen_kwargs: dict[str, Any]) -> ForkedPr
         return None
     fds = [_descriptor(popen_kwargs.get(name), default) for default, name in enumerate(("stdin", "stdout", "stderr"))]
     try:
-        cwd = os.getcwd()
+        # No working directory on its sys.path: the program's own (python's) is put there by the child.
         child = server.spawn(CHILD_MODULE, spec.to_json(), stdin=fds[0], stdout=fds[1], stderr=fds[2],
-                             cwd=cwd, sys_path0=cwd)
+                             cwd=os.getcwd())
     except (OSError, ValueError):
         server.close()
         return None
@@ -160,8 +161,9 @@ def _descriptor(target: Any, default: int) -> int:
 
 
 def child_command(spec: ChildSpec) -> list[str]:
-    """The command line of a fresh recording child: this python, with its flags."""
-    return [sys.executable, *interpreter_flags(), "-m", "dynscope.runner.child", spec.to_json()]
+    """The command line of a fresh recording child: this python, with its flags, and no working
+    directory on its sys.path until the program's own is put there (dynscope.runner.interpreter)."""
+    return [*module_command(CHILD_MODULE, flags=True), spec.to_json()]
 
 
 def finish_capture(path: str, returncode: int, elapsed_s: float, *, program_pid: int | None = None) -> bool:
