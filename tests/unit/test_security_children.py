@@ -1,0 +1,168 @@
+"""Every child dynscope starts imports nothing from the directory it works in (docs/security.md,
+"Children dynscope starts"), without torch.
+
+A stranger's tree (the directory `dynscope mcp` serves, a tarball a capture came in, a fix run's
+scratch copy, a recorded run's directory) can hold a module named like one dynscope imports. The
+attacker plants one for every module a dynscope child imports (the names are read from a real
+child's sys.modules, plus the ones python imports at startup), each writing a marker when
+imported, and the child must run without writing one. Children that import torch (fix's trials,
+minify's workers, the MCP server's minify) are in tests/integration/test_security_children.py.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from hostile_views import RECORDED
+
+from dynscope.runner.fork_client import ForkServer
+from dynscope.runner.interpreter import child_environment, module_command, without_directories
+
+CAPTURE = RECORDED / "graph_breaks_eager.dynscope"
+# What python imports at startup from the import path, and what dynscope's children import that a
+# summary does not (the names a torch child adds are planted by the integration test).
+_STARTUP = ["sitecustomize", "usercustomize", "readline", "rlcompleter"]
+_MORE = ["torch", "numpy", "sympy", "jinja2", "rich", "textual", "libcst", "mcp", "typing_extensions", "filelock",
+         "networkx", "fsspec", "dynscope", "minifier", "reporters", "tui"]
+
+
+def _child_module_names() -> list[str]:
+    """The top-level modules a `dynscope summary` child has imported when it ends."""
+    code = ("import runpy, sys, json\nsys.argv = ['dynscope', 'summary', '--json', sys.argv[1]]\n"
+            "try:\n    runpy.run_module('dynscope', run_name='__main__', alter_sys=True)\nexcept SystemExit:\n    pass\n"
+            "print('MODULES' + json.dumps(sorted({m.split('.')[0] for m in sys.modules})))")
+    out = subprocess.run([sys.executable, "-c", code, str(CAPTURE)], capture_output=True, text=True, check=True).stdout
+    return json.loads(out.rsplit("MODULES", 1)[1])
+
+
+def plant(directory: Path, markers: Path, names: list[str] | None = None) -> list[str]:
+    """A module per name in ``directory``, each of which writes ``markers/NAME`` when imported."""
+    names = names if names is not None else sorted({*_child_module_names(), *_STARTUP, *_MORE} - {"__main__"})
+    directory.mkdir(parents=True, exist_ok=True)
+    markers.mkdir(exist_ok=True)
+    for name in names:
+        if not name.isidentifier():
+            continue
+        (directory / f"{name}.py").write_text(f"open({str(markers / name)!r}, 'w').close()\n")
+    return names
+
+
+@pytest.fixture
+def planted(tmp_path) -> tuple[Path, Path, list[str]]:
+    names = plant(tmp_path / "stranger", tmp_path / "markers")
+    return tmp_path / "stranger", tmp_path / "markers", names
+
+
+def test_the_planted_names_cover_what_a_dynscope_child_imports(planted):
+    _, _, names = planted
+    assert len(names) > 100  # the stdlib and dependencies a summary imports, and python's startup hooks
+    for name in ("json", "argparse", "sqlite3", "typing", "rich", "re", "zlib", "sitecustomize", "torch", "libcst"):
+        assert name in names
+
+
+def test_python_dash_m_would_import_them_the_control(tmp_path):
+    """The attack works on the old command line (`python -m dynscope` in the stranger's directory):
+    the test can fail. (With a dynscope.py planted too, that one is what runs.)"""
+    stranger, markers = tmp_path / "stranger", tmp_path / "markers"
+    plant(stranger, markers, ["json", "argparse"])
+    subprocess.run([sys.executable, "-m", "dynscope", "summary", "--json", str(CAPTURE)], cwd=stranger,
+                   capture_output=True, timeout=120)
+    assert "argparse" in {p.name for p in markers.iterdir()}
+
+
+def test_a_dynscope_child_in_a_strangers_directory_imports_nothing_from_it(planted, monkeypatch):
+    """The command line every child dynscope runs (the MCP server's, the fork server, minify's
+    workers and verifier): no marker, and the child still works. PYTHONPATH with an empty and a
+    relative entry (`export PYTHONPATH=$PYTHONPATH:lib` with none set) names the parent's
+    directory, not the child's: the planted sitecustomize.py is not run at startup either."""
+    stranger, markers, _ = planted
+    monkeypatch.setenv("PYTHONPATH", os.pathsep + "lib")
+    done = subprocess.run([*module_command("dynscope"), "summary", "--json", str(CAPTURE)], cwd=stranger,
+                          env=child_environment(), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["schema"] == "dynscope.summary/1"
+    assert sorted(p.name for p in markers.iterdir()) == []
+
+
+def test_the_environment_a_child_gets_names_the_parents_directories(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(["", "lib", "/abs/site"]))
+    monkeypatch.setenv("PYTHONPYCACHEPREFIX", ".pycache")
+    monkeypatch.setenv("PYTHONUSERBASE", "user")
+    env = child_environment()
+    here = str(tmp_path)
+    assert env["PYTHONPATH"].split(os.pathsep) == [here, f"{here}/lib", "/abs/site"]
+    assert env["PYTHONPYCACHEPREFIX"] == f"{here}/.pycache" and env["PYTHONUSERBASE"] == f"{here}/user"
+    monkeypatch.setenv("PYTHONPATH", "")  # python reads an empty one as none: it stays so
+    assert child_environment()["PYTHONPATH"] == ""
+
+
+def test_a_working_directory_is_never_kept_on_a_childs_path_but_dynscopes_own(tmp_path):
+    import dynscope
+
+    own = os.path.dirname(os.path.dirname(os.path.abspath(dynscope.__file__)))
+    kept = without_directories(["", "rel", str(tmp_path), "/usr/lib/python3", own], [str(tmp_path), own])
+    assert kept == ["/usr/lib/python3", own]
+
+
+def test_a_source_checkout_run_from_elsewhere_still_finds_its_own_dynscope(tmp_path):
+    """The prelude puts dynscope's own install location first where python would find no dynscope
+    or another one: a child of a checkout is that checkout's dynscope."""
+    import dynscope
+
+    other = tmp_path / "site" / "dynscope"  # another, older dynscope on PYTHONPATH
+    other.mkdir(parents=True)
+    (other / "__init__.py").write_text("raise SystemExit('the wrong dynscope')\n")
+    probe = tmp_path / "probe"
+    probe.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(tmp_path / "site")}
+    done = subprocess.run([*module_command("dynscope"), "--version"], cwd=probe, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert dynscope.__version__ in done.stdout + done.stderr
+
+
+_SERVER = r"""
+import json, os, socket, sys, types
+def module(name, main):
+    m = types.ModuleType(name); m.main = main; sys.modules[name] = m
+def imports():
+    import difflib, tabnanny  # not imported by the server: looked up on the child's sys.path
+    print(json.dumps({"cwd": os.getcwd(), "path": sys.path}), flush=True)
+module("dynscope._t.imports", imports)
+from dynscope.runner.fork_server import _Server
+sock = socket.socket(fileno=int(sys.argv[1]))
+server = _Server(sock, None)
+sock.sendall(json.dumps({"ready": True, "why": "stand-in", "gpu": False}).encode() + b"\n")
+server.serve()
+"""
+
+
+def test_a_forked_child_imports_nothing_from_the_servers_directory_or_its_own(tmp_path, monkeypatch):
+    """A fork server started in one stranger's directory (`python -c` puts it first) forks a child
+    into another: neither is on the child's sys.path, and its imports find the real modules."""
+    markers = tmp_path / "markers"
+    plant(tmp_path / "server-dir", markers, ["difflib", "tabnanny"])
+    plant(tmp_path / "child-dir", markers, ["difflib", "tabnanny"])
+    monkeypatch.chdir(tmp_path / "server-dir")
+    env_path = textwrap.dedent(str(Path(__file__).resolve().parents[2]))  # dynscope's checkout, for the stand-in
+    monkeypatch.setenv("PYTHONPATH", env_path)
+    with open(tmp_path / "server.log", "wb") as log:
+        server = ForkServer(log.fileno(), command=[sys.executable, "-c", _SERVER])
+        try:
+            with open(tmp_path / "c.out", "wb") as out, open(os.devnull, "rb") as devnull:
+                child = server.spawn("dynscope._t.imports", "", stdin=devnull.fileno(), stdout=out.fileno(),
+                                     stderr=log.fileno(), cwd=str(tmp_path / "child-dir"))
+            assert server.wait(child, timeout=60) == 0, (tmp_path / "server.log").read_text()
+        finally:
+            server.close()
+    seen = json.loads((tmp_path / "c.out").read_text())
+    assert seen["cwd"] == str(tmp_path / "child-dir")
+    assert "" not in seen["path"] and not any(p.startswith(str(tmp_path)) for p in seen["path"])
+    assert list(markers.iterdir()) == []
