@@ -69,13 +69,16 @@ def _program(directory: Path, markers: Path) -> Path:
     return directory / "prog.py"
 
 
-@pytest.mark.parametrize("pool", ["warm pool", "own fork server"])
+@pytest.mark.parametrize("pool", ["warm pool", "own fork server", "fresh processes"])
 def test_fix_runs_in_a_scratch_copy_of_a_strangers_directory_import_nothing_from_it(
         tmp_path, torch_child_modules, pool, monkeypatch):
     """`dynscope fix ../mine/prog.py` from a directory full of planted modules: every run (baseline
-    and trials, forked) works in a scratch copy of it; only the program's helper is imported."""
-    if pool == "own fork server":
+    and trials: forked, or fresh processes) works in a scratch copy of it; only the program's helper
+    is imported."""
+    if pool != "warm pool":
         monkeypatch.delenv("DYNSCOPE_TEST_FORK_POOL", raising=False)
+    if pool == "fresh processes":
+        monkeypatch.setenv("DYNSCOPE_FIX_NO_FORK", "1")
     stranger, markers = tmp_path / "stranger", tmp_path / "markers"
     plant(stranger, markers, torch_child_modules)
     program = _program(tmp_path / "mine", markers)
