@@ -36,7 +36,7 @@ MAX_PATCH_BYTES = 4 << 20
 STDERR_TAIL = 4000  # characters of a failed run's stderr in the refusal
 MAX_ARGS = 1000  # a program's arguments: how many, and their characters in all
 MAX_ARGS_CHARS = 64 * 1024
-_WORD = re.compile(r"[A-Za-z0-9_./:\[\]-]{1,64}")
+_WORD = re.compile(r"[A-Za-z0-9_./:\[][A-Za-z0-9_./:\[\]-]{0,63}")  # never an option: no leading -
 
 
 class RunNotAllowed(DynscopeError):
@@ -127,9 +127,10 @@ class Tools:
         """Run a script under dynscope; the summary of its new capture (inside the served directory)."""
         self._may_run("explain", "dynscope explain SCRIPT")
         program = self.served.existing_file(script, what="script")
+        arguments = _program_args(args)
         out = os.path.join(self._output_path("explain", ""), "explain.dynscope")
         options = ["--profile"] if profile else []
-        done = self._dynscope(["explain", "-q", "-o", out, *options, program, *_program_args(args)],
+        done = self._dynscope(["explain", "-q", "-o", out, *options, program, *arguments],
                               cwd=os.path.dirname(program))
         if not os.path.isfile(out):
             raise DynscopeError(f"explain wrote no capture (exit {done.returncode}): {_tail(done.stderr)}")
@@ -172,9 +173,10 @@ class Tools:
 
     def _fix(self, script: str, args: list[str] | None, options: list[str]) -> dict[str, Any]:
         program = self.served.existing_file(script, what="script")
+        arguments = _program_args(args)
         out = self._output_path("fix", "")
         runs, result = os.path.join(out, "runs"), os.path.join(out, "fix.json")
-        done = self._dynscope(["fix", "-o", result, "--out", runs, *options, program, *_program_args(args)],
+        done = self._dynscope(["fix", "-o", result, "--out", runs, *options, program, *arguments],
                               cwd=os.path.dirname(program))
         return self._document(result, "fix", done)
 
@@ -263,7 +265,7 @@ def _check_word(value: str, what: str) -> None:
     """A compile id or backend name: one word (given to the child as --name=VALUE, never as an option)."""
     if not isinstance(value, str) or _WORD.fullmatch(value) is None:
         raise DynscopeError(f"{what} {value!r} is not a {what.replace('_', ' ')} (letters, digits and _ . / : - "
-                            "[ ], at most 64)")
+                            "[ ], at most 64, not starting with -)")
 
 
 def _tail(text: str) -> str:
