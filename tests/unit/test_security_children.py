@@ -166,3 +166,66 @@ def test_a_forked_child_imports_nothing_from_the_servers_directory_or_its_own(tm
     assert seen["cwd"] == str(tmp_path / "child-dir")
     assert "" not in seen["path"] and not any(p.startswith(str(tmp_path)) for p in seen["path"])
     assert list(markers.iterdir()) == []
+
+
+@pytest.mark.parametrize("setting", ["PYTHONSAFEPATH=1", "PYTHONSTARTUP=startup.py", "PYTHONPATH=.",
+                                     "PYTHONPYCACHEPREFIX=cache"])
+def test_python_settings_in_the_environment_do_not_reopen_the_door(planted, monkeypatch, setting):
+    """The user's PYTHON* settings pass through to children as python reads them, never naming the
+    child's directory: PYTHONSAFEPATH leaves the standard library alone, PYTHONSTARTUP is never read
+    (a child is not interactive), a relative PYTHONPATH or PYTHONPYCACHEPREFIX names the parent's
+    directory (a .pyc planted under the child's cache prefix is never loaded)."""
+    stranger, markers, _ = planted
+    (stranger / "startup.py").write_text(f"open({str(markers / 'startup')!r}, 'w').close()\n")
+    _plant_unchecked_pyc(stranger / "cache", "argparse", markers)
+    name, value = setting.split("=")
+    parent = stranger.parent / "parent"
+    parent.mkdir()
+    monkeypatch.chdir(parent)
+    monkeypatch.setenv(name, value)
+    done = subprocess.run([*module_command("dynscope"), "summary", "--json", str(CAPTURE)], cwd=stranger,
+                          env=child_environment(), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert list(markers.iterdir()) == []
+
+
+def test_graphviz_is_never_found_in_the_directory_dynscope_runs_in(tmp_path, monkeypatch):
+    """`PATH=:/usr/bin` (an empty entry: the current directory) and a program called dot planted there."""
+    from dynscope.analysis.dot import render_image
+    from dynscope.errors import DynscopeError
+
+    planted_dot = tmp_path / "dot"
+    planted_dot.write_text(f"#!/bin/sh\ntouch {tmp_path / 'ran'}\necho '<svg/>'\n")
+    planted_dot.chmod(0o755)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PATH", os.pathsep + "." + os.pathsep + os.environ.get("PATH", ""))
+    try:
+        render_image("digraph { a -> b }", "svg")
+    except DynscopeError as e:
+        assert "not installed" in str(e)
+    assert not (tmp_path / "ran").exists()
+
+
+def _plant_unchecked_pyc(prefix: Path, module: str, markers: Path) -> None:
+    """A .pyc for a standard module where PYTHONPYCACHEPREFIX=prefix would look, marked "unchecked
+    hash-based" (PEP 552): python loads it without looking at the source."""
+    import argparse
+    import importlib.util
+    import marshal
+
+    source = Path(argparse.__file__).with_name(f"{module}.py")
+    where = prefix / str(source.parent).lstrip("/")
+    where.mkdir(parents=True, exist_ok=True)
+    code = compile(f"open({str(markers / 'pyc')!r}, 'w').close()", str(source), "exec")
+    header = importlib.util.MAGIC_NUMBER + (1).to_bytes(4, "little") + b"\0" * 8
+    (where / f"{module}.{sys.implementation.cache_tag}.pyc").write_bytes(header + marshal.dumps(code))
+
+
+def test_a_relative_pycache_prefix_would_load_a_planted_pyc_the_control(tmp_path):
+    """Without child_environment, PYTHONPYCACHEPREFIX=cache names the child's directory: the test can fail."""
+    stranger, markers = tmp_path / "stranger", tmp_path / "markers"
+    plant(stranger, markers, [])
+    _plant_unchecked_pyc(stranger / "cache", "argparse", markers)
+    subprocess.run([*module_command("dynscope"), "--version"], cwd=stranger,
+                   env={**os.environ, "PYTHONPYCACHEPREFIX": "cache"}, capture_output=True, timeout=120)
+    assert [p.name for p in markers.iterdir()] == ["pyc"]
