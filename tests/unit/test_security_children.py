@@ -66,14 +66,28 @@ def test_the_planted_names_cover_what_a_dynscope_child_imports(planted):
         assert name in names
 
 
-def test_python_dash_m_would_import_them_the_control(tmp_path):
-    """The attack works on the old command line (`python -m dynscope` in the stranger's directory):
-    the test can fail. (With a dynscope.py planted too, that one is what runs.)"""
+def test_a_child_with_its_directory_on_sys_path_would_import_them_the_control(tmp_path):
+    """The attack works on a child started without the prelude (the working directory on sys.path,
+    as the old `python -m dynscope...` children had it): the test can fail."""
     stranger, markers = tmp_path / "stranger", tmp_path / "markers"
     plant(stranger, markers, ["json", "argparse"])
-    subprocess.run([sys.executable, "-m", "dynscope", "summary", "--json", str(CAPTURE)], cwd=stranger,
-                   capture_output=True, timeout=120)
+    old = ("import runpy, sys; sys.argv = ['dynscope', 'summary', '--json', sys.argv[1]]; "
+           "runpy.run_module('dynscope', run_name='__main__', alter_sys=True)")
+    subprocess.run([sys.executable, "-c", old, str(CAPTURE)], cwd=stranger, capture_output=True, timeout=120)
     assert "argparse" in {p.name for p in markers.iterdir()}
+
+
+def test_python_dash_m_dynscope_takes_its_directory_off_sys_path(planted):
+    """`python -m dynscope` (how agents start `dynscope mcp`, and the tests): the package drops the
+    directory python put first before it imports anything but os and sys. (A dynscope.py there is
+    what `python -m dynscope` runs, as for any `python -m NAME`: not planted here; the console
+    script `dynscope` has no such entry.)"""
+    stranger, markers, _ = planted
+    (stranger / "dynscope.py").unlink()
+    done = subprocess.run([sys.executable, "-m", "dynscope", "summary", "--json", str(CAPTURE)], cwd=stranger,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in markers.iterdir()) == []
 
 
 def test_a_dynscope_child_in_a_strangers_directory_imports_nothing_from_it(planted, monkeypatch):

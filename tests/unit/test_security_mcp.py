@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from hostile_views import RECORDED
 
-from dynscope.agents.served import MAX_LISTED_DEPTH, MAX_LINKS, OutsideServedDirectory, ServedDirectory
+from dynscope.agents.served import MAX_LINKS, MAX_LISTED_DEPTH, OutsideServedDirectory, ServedDirectory
 from dynscope.agents.server import _answer
 from dynscope.agents.tools import Tools
 from dynscope.errors import CaptureError, DynscopeError
