@@ -19,8 +19,7 @@ import time
 from dataclasses import dataclass
 
 from dynscope.runner.fork_client import CHILD_MODULE, ForkedChild, ForkServer, ServerGone
-from dynscope.runner.interpreter import child_environment
-from dynscope.runner.launcher import child_command
+from dynscope.runner.launcher import start_fresh_child
 from dynscope.runner.spec import ChildSpec
 
 # A server that died this many times is not started again: fresh processes from then on.
@@ -70,8 +69,8 @@ class ProgramRuns:
             except ServerGone as e:
                 self._replace(server, str(e))
         requested_at = time.time()
-        proc = subprocess.Popen(child_command(spec), stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr,
-                                cwd=cwd, env=child_environment(), start_new_session=True)
+        proc = start_fresh_child(spec, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, cwd=cwd,
+                                 start_new_session=True)
         return RunHandle(proc.pid, requested_at, proc=proc)
 
     def poll(self, run: RunHandle) -> int | None:

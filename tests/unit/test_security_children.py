@@ -243,3 +243,23 @@ def test_a_relative_pycache_prefix_would_load_a_planted_pyc_the_control(tmp_path
     subprocess.run([*module_command("dynscope"), "--version"], cwd=stranger,
                    env={**os.environ, "PYTHONPYCACHEPREFIX": "cache"}, capture_output=True, timeout=120)
     assert [p.name for p in markers.iterdir()] == ["pyc"]
+
+
+def test_a_fresh_childs_spec_of_megabytes_is_handed_over_by_descriptor(tmp_path):
+    """One command-line argument is at most 128 KiB on Linux (E2BIG), and a spec can carry a patch's
+    changed source: a fresh recording child reads its spec from an inherited descriptor. Here the
+    spec (2 MB) names an unknown program kind: the child read all of it, and says so in one line."""
+    from dynscope.runner.launcher import child_command
+    from dynscope.runner.program import Program
+    from dynscope.runner.spec import ChildSpec
+
+    text = json.dumps({"program": {"kind": "bogus", "target": "x" * 2_000_000}, "capture": "c"})
+    with open(tmp_path / "spec", "w+b") as handed:
+        handed.write(text.encode())
+        handed.flush()
+        handed.seek(0)
+        argv = child_command(ChildSpec(Program("script", "p.py"), "c", ()), spec_fd=handed.fileno())
+        done = subprocess.run(argv, pass_fds=[handed.fileno()], cwd=tmp_path, capture_output=True, text=True,
+                              timeout=120)
+    assert len(argv[-1]) < 16 and argv[-1].startswith("fd:")
+    assert done.returncode == 2 and done.stderr == "dynscope: unknown program kind 'bogus'\n", done.stderr
