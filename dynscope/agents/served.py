@@ -298,10 +298,18 @@ class Listing:
 
 
 def _names_in(dir_fd: int) -> list[str]:
+    """A directory's names, in order; at most MAX_LISTED_ENTRIES + 1 of them are read (a directory
+    of millions would otherwise be held whole before the walk's own limit is reached)."""
+    names: list[str] = []
     try:
-        return sorted(os.listdir(dir_fd))
+        with os.scandir(dir_fd) as entries:
+            for entry in entries:
+                names.append(entry.name)
+                if len(names) > MAX_LISTED_ENTRIES:
+                    break
     except OSError:
         return []
+    return sorted(names)
 
 
 def _split(path: str) -> list[str]:

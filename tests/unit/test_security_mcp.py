@@ -217,3 +217,26 @@ def test_outside_paths_are_refused_before_anything_runs(tree):
         with pytest.raises(OutsideServedDirectory):
             attempt()
     assert not (root / "ran").exists() and not (outside / "ran").exists()
+
+
+def test_a_huge_directory_is_listed_within_the_bounds(tmp_path, monkeypatch):
+    import dynscope.agents.served as served_module
+
+    monkeypatch.setattr(served_module, "MAX_LISTED_ENTRIES", 50)
+    root = tmp_path / "served"
+    root.mkdir()
+    for i in range(200):
+        (root / f"f{i:03}").write_text("")
+    listing = ServedDirectory.at(str(root)).captures()
+    assert listing.truncated is True and listing.captures == []
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="giving a directory to another user needs root")
+def test_an_output_directory_of_another_user_is_refused(tmp_path):
+    root = tmp_path / "served"
+    root.mkdir()
+    (root / "prog.py").write_text("print(1)\n")
+    (root / ".dynscope-mcp").mkdir()
+    os.chown(root / ".dynscope-mcp", 65534, 65534)
+    line = _refusal(lambda: Tools(ServedDirectory.at(str(root)), allow_run=True).explain("prog.py"))
+    assert "belongs to another user" in line and list((root / ".dynscope-mcp").iterdir()) == []
