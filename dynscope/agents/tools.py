@@ -207,6 +207,7 @@ class Tools:
             if os.fstat(directory).st_uid != os.getuid():
                 raise DynscopeError(f"{where} belongs to another user; dynscope mcp writes only into its own "
                                     "(remove it)")
+            os.fchmod(directory, 0o700)  # no one else lists the runs' names (a tarball's may have come 0755)
             stem = f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}"
             for _ in range(100):
                 name = f"{stem}-{secrets.token_hex(4)}{suffix}"
