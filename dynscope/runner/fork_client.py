@@ -50,19 +50,20 @@ class ForkServer:
     """One fork server process. ``preload``: modules of dynscope it imports (and prepares, see
     fork_server.PREPARE_HOOK) before its first fork."""
 
-    def __init__(self, log_fd: int, preload: Sequence[str] = (), *, command: Sequence[str] | None = None) -> None:
+    def __init__(self, log_fd: int, preload: Sequence[str] = (), *, command: Sequence[str] | None = None,
+                 cwd: str | None = None) -> None:
         """``command``: the server's command line before its socket's number (tests start a
-        stand-in that imports no torch)."""
+        stand-in that imports no torch). ``cwd``: the directory it works in (None: this one)."""
         names = [check_extension_name(name) for name in preload]
         # Under the test suite's warm pool (a test-only setting): a server forked from it.
-        pooled = fork_pool.connect(log_fd, names) if command is None else None
+        pooled = fork_pool.connect(log_fd, names, cwd=cwd) if command is None else None
         if pooled is not None:
             self._attach(pooled.sock, None, pooled.pid)
             return
         ours, theirs = socket.socketpair()
         start = list(command) if command is not None else module_command("dynscope.runner.fork_server")
         try:
-            proc = subprocess.Popen([*start, str(theirs.fileno()), *names], pass_fds=[theirs.fileno()],
+            proc = subprocess.Popen([*start, str(theirs.fileno()), *names], pass_fds=[theirs.fileno()], cwd=cwd,
                                     env=child_environment(), stdin=subprocess.DEVNULL, stdout=log_fd, stderr=log_fd, start_new_session=True)
         except BaseException:
             ours.close()

@@ -105,3 +105,15 @@ def _dynscope() -> list[str]:
     directory it is started in: docs/security.md's known limits)."""
     script = Path(sys.executable).with_name("dynscope")
     return [str(script)] if script.exists() else [sys.executable, "-P", "-m", "dynscope"]
+
+
+def test_minify_from_a_capture_in_a_strangers_directory_imports_nothing_from_it(tmp_path, torch_child_modules):
+    """`dynscope minify --from CAPTURE` run where the capture came with planted modules: its
+    detection and check workers (forked or fresh) import none of them."""
+    stranger, markers = tmp_path / "stranger", tmp_path / "markers"
+    plant(stranger, markers, torch_child_modules)
+    shutil.copy(RECORDED / "graph_breaks_eager.dynscope", stranger / "breaks.dynscope")
+    done = subprocess.run([*_dynscope(), "minify", "--from", "breaks.dynscope", "--compile", "0/0", "--backend",
+                           "eager", "--out", "out"], cwd=stranger, capture_output=True, text=True, timeout=600)
+    assert "no failure found: compile 0/0 compiles and runs cleanly" in done.stderr, done.stderr[-3000:]
+    assert list(markers.iterdir()) == []
