@@ -150,12 +150,14 @@ def test_a_warm_captures_cold_run_comes_through_the_same_door(tmp_path):
     shutil.copy(CACHES / "warm.cold.dynscope", outside / "warm.cold.dynscope")
     tools = Tools(ServedDirectory.at(str(root)))
     os.symlink(str(outside / "warm.cold.dynscope"), root / "warm.cold.dynscope")  # a link out: not opened
-    assert tools.summary("warm.dynscope")["caches"]["warm"]["cold_found"] is False
+    warm = tools.summary("warm.dynscope")["caches"]["warm"]
+    assert warm["cold_found"] is False and "leads through a symbolic link to outside" in warm["cold_why"]
     os.remove(root / "warm.cold.dynscope")
     (root / "kept").mkdir()
     shutil.copy(CACHES / "warm.cold.dynscope", root / "kept" / "cold.dynscope")
     os.symlink("kept/cold.dynscope", root / "warm.cold.dynscope")  # a link inside: followed by the walk
-    assert tools.summary("warm.dynscope")["caches"]["warm"]["cold_found"] is True
+    warm = tools.summary("warm.dynscope")["caches"]["warm"]
+    assert warm["cold_found"] is True and warm["cold_why"] is None
 
 
 # -- N10: errors with their reasons ----------------------------------------------------------------
