@@ -117,7 +117,6 @@ class Tools:
 
     @contextmanager
     def _open(self, capture: str) -> Iterator[Capture]:
-
         with self.served.open_capture(capture) as opened:
             yield opened
 
@@ -128,7 +127,7 @@ class Tools:
         self._may_run("explain", "dynscope explain SCRIPT")
         program = self.served.existing_file(script, what="script")
         arguments = _program_args(args)
-        out = os.path.join(self._output_path("explain", ""), "explain.dynscope")
+        out = os.path.join(self._output_path("explain"), "explain.dynscope")
         options = ["--profile"] if profile else []
         done = self._dynscope(["explain", "-q", "-o", out, *options, program, *arguments],
                               cwd=os.path.dirname(program))
@@ -162,7 +161,7 @@ class Tools:
         self._may_run("minify", "dynscope minify, which compiles and runs the recorded graph")
         _check_word(compile_id, "compile_id")
         _check_word(backend, "backend")
-        out = self._output_path("minify", "")
+        out = self._output_path("minify")
         # The child reads a copy made from the descriptor the door opened, never the name again.
         source = os.path.join(out, "capture.dynscope")
         self.served.copy_capture(capture, source)
@@ -174,7 +173,7 @@ class Tools:
     def _fix(self, script: str, args: list[str] | None, options: list[str]) -> dict[str, Any]:
         program = self.served.existing_file(script, what="script")
         arguments = _program_args(args)
-        out = self._output_path("fix", "")
+        out = self._output_path("fix")
         runs, result = os.path.join(out, "runs"), os.path.join(out, "fix.json")
         done = self._dynscope(["fix", "-o", result, "--out", runs, *options, program, *arguments],
                               cwd=os.path.dirname(program))
@@ -184,7 +183,7 @@ class Tools:
         if not self.allow_run:
             raise RunNotAllowed(refusal(tool, command))
 
-    def _output_path(self, kind: str, suffix: str) -> str:
+    def _output_path(self, kind: str) -> str:
         """A new directory of ours (mode 0700) in ``.dynscope-mcp`` of the served tree, made through
         the door: a link by either name (a tree from elsewhere can hold one) is refused, never followed."""
         try:
@@ -210,7 +209,7 @@ class Tools:
             os.fchmod(directory, 0o700)  # no one else lists the runs' names (a tarball's may have come 0755)
             stem = f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}"
             for _ in range(100):
-                name = f"{stem}-{secrets.token_hex(4)}{suffix}"
+                name = f"{stem}-{secrets.token_hex(4)}"
                 try:
                     os.mkdir(name, 0o700, dir_fd=directory)  # exclusive: nothing planted can be in it
                 except FileExistsError:

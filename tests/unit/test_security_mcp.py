@@ -248,7 +248,7 @@ def test_each_run_writes_into_a_new_directory_only_this_user_can_enter(tmp_path)
     root = tmp_path / "served"
     (root / ".dynscope-mcp").mkdir(parents=True, mode=0o755)  # as a tarball may bring it
     tools = Tools(ServedDirectory.at(str(root)), allow_run=True)
-    first, second = tools._output_path("explain", ""), tools._output_path("explain", "")
+    first, second = tools._output_path("explain"), tools._output_path("explain")
     assert first != second and os.path.dirname(first) == str(root / ".dynscope-mcp")
     for directory in (first, second, str(root / ".dynscope-mcp")):
         assert os.stat(directory).st_mode & 0o777 == 0o700
