@@ -94,7 +94,10 @@ class ServedDirectory:
                     links += 1
                     if links > MAX_LINKS:
                         raise DynscopeError(f"{what} {path!r}: more than {MAX_LINKS} symbolic links; not followed")
-                    target = os.readlink(name, dir_fd=dir_fd)
+                    try:
+                        target = os.readlink(name, dir_fd=dir_fd)
+                    except OSError as e:  # EINVAL: no longer a link (swapped since the lstat)
+                        raise self._changed_or_missing(path, what, e) from None
                     if os.path.isabs(target):
                         inside = self._under_root(target)
                         if inside is None:
@@ -191,8 +194,8 @@ class ServedDirectory:
         return DynscopeError(f"cannot open {what} {path!r}: {e.strerror}")
 
     def _changed_or_missing(self, path: str, what: str, e: OSError) -> DynscopeError:
-        if e.errno in (errno.ELOOP, errno.ENOTDIR):  # O_NOFOLLOW met a link that was not there a moment ago
-            return DynscopeError(f"{what} {path!r} changed while it was opened (a symbolic link took its place); "
+        if e.errno in (errno.ELOOP, errno.ENOTDIR, errno.EINVAL):  # a link where there was none a moment ago, or gone
+            return DynscopeError(f"{what} {path!r} changed while it was opened (a symbolic link came or went); "
                                  "not followed")
         return self._missing(path, what, e)
 
@@ -229,10 +232,13 @@ class ServedDirectory:
         in a directory of ours): a child reads the copy, never a name a link could be swapped into."""
         with self.opened(path, what="capture") as found:
             _check_capture(found, path)
-            target = os.open(destination, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o600)
-            with os.fdopen(os.dup(found.fd), "rb") as source, os.fdopen(target, "wb") as copy:
-                source.seek(0)
-                shutil.copyfileobj(source, copy, 1 << 20)
+            try:
+                target = os.open(destination, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o600)
+                with os.fdopen(os.dup(found.fd), "rb") as source, os.fdopen(target, "wb") as copy:
+                    source.seek(0)
+                    shutil.copyfileobj(source, copy, 1 << 20)
+            except OSError as e:  # a full disk
+                raise DynscopeError(f"cannot copy {path} for the run: {e.strerror or e}") from None
 
     def relative(self, real: str) -> str:
         return os.path.relpath(real, self.root)

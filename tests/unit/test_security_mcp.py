@@ -178,9 +178,28 @@ def test_a_tree_1100_directories_deep_is_listed_with_what_was_skipped(tmp_path):
                            os.fdopen(os.open("deep.dynscope", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd), "wb"))
     finally:
         os.close(fd)
-    document = json.loads(_answer(Tools(ServedDirectory.at(str(root))).list_captures))
+    try:
+        document = json.loads(_answer(Tools(ServedDirectory.at(str(root))).list_captures))
+    finally:
+        _cut_in_two(root, 600)  # shutil.rmtree (pytest's clean-up too) recurses once per level
+        shutil.rmtree(root)
     assert document["captures"] == ["top.dynscope"] and document["truncated"] is False
     assert document["skipped"].startswith(f"1 directories deeper than {MAX_LISTED_DEPTH} levels were not looked into")
+
+
+def _cut_in_two(root: Path, depth: int) -> None:
+    """Move the tree below ``depth`` levels of root/d/d/... up to root/lower."""
+    top = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    fd = os.dup(top)
+    try:
+        for _ in range(depth):
+            deeper = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = deeper
+        os.rename("d", "lower", src_dir_fd=fd, dst_dir_fd=top)
+    finally:
+        os.close(fd)
+        os.close(top)
 
 
 def test_a_nul_in_a_programs_arguments_and_a_dangling_output_link_are_refused_with_reasons(tmp_path):
