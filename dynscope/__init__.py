@@ -16,11 +16,22 @@ Importing dynscope is cheap: torch is imported only when a capture starts, IPyth
 the notebook extension is loaded.
 """
 
-from __future__ import annotations
+import os as _os  # frozen: imported before anything is looked up on sys.path
+import sys as _sys
 
-from typing import TYPE_CHECKING, Any
+# `python -m dynscope` puts the directory it starts in first on sys.path, and a json.py or typing.py a
+# stranger's tree holds there would be imported in place of the standard library's. Python is
+# importing this package to find dynscope.__main__ (sys.argv[0] is still "-m"): nothing has been
+# looked up there yet (no `from __future__ import` here: __future__ is a module on sys.path), and
+# nothing of the program's is wanted there (its child puts its own
+# directory first). A source checkout run from its root keeps it: that is where dynscope is.
+if (_sys.argv[:1] == ["-m"] and _sys.path and _sys.path[0] == _os.getcwd()
+        and _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__))) != _os.getcwd()):
+    del _sys.path[0]
 
-from dynscope._version import __version__
+from typing import TYPE_CHECKING, Any  # noqa: E402
+
+from dynscope._version import __version__  # noqa: E402
 
 if TYPE_CHECKING:
     from dynscope.model import Capture
@@ -29,7 +40,7 @@ if TYPE_CHECKING:
 __all__ = ["__version__", "capture", "load_ipython_extension", "open_capture"]
 
 
-def capture(path: str, *, keep_caches: bool = False, profile: bool = False) -> Recorder:
+def capture(path: str, *, keep_caches: bool = False, profile: bool = False) -> "Recorder":
     """Record what torch.compile does inside a ``with`` block into the capture file ``path``.
 
     ``profile=True`` also times every compiled graph, graph break and torch.compile'd entry
@@ -39,7 +50,7 @@ def capture(path: str, *, keep_caches: bool = False, profile: bool = False) -> R
     return Recorder(path, keep_caches=keep_caches, profile=profile)
 
 
-def open_capture(path: str) -> Capture:
+def open_capture(path: str) -> "Capture":
     """Open a capture file for reading (never imports torch, never executes its contents)."""
     from dynscope.model import Capture
 

@@ -17,6 +17,7 @@ import sys
 
 from dynscope.minifier.signature import Signature, crash_signature, hang_signature
 from dynscope.runner.fork_client import module_command
+from dynscope.runner.interpreter import child_environment
 
 
 def verify(repro_path: str, *, timeout: float, log_path: str) -> Signature | None:
@@ -27,6 +28,7 @@ def verify(repro_path: str, *, timeout: float, log_path: str) -> Signature | Non
     with open(log_path, "ab") as log:
         proc = subprocess.Popen([*module_command("dynscope.minifier.verify"), repro_path, out],
                                 stdout=log, stderr=log, cwd=os.path.dirname(os.path.abspath(repro_path)),
+                                env=child_environment(),
                                 start_new_session=True)
         try:
             returncode = proc.wait(timeout=timeout)

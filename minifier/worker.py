@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from dynscope.runner.fork_client import ForkServer, module_command
+from dynscope.runner.interpreter import child_environment
 
 # How long a worker may take to start and warm up before its first check.
 STARTUP_TIMEOUT_S = 600.0
@@ -90,9 +91,9 @@ class _ForkedWorkers:
     """Workers forked from the runner's fork server (dynscope/runner/fork_server.py), which
     imports this package's worker and warms Inductor up first (worker_main.prepare_fork_server)."""
 
-    def __init__(self, log: IO[bytes]) -> None:
+    def __init__(self, log: IO[bytes], cwd: str) -> None:
         self.log_fd = log.fileno()
-        self.server = ForkServer(self.log_fd, preload=(_WORKER_MODULE,))
+        self.server = ForkServer(self.log_fd, preload=(_WORKER_MODULE,), cwd=cwd)
         self.ready = False
         self.gpu = False  # a GPU is present: each forked worker creates its own CUDA context
 
@@ -141,6 +142,10 @@ class Worker:
 
     def __init__(self, log_path: str, *, fork: bool | None = None, spare: bool | None = None) -> None:
         self.log_path = log_path
+        # Workers (and their fork server) work in the output directory, a directory of ours: torch
+        # starts `python -c` probes (Inductor's dlopen check) in its working directory, where a
+        # stranger's capture may have come with a ctypes.py.
+        self._cwd = os.path.dirname(os.path.abspath(log_path))
         self.fork = _can_fork_workers() if fork is None else fork
         self.spare = spare
         self.started = 0  # worker processes started so far (spares once they serve)
@@ -157,7 +162,7 @@ class Worker:
         if self._log is None:
             self._log = open(self.log_path, "ab")
         if self.fork and self._server is None:
-            self._server = _ForkedWorkers(self._log)
+            self._server = _ForkedWorkers(self._log, self._cwd)
         elif not self.fork and self._channel is None and self.started == 0:
             self._channel = self._spawn_plain(warm_up=True)
             self.started += 1
@@ -223,7 +228,7 @@ class Worker:
                 self._server.close()
                 if died and self._replacements < _SERVER_REPLACEMENTS:
                     self._replacements += 1
-                    self._server = _ForkedWorkers(self._log)
+                    self._server = _ForkedWorkers(self._log, self._cwd)
                     continue
                 self._server, self.fork = None, False
                 return self._spawn_plain(warm_up=True)
@@ -253,7 +258,7 @@ class Worker:
 
     def _spawn_plain(self, *, warm_up: bool) -> _Channel:
         proc = subprocess.Popen(_WORKER, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
-                                start_new_session=True)
+                                cwd=self._cwd, env=child_environment(), start_new_session=True)
         channel = _Channel(proc.pid, proc.stdin, proc.stdout, proc.wait,  # type: ignore[arg-type]
                            lambda: threading.Thread(target=proc.wait, daemon=True).start())
         if warm_up:

@@ -10,10 +10,12 @@ directory so the reading tools can open them.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import re
+import secrets
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -21,7 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from dynscope.agents.served import ServedDirectory
+from dynscope.agents.served import MAX_LISTED_DEPTH, ServedDirectory
 from dynscope.errors import DynscopeError
 
 if TYPE_CHECKING:
@@ -32,6 +34,9 @@ EXPLAIN_SCHEMA = "dynscope.mcp-explain/1"
 OUTPUT_DIRECTORY = ".dynscope-mcp"  # hidden: fix's scratch copies link hidden directories instead of copying them
 MAX_PATCH_BYTES = 4 << 20
 STDERR_TAIL = 4000  # characters of a failed run's stderr in the refusal
+MAX_ARGS = 1000  # a program's arguments: how many, and their characters in all
+MAX_ARGS_CHARS = 64 * 1024
+_WORD = re.compile(r"[A-Za-z0-9_./:\[][A-Za-z0-9_./:\[\]-]{0,63}")  # never an option: no leading -
 
 
 class RunNotAllowed(DynscopeError):
@@ -52,8 +57,13 @@ class Tools:
     # -- reading ----------------------------------------------------------------------------
 
     def list_captures(self) -> dict[str, Any]:
-        found, cut = self.served.captures()
-        return {"schema": CAPTURES_SCHEMA, "root": self.served.root, "captures": found, "truncated": cut}
+        listing = self.served.captures()
+        document: dict[str, Any] = {"schema": CAPTURES_SCHEMA, "root": self.served.root, "captures": listing.captures,
+                                    "truncated": listing.truncated}
+        if listing.too_deep:
+            document["skipped"] = (f"{len(listing.too_deep)} directories deeper than {MAX_LISTED_DEPTH} levels were not "
+                                   f"looked into (the first: {listing.too_deep[0]})")
+        return document
 
     def summary(self, capture: str) -> dict[str, Any]:
         from dynscope.analysis.run_view import run_view
@@ -107,9 +117,7 @@ class Tools:
 
     @contextmanager
     def _open(self, capture: str) -> Iterator[Capture]:
-        from dynscope.model import Capture
-
-        with Capture.open(self.served.capture(capture)) as opened:
+        with self.served.open_capture(capture) as opened:
             yield opened
 
     # -- running (--allow-run) --------------------------------------------------------------
@@ -118,19 +126,22 @@ class Tools:
         """Run a script under dynscope; the summary of its new capture (inside the served directory)."""
         self._may_run("explain", "dynscope explain SCRIPT")
         program = self.served.existing_file(script, what="script")
-        out = self._output_path("explain", ".dynscope")
+        arguments = _program_args(args)
+        out = os.path.join(self._output_path("explain"), "explain.dynscope")
         options = ["--profile"] if profile else []
-        done = self._dynscope(["explain", "-q", "-o", out, *options, program, *(args or [])], cwd=os.path.dirname(program))
+        done = self._dynscope(["explain", "-q", "-o", out, *options, program, *arguments],
+                              cwd=os.path.dirname(program))
         if not os.path.isfile(out):
             raise DynscopeError(f"explain wrote no capture (exit {done.returncode}): {_tail(done.stderr)}")
-        return {"schema": EXPLAIN_SCHEMA, "exit_code": done.returncode, "capture": self.served.relative(out),
-                "summary": self.summary(out)}
+        relative = self.served.relative(out)
+        return {"schema": EXPLAIN_SCHEMA, "exit_code": done.returncode, "capture": relative,
+                "summary": self.summary(relative)}
 
     def fix(self, script: str, args: list[str] | None = None, only: str | None = None,
             budget_s: float = 900.0) -> dict[str, Any]:
         """dynscope fix SCRIPT: the remedies proven by re-runs (dynscope.fix/2)."""
         self._may_run("fix", "dynscope fix SCRIPT")
-        options = ["--only", only] if only else []
+        options = [f"--only={only}"] if only else []
         return self._fix(script, args, [*options, "--budget", str(budget_s)])
 
     def judge_patch(self, script: str, patch: str, args: list[str] | None = None,
@@ -148,18 +159,23 @@ class Tools:
     def minify(self, capture: str, compile_id: str, backend: str = "inductor", accuracy: bool = False) -> dict[str, Any]:
         """dynscope minify --from CAPTURE --compile ID: the failing layer and op, and a repro (its result.json)."""
         self._may_run("minify", "dynscope minify, which compiles and runs the recorded graph")
-        source = self.served.capture(capture)
-        out = self._output_path("minify", "")
+        _check_word(compile_id, "compile_id")
+        _check_word(backend, "backend")
+        out = self._output_path("minify")
+        # The child reads a copy made from the descriptor the door opened, never the name again.
+        source = os.path.join(out, "capture.dynscope")
+        self.served.copy_capture(capture, source)
         options = ["--accuracy"] if accuracy else []
-        done = self._dynscope(["minify", "--from", source, "--compile", compile_id, "--backend", backend, "--out", out,
-                               *options], cwd=self.served.root)
-        return self._document(os.path.join(out, "result.json"), "minify", done)
+        done = self._dynscope(["minify", f"--from={source}", f"--compile={compile_id}", f"--backend={backend}",
+                               f"--out={os.path.join(out, 'minify')}", *options], cwd=out)
+        return self._document(os.path.join(out, "minify", "result.json"), "minify", done)
 
     def _fix(self, script: str, args: list[str] | None, options: list[str]) -> dict[str, Any]:
         program = self.served.existing_file(script, what="script")
-        runs = self._output_path("fix", "")
-        result = self._output_path("fix", ".json")
-        done = self._dynscope(["fix", "-o", result, "--out", runs, *options, program, *(args or [])],
+        arguments = _program_args(args)
+        out = self._output_path("fix")
+        runs, result = os.path.join(out, "runs"), os.path.join(out, "fix.json")
+        done = self._dynscope(["fix", "-o", result, "--out", runs, *options, program, *arguments],
                               cwd=os.path.dirname(program))
         return self._document(result, "fix", done)
 
@@ -167,34 +183,89 @@ class Tools:
         if not self.allow_run:
             raise RunNotAllowed(refusal(tool, command))
 
-    def _output_path(self, kind: str, suffix: str) -> str:
-        directory = os.path.join(self.served.root, OUTPUT_DIRECTORY)
-        os.makedirs(directory, exist_ok=True)
-        if os.path.islink(directory) or os.path.realpath(directory) != directory:
-            # A tree from elsewhere can hold a link by that name: the runs' output would land where it points.
-            raise DynscopeError(f"{directory} is a link; dynscope mcp writes its runs' output only into a directory "
-                                "of the served tree (remove the link)")
-        stem = os.path.join(directory, f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}")
-        path, n = stem + suffix, 1
-        while os.path.exists(path):
-            n += 1
-            path = f"{stem}-{n}{suffix}"
-        return path
+    def _output_path(self, kind: str) -> str:
+        """A new directory of ours (mode 0700) in ``.dynscope-mcp`` of the served tree, made through
+        the door: a link by either name (a tree from elsewhere can hold one) is refused, never followed."""
+        try:
+            os.mkdir(OUTPUT_DIRECTORY, 0o700, dir_fd=self.served.root_fd)
+        except FileExistsError:
+            pass
+        except OSError as e:
+            raise DynscopeError(f"cannot make {OUTPUT_DIRECTORY} in the served directory: {e.strerror}") from None
+        where = os.path.join(self.served.root, OUTPUT_DIRECTORY)
+        try:
+            directory = os.open(OUTPUT_DIRECTORY, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW,
+                                dir_fd=self.served.root_fd)
+        except OSError as e:
+            if e.errno in (errno.ELOOP, errno.ENOTDIR):
+                # A dangling link too: mkdir found the name taken, and it is no directory of ours.
+                raise DynscopeError(f"{where} is a link or not a directory; dynscope mcp writes its runs' output only "
+                                    "into a directory of the served tree (remove it)") from None
+            raise DynscopeError(f"cannot open {where}: {e.strerror}") from None
+        try:
+            if os.fstat(directory).st_uid != os.getuid():
+                raise DynscopeError(f"{where} belongs to another user; dynscope mcp writes only into its own "
+                                    "(remove it)")
+            os.fchmod(directory, 0o700)  # no one else lists the runs' names (a tarball's may have come 0755)
+            stem = f"{kind}-{time.strftime('%Y%m%d-%H%M%S')}"
+            for _ in range(100):
+                name = f"{stem}-{secrets.token_hex(4)}"
+                try:
+                    os.mkdir(name, 0o700, dir_fd=directory)  # exclusive: nothing planted can be in it
+                except FileExistsError:
+                    continue
+                return os.path.join(where, name)
+            raise DynscopeError(f"cannot make a new directory in {where}")
+        finally:
+            os.close(directory)
 
     def _dynscope(self, argv: list[str], *, cwd: str) -> subprocess.CompletedProcess[str]:
-        """The command line in a child process: its stdout is not the MCP channel, and it reads nothing from it."""
+        """The command line in a child process: its stdout is not the MCP channel, and it reads
+        nothing from it. Started without its working directory on sys.path (a stranger's tree can
+        hold a json.py): dynscope.runner.interpreter."""
+        from dynscope.runner.interpreter import child_environment, module_command
+
         try:
-            return subprocess.run([sys.executable, "-m", "dynscope", *argv], cwd=cwd, stdin=subprocess.DEVNULL,
-                                  capture_output=True, text=True, errors="replace", timeout=self.run_timeout_s)
+            return subprocess.run([*module_command("dynscope"), *argv], cwd=cwd, env=child_environment(),
+                                  stdin=subprocess.DEVNULL, capture_output=True, text=True, errors="replace",
+                                  timeout=self.run_timeout_s)
         except subprocess.TimeoutExpired:
             raise DynscopeError(f"dynscope {argv[0]} ran past {self.run_timeout_s:.0f} s and was stopped") from None
+        except (OSError, ValueError) as e:  # E2BIG: arguments too long for the system
+            raise DynscopeError(f"cannot start dynscope {argv[0]}: {e}") from None
 
     def _document(self, path: str, command: str, done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
-        if not os.path.isfile(path):
-            raise DynscopeError(f"dynscope {command} wrote no result (exit {done.returncode}): {_tail(done.stderr)}")
-        with open(path, encoding="utf-8") as f:
-            document: dict[str, Any] = json.load(f)
+        try:
+            with self.served.opened(self.served.relative(path), what="result") as found, \
+                    open(os.dup(found.fd), encoding="utf-8") as f:
+                document: dict[str, Any] = json.load(f)
+        except DynscopeError:
+            raise DynscopeError(f"dynscope {command} wrote no result (exit {done.returncode}): "
+                                f"{_tail(done.stderr)}") from None
+        except (OSError, ValueError) as e:
+            raise DynscopeError(f"dynscope {command}'s result is not JSON: {e}") from None
         return document
+
+
+def _program_args(args: list[str] | None) -> list[str]:
+    """A program's arguments: text without NUL (the system cannot pass it), within the bounds."""
+    if args is None:
+        return []
+    if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+        raise DynscopeError("args must be a list of strings")
+    if len(args) > MAX_ARGS or sum(len(a) for a in args) > MAX_ARGS_CHARS:
+        raise DynscopeError(f"args: at most {MAX_ARGS:,} arguments of {MAX_ARGS_CHARS:,} characters in all")
+    for i, a in enumerate(args):
+        if "\0" in a:
+            raise DynscopeError(f"args[{i}] holds a NUL character, which no program can be given")
+    return list(args)
+
+
+def _check_word(value: str, what: str) -> None:
+    """A compile id or backend name: one word (given to the child as --name=VALUE, never as an option)."""
+    if not isinstance(value, str) or _WORD.fullmatch(value) is None:
+        raise DynscopeError(f"{what} {value!r} is not a {what.replace('_', ' ')} (letters, digits and _ . / : - "
+                            "[ ], at most 64, not starting with -)")
 
 
 def _tail(text: str) -> str:

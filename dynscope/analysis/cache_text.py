@@ -58,6 +58,8 @@ def outcome_line(o: LayerOutcome) -> str:
 
 
 def warm_lines(warm: WarmComparison) -> list[str]:
+    if not warm.cold_found and warm.cold_why:
+        return [f"warm start: the cold run's capture {warm.cold_capture} was not read: {warm.cold_why}"]
     if not warm.cold_found:
         return [f"warm start: the cold run's capture {warm.cold_capture} is not beside this one"]
     failed = f"; the cold run exited {warm.cold_exit_code}" if warm.cold_exit_code else ""
@@ -113,6 +115,7 @@ def caches_json(report: CacheReport) -> dict[str, Any]:
         "warm": None if warm is None else {
             "cold_capture": warm.cold_capture,
             "cold_found": warm.cold_found,
+            "cold_why": warm.cold_why,
             "cold_exit_code": warm.cold_exit_code,
             "cold_compile_s": warm.cold_compile_s,
             "warm_compile_s": warm.warm_compile_s,

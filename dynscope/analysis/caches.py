@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from pathlib import Path
 
 from dynscope.analysis.overview import compile_seconds
-from dynscope.errors import CaptureError
+from dynscope.errors import DynscopeError
 from dynscope.events import CacheArtifactsCall, WarmStart
 from dynscope.model import Capture, Compile
 from dynscope.model.caches import LAYERS, CacheLayer, CacheLookup, CacheState, KeyChange, key_changes, shared_components
@@ -58,6 +57,7 @@ class WarmComparison:
     cold_compile_s: float | None
     warm_compile_s: float
     cold_exit_code: int | None = None  # the cold run's exit status (not 0: what it cached may be partial)
+    cold_why: str | None = None  # why a cold capture that is there was not read (a link out of dynscope mcp's root)
 
 
 @dataclass(frozen=True)
@@ -88,11 +88,11 @@ class CacheReport:
 def cache_report(capture: Capture) -> CacheReport:
     compiles = {c.compile_id: c for c in capture.compiles()}
     warm_start = capture.warm_start()
-    cold = _open_cold(capture, warm_start)
+    cold, why = _open_cold(capture, warm_start)
     try:
         cold_lookups = by_frame(cold.cache_lookups(), {c.compile_id: c for c in cold.compiles()}) if cold else {}
         outcomes = _outcomes(capture.cache_lookups(), compiles, cold_lookups)
-        warm = None if warm_start is None else _warm_comparison(warm_start, capture, cold)
+        warm = None if warm_start is None else _warm_comparison(warm_start, capture, cold, why)
     finally:
         if cold is not None:
             cold.close()
@@ -150,18 +150,18 @@ def _outcomes(lookups: list[CacheLookup], compiles: dict[str, Compile],
     return outcomes
 
 
-def _open_cold(capture: Capture, warm_start: WarmStart | None) -> Capture | None:
+def _open_cold(capture: Capture, warm_start: WarmStart | None) -> tuple[Capture | None, str | None]:
+    """The cold capture, or None and why (None: it is simply not there)."""
     if warm_start is None or not warm_start.cold_capture:
-        return None
+        return None, None
     # Only a file name beside the warm capture (what --warm writes): never a path the capture picks.
+    # Opened the way the warm one was (dynscope mcp: through its door, no link out of its root).
     name = os.path.basename(warm_start.cold_capture)
-    path = Path(capture.path).parent / name
-    if not path.is_file():
-        return None
     try:
-        return Capture.open(str(path))
-    except CaptureError:
-        return None
+        return capture.open_beside(name), None
+    except DynscopeError as e:  # CaptureError, or the door's refusal
+        why = str(e)
+        return None, None if why.startswith("no such capture") else why
 
 
 def _compile_secondsby_frame(capture: Capture) -> dict[_Frame, float]:
@@ -173,11 +173,12 @@ def _compile_secondsby_frame(capture: Capture) -> dict[_Frame, float]:
     return seconds
 
 
-def _warm_comparison(warm_start: WarmStart, capture: Capture, cold: Capture | None) -> WarmComparison:
+def _warm_comparison(warm_start: WarmStart, capture: Capture, cold: Capture | None,
+                     why: str | None = None) -> WarmComparison:
     warm_s = _compile_secondsby_frame(capture)
     cold_s = _compile_secondsby_frame(cold) if cold is not None else {}
     names = list(dict.fromkeys([*cold_s, *warm_s]))
     frames = tuple(FrameWarmth(f[0], f[1], cold_s.get(f), warm_s.get(f)) for f in names)
     return WarmComparison(os.path.basename(warm_start.cold_capture), cold is not None, frames,
                           sum(cold_s.values()) if cold is not None else None, sum(warm_s.values()),
-                          warm_start.cold_exit_code)
+                          warm_start.cold_exit_code, why)

@@ -7,6 +7,7 @@ read are collapsed: by module path (one box per nn.Module) or, after Inductor, b
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from collections import defaultdict
@@ -92,7 +93,10 @@ def render_svg(dot_text: str, *, timeout_s: float = 60.0) -> str:
 
 def render_image(dot_text: str, fmt: str, *, timeout_s: float = 60.0) -> bytes:
     """An image (svg, png or pdf) from DOT, drawn by graphviz's `dot` program."""
-    dot = shutil.which("dot")
+    # Only absolute PATH entries: an empty or relative one ("PATH=:/usr/bin") names the directory
+    # dynscope runs in, where a stranger's tree could hold a program called dot.
+    dot = shutil.which("dot", path=os.pathsep.join(p for p in os.environ.get("PATH", os.defpath).split(os.pathsep)
+                                                    if os.path.isabs(p)))
     if dot is None:
         raise DynscopeError(
             f"graphviz's `dot` program is not installed (e.g. `apt install graphviz`), so no {fmt.upper()} could be drawn"

@@ -12,12 +12,14 @@ run_meta.py, compiles.py, graph_breaks.py, recompiles.py, failures.py, stage_bui
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from functools import cached_property
 
 from dynscope import events as contract
-from dynscope.errors import DynscopeError
+from dynscope.errors import CaptureError, DynscopeError
 from dynscope.model import stages as pipeline
 from dynscope.model.caches import CacheLookup, read_cache_lookups, read_portable_calls, read_warm_start
 from dynscope.model.collectives import Collective, parse_collectives
@@ -61,16 +63,27 @@ _OUTPUT_CODE = "inductor_output_code"
 
 
 class Capture:
-    def __init__(self, reader: CaptureReader) -> None:
+    def __init__(self, reader: CaptureReader, *, beside: Callable[[str], Capture] | None = None) -> None:
         self.reader = reader
         self.path = reader.path
+        self._beside = beside
         self.record_reader = RecordReader(reader)
         self._lock = threading.RLock()
         self._per_compile: OrderedDict[str, CompileDetails] = OrderedDict()
 
     @classmethod
-    def open(cls, path: str) -> Capture:
-        return cls(CaptureReader(path))
+    def open(cls, path: str, *, pinned: int | None = None, beside: Callable[[str], Capture] | None = None) -> Capture:
+        """``pinned``: a descriptor already open on ``path`` (see CaptureReader); ``beside``: how a
+        capture named beside this one is opened (dynscope mcp: through its door), instead of by name."""
+        return cls(CaptureReader(path, pinned=pinned), beside=beside)
+
+    def open_beside(self, name: str) -> Capture:
+        """The capture file ``name`` (a file name, never a path) in this capture's directory."""
+        if not name or name != os.path.basename(name) or name in (".", ".."):
+            raise CaptureError(f"{name!r} is not a file name")
+        if self._beside is not None:
+            return self._beside(name)
+        return Capture.open(os.path.join(os.path.dirname(self.path), name))
 
     def close(self) -> None:
         self.reader.close()

@@ -17,7 +17,7 @@ from dynscope.recorder import Recorder
 from dynscope.runner.extensions import ChildHooks, remove_all, start_extensions, stop_for
 from dynscope.runner.interrupts import report_sigints
 from dynscope.runner.program import UserProgramError, run_program
-from dynscope.runner.spec import ChildSpec, SpecError
+from dynscope.runner.spec import ChildSpec, SpecError, spec_text
 
 
 def start_recording(spec: ChildSpec) -> Recorder:
@@ -37,7 +37,7 @@ def start_recording(spec: ChildSpec) -> Recorder:
 
 def main() -> None:
     try:
-        spec = ChildSpec.from_json(sys.argv[1])
+        spec = ChildSpec.from_json(spec_text(sys.argv[1]))
     except (SpecError, IndexError) as e:
         print(f"dynscope: {e if isinstance(e, SpecError) else 'no child spec given'}", file=sys.stderr)
         sys.exit(2)

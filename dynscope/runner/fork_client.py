@@ -13,7 +13,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -22,22 +21,15 @@ from typing import Any
 
 from dynscope.runner import fork_pool
 from dynscope.runner.fork_server import REQUEST_HEADER_BYTES
+from dynscope.runner.interpreter import child_environment, module_command
 from dynscope.runner.spec import check_extension_name
 
 CHILD_MODULE = "dynscope.runner.child"  # what a recording child runs
+__all__ = ["CHILD_MODULE", "ForkServer", "ForkedChild", "ForkedProcess", "ServerGone", "ServerState", "module_command"]
 
 
 class ServerGone(OSError):
     """The fork server died or cannot fork: start another, or fresh processes."""
-
-
-def module_command(module: str) -> list[str]:
-    """``python -m MODULE`` without the current directory on sys.path: ``-m`` would put it
-    first, and a directory unpacked from a tarball (or an output directory it pre-filled)
-    could then hold a json.py or torch.py that the server imports instead of the real one."""
-    launch = ("import sys\nif sys.path and sys.path[0] == '': del sys.path[0]\n"  # -c's entry for the current directory
-              f"import runpy; runpy.run_module({module!r}, run_name='__main__', alter_sys=True)")
-    return [sys.executable, "-c", launch]
 
 
 @dataclass(frozen=True)
@@ -58,20 +50,21 @@ class ForkServer:
     """One fork server process. ``preload``: modules of dynscope it imports (and prepares, see
     fork_server.PREPARE_HOOK) before its first fork."""
 
-    def __init__(self, log_fd: int, preload: Sequence[str] = (), *, command: Sequence[str] | None = None) -> None:
+    def __init__(self, log_fd: int, preload: Sequence[str] = (), *, command: Sequence[str] | None = None,
+                 cwd: str | None = None) -> None:
         """``command``: the server's command line before its socket's number (tests start a
-        stand-in that imports no torch)."""
+        stand-in that imports no torch). ``cwd``: the directory it works in (None: this one)."""
         names = [check_extension_name(name) for name in preload]
         # Under the test suite's warm pool (a test-only setting): a server forked from it.
-        pooled = fork_pool.connect(log_fd, names) if command is None else None
+        pooled = fork_pool.connect(log_fd, names, cwd=cwd) if command is None else None
         if pooled is not None:
             self._attach(pooled.sock, None, pooled.pid)
             return
         ours, theirs = socket.socketpair()
         start = list(command) if command is not None else module_command("dynscope.runner.fork_server")
         try:
-            proc = subprocess.Popen([*start, str(theirs.fileno()), *names], pass_fds=[theirs.fileno()],
-                                    stdin=subprocess.DEVNULL, stdout=log_fd, stderr=log_fd, start_new_session=True)
+            proc = subprocess.Popen([*start, str(theirs.fileno()), *names], pass_fds=[theirs.fileno()], cwd=cwd,
+                                    env=child_environment(), stdin=subprocess.DEVNULL, stdout=log_fd, stderr=log_fd, start_new_session=True)
         except BaseException:
             ours.close()
             raise

@@ -45,7 +45,7 @@ from dynscope.runner.fork_server import (
     read_exactly,
     serve_parent,
 )
-from dynscope.runner.interpreter import interpreter_flags
+from dynscope.runner.interpreter import interpreter_flags, without_directories
 
 POOL_ENV = "DYNSCOPE_TEST_FORK_POOL"
 # Set per worker or test by pytest, xdist and pytest-textual-snapshot, or by the shell; read by
@@ -145,14 +145,15 @@ def configured() -> bool:
     return bool(os.environ.get(POOL_ENV))
 
 
-def connect(log_fd: int, preload: list[str]) -> Pooled | None:
+def connect(log_fd: int, preload: list[str], *, cwd: str | None = None) -> Pooled | None:
     """A connection to the pool that ``DYNSCOPE_TEST_FORK_POOL`` names, whose far end is a fork
-    server for this process alone; None when there is no pool, it is not this user's, or it refused."""
+    server for this process alone (working in ``cwd``, None: this process's directory); None when
+    there is no pool, it is not this user's, or it refused."""
     address = os.environ.get(POOL_ENV)
     if not address or not _ours(os.path.dirname(address)) or not _ours(address):
         return None
-    hello = Hello(sys.executable, sys.prefix, interpreter_flags(), dict(os.environ), os.getcwd(), _current_umask(),
-                  list(preload))
+    hello = Hello(sys.executable, sys.prefix, interpreter_flags(), dict(os.environ),
+                  os.path.abspath(cwd) if cwd else os.getcwd(), _current_umask(), list(preload))
     body = json.dumps(asdict(hello)).encode()
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
@@ -292,6 +293,7 @@ class _Pool:
             nvml_check = os.environ.get(NVML_CUDA_CHECK)
             os.environ[NVML_CUDA_CHECK] = "1"  # as fork_server.main sets it for itself
             os.chdir(hello.cwd)
+            sys.path[:] = without_directories(sys.path, [self.cwd, hello.cwd])  # as module_command starts a server
             os.umask(hello.umask)
             conn.sendall(json.dumps({"accepted": True, "pid": os.getpid()}).encode() + b"\n")
         except BaseException:

@@ -50,6 +50,7 @@ from collections.abc import Callable
 from typing import Any, NoReturn
 
 from dynscope.runner import quick_exit
+from dynscope.runner.interpreter import without_directories
 from dynscope.runner.spec import SpecError, check_extension_name
 
 NVML_CUDA_CHECK = "PYTORCH_NVML_BASED_CUDA_CHECK"
@@ -137,6 +138,7 @@ class _Server:
         self.nvml_check = nvml_check  # the program's own setting, given back to each child
         self.children: dict[int, str] = {}  # pid -> request id
         self.pid = os.getpid()
+        self.cwd = os.getcwd()
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         for sig in _ENDING:
             signal.signal(sig, self.end)
@@ -212,7 +214,10 @@ class _Server:
                 os.close(fd)
         if cwd:
             os.chdir(cwd)
-        if path0 is not None:  # what `python -m` puts first (the runner's child replaces it by the script's directory)
+        # No working directory on the child's sys.path (the server's, the child's): a planted json.py
+        # there must not be imported by dynscope (a recording child puts the program's own first).
+        sys.path[:] = without_directories(sys.path, [self.cwd, os.getcwd()])
+        if path0 is not None:  # what the parent asked to be first
             sys.path.insert(0, path0)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         entry = importlib.import_module(module)

@@ -13,6 +13,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,10 +23,10 @@ from dynscope.recorder import record_run_end
 from dynscope.runner import fork_pool
 from dynscope.runner.children import children_of_run
 from dynscope.runner.fork_client import CHILD_MODULE, ForkedProcess, ForkServer
-from dynscope.runner.interpreter import interpreter_flags
+from dynscope.runner.interpreter import child_environment, module_command
 from dynscope.runner.interrupts import SigintRelay
 from dynscope.runner.program import Program, check_runnable
-from dynscope.runner.spec import ChildSpec
+from dynscope.runner.spec import SPEC_FD_PREFIX, ChildSpec
 from dynscope.store.header import is_capture_file
 from dynscope.store.lock import exclusive_writer
 from dynscope.store.schema import FILE_SUFFIX
@@ -119,9 +120,21 @@ def launch(spec: ChildSpec, *, popen_kwargs: dict[str, Any] | None = None,
 
 
 def _fresh_child(spec: ChildSpec, relay: SigintRelay, popen_kwargs: dict[str, Any]) -> subprocess.Popen[bytes]:
-    argv = child_command(dataclasses.replace(spec, sigint_notes_fd=relay.child_fd))
     kwargs = {**popen_kwargs, "pass_fds": (*popen_kwargs.get("pass_fds", ()), relay.child_fd)}
-    return subprocess.Popen(argv, **kwargs)
+    return start_fresh_child(dataclasses.replace(spec, sigint_notes_fd=relay.child_fd), **kwargs)
+
+
+def start_fresh_child(spec: ChildSpec, **popen_kwargs: Any) -> subprocess.Popen[bytes]:
+    """A fresh recording child (``child_command``), its spec handed over in an unlinked file whose
+    descriptor it inherits: one command-line argument is at most 128 KiB on Linux, and a spec can
+    carry a patch's changed source (megabytes)."""
+    with tempfile.TemporaryFile() as handed:
+        handed.write(spec.to_json().encode("utf-8"))
+        handed.flush()
+        handed.seek(0)
+        kwargs = {"env": child_environment(), **popen_kwargs,
+                  "pass_fds": (*popen_kwargs.get("pass_fds", ()), handed.fileno())}
+        return subprocess.Popen(child_command(spec, spec_fd=handed.fileno()), **kwargs)
 
 
 def _forked_from_pool(spec: ChildSpec, popen_kwargs: dict[str, Any]) -> ForkedProcess | None:
@@ -137,9 +150,9 @@ def _forked_from_pool(spec: ChildSpec, popen_kwargs: dict[str, Any]) -> ForkedPr
         return None
     fds = [_descriptor(popen_kwargs.get(name), default) for default, name in enumerate(("stdin", "stdout", "stderr"))]
     try:
-        cwd = os.getcwd()
+        # No working directory on its sys.path: the program's own (python's) is put there by the child.
         child = server.spawn(CHILD_MODULE, spec.to_json(), stdin=fds[0], stdout=fds[1], stderr=fds[2],
-                             cwd=cwd, sys_path0=cwd)
+                             cwd=os.getcwd())
     except (OSError, ValueError):
         server.close()
         return None
@@ -159,9 +172,11 @@ def _descriptor(target: Any, default: int) -> int:
     return os.dup(target if isinstance(target, int) else target.fileno())
 
 
-def child_command(spec: ChildSpec) -> list[str]:
-    """The command line of a fresh recording child: this python, with its flags."""
-    return [sys.executable, *interpreter_flags(), "-m", "dynscope.runner.child", spec.to_json()]
+def child_command(spec: ChildSpec, *, spec_fd: int | None = None) -> list[str]:
+    """The command line of a fresh recording child: this python, with its flags, and no working
+    directory on its sys.path until the program's own is put there (dynscope.runner.interpreter).
+    ``spec_fd``: the spec is read from that inherited descriptor instead of the command line."""
+    return [*module_command(CHILD_MODULE, flags=True), spec.to_json() if spec_fd is None else f"{SPEC_FD_PREFIX}{spec_fd}"]
 
 
 def finish_capture(path: str, returncode: int, elapsed_s: float, *, program_pid: int | None = None) -> bool:

@@ -62,7 +62,9 @@ def run_program(program: Program, *, workdir: str | None = None) -> None:
     script and module search path are still resolved here first, so its code is the original's."""
     sys.argv = [program.target, *program.args]
     try:
-        sys.path[0] = os.getcwd() if program.kind == "module" else os.path.dirname(os.path.realpath(program.target))
+        # What python puts first (the child started with no working directory on sys.path:
+        # dynscope.runner.interpreter): the script's directory, or for -m the current one.
+        sys.path.insert(0, os.getcwd() if program.kind == "module" else os.path.dirname(os.path.realpath(program.target)))
         target = program.target if program.kind == "module" else os.path.abspath(program.target)
         if workdir is not None:
             os.chdir(workdir)

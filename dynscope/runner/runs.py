@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 
 from dynscope.runner.fork_client import CHILD_MODULE, ForkedChild, ForkServer, ServerGone
-from dynscope.runner.launcher import child_command
+from dynscope.runner.launcher import start_fresh_child
 from dynscope.runner.spec import ChildSpec
 
 # A server that died this many times is not started again: fresh processes from then on.
@@ -64,13 +64,13 @@ class ProgramRuns:
                     break
                 with open(os.devnull, "rb") as devnull:
                     child = server.spawn(CHILD_MODULE, spec.to_json(), stdin=devnull.fileno(), stdout=stdout,
-                                         stderr=stderr, cwd=cwd, sys_path0=os.path.abspath(cwd or os.getcwd()))
+                                         stderr=stderr, cwd=cwd)
                 return RunHandle(child.pid, child.requested_at, forked=(server, child))
             except ServerGone as e:
                 self._replace(server, str(e))
         requested_at = time.time()
-        proc = subprocess.Popen(child_command(spec), stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr,
-                                cwd=cwd, start_new_session=True)
+        proc = start_fresh_child(spec, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr, cwd=cwd,
+                                 start_new_session=True)
         return RunHandle(proc.pid, requested_at, proc=proc)
 
     def poll(self, run: RunHandle) -> int | None:

@@ -16,6 +16,7 @@ Stdlib only: the launcher never imports torch, and the spec crosses the process 
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,6 +27,25 @@ from dynscope.runner.program import Program
 # spec's say (a spec is written by dynscope, but a name like "os" or "../x" must not be loadable).
 _EXTENSION_NAME = re.compile(r"dynscope(\.[A-Za-z_][A-Za-z0-9_]*)+")
 _PROGRAM_KINDS = ("script", "module")
+# A fresh child's argument "fd:N": its spec is in the file open on inherited descriptor N
+# (dynscope.runner.launcher.start_fresh_child); a spec itself is a JSON object.
+SPEC_FD_PREFIX = "fd:"
+MAX_SPEC_BYTES = 1 << 30  # as the fork server's largest request
+
+
+def spec_text(argument: str) -> str:
+    """The spec's JSON text: ``argument`` itself, or what the descriptor it names holds."""
+    if not argument.startswith(SPEC_FD_PREFIX):
+        return argument
+    try:
+        fd = int(argument[len(SPEC_FD_PREFIX):])
+        with os.fdopen(fd, "rb") as f:
+            data = f.read(MAX_SPEC_BYTES + 1)
+    except (ValueError, OSError) as e:
+        raise SpecError(f"cannot read the child spec from {argument}: {e}") from None
+    if len(data) > MAX_SPEC_BYTES:
+        raise SpecError(f"a child spec over {MAX_SPEC_BYTES:,} bytes")
+    return data.decode("utf-8", "replace")
 
 
 class SpecError(ValueError):

@@ -45,10 +45,18 @@ def read_header(path: str) -> SQLiteHeader | None:
         return None
     # O_NONBLOCK: should the file become a FIFO between the check and here, open still returns.
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        raw = f.read(100)
+    try:
+        return header_from_fd(fd)
+    finally:
+        os.close(fd)
+
+
+def header_from_fd(fd: int) -> SQLiteHeader | None:
+    """The header of the file open on ``fd`` (read with pread: its offset is left alone), or
+    None if it is not a regular file holding an SQLite database."""
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        return None
+    raw = os.pread(fd, 100, 0)
     if len(raw) < 100 or not raw.startswith(_MAGIC):
         return None
     (page_size,) = struct.unpack(">H", raw[16:18])

@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 
 from dynscope.errors import CaptureError
 from dynscope.store import json_text
-from dynscope.store.header import expected_size, file_size, read_header, special_file_kind
+from dynscope.store.header import expected_size, file_size, header_from_fd, read_header, special_file_kind
 from dynscope.store.json_text import JsonValue
 from dynscope.store.payloads import DEFAULT_LIMIT, Payload, decode, truncation_note
 from dynscope.store.schema import APPLICATION_ID, SCHEMA_VERSION
@@ -52,13 +52,20 @@ class Event:
 
 
 class CaptureReader:
-    def __init__(self, path: str | os.PathLike[str], *, query_seconds: float = QUERY_SECONDS) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, query_seconds: float = QUERY_SECONDS,
+                 pinned: int | None = None) -> None:
+        """``pinned``: a descriptor the caller opened ``path`` on (dynscope mcp, which walks each
+        path from its root): the file is checked through it, and SQLite's own open of ``path``
+        must land on that same file, or nothing is read."""
         self.path = os.fspath(path)
-        _validate_file(self.path)
+        _validate_file(self.path, pinned)
         self._lock = threading.RLock()
         self._query_seconds = query_seconds
         self._deadline = float("inf")
+        before = _descriptors() if pinned is not None else {}
         self._db = _connect(self.path, self._past_deadline)
+        if pinned is not None:
+            _check_same_file(self._db, self.path, pinned, before)
         try:
             self._bounded(check_schema, self._db, self.path)  # before any other query
             self.meta: dict[str, Any] = {}
@@ -298,15 +305,15 @@ class _Row:
         return float(value)
 
 
-def _validate_file(path: str) -> None:
-    if not os.path.exists(path):
+def _validate_file(path: str, pinned: int | None = None) -> None:
+    if pinned is None and not os.path.exists(path):
         raise CaptureError(f"no such capture: {path}")
     try:
         # Before any open: a FIFO would block it, a device would never end.
-        kind = special_file_kind(path)
+        kind = special_file_kind(path) if pinned is None else None
         if kind is not None:
             raise CaptureError(f"{path} is {kind}, not a capture file")
-        header = read_header(path)
+        header = read_header(path) if pinned is None else header_from_fd(pinned)
     except OSError as e:
         raise CaptureError(f"cannot read {path}: {e.strerror}") from None
     if header is None:
@@ -318,7 +325,7 @@ def _validate_file(path: str) -> None:
             f"{path} was written by a newer dynscope (capture schema {header.user_version}; "
             f"this version reads up to {SCHEMA_VERSION}): upgrade dynscope to read it"
         )
-    size, expected = file_size(path), expected_size(header)
+    size, expected = file_size(path) if pinned is None else os.fstat(pinned).st_size, expected_size(header)
     if expected and size < expected:
         raise CaptureError(f"{path} is truncated ({size} of {expected} bytes): the capture is damaged")
 
@@ -345,6 +352,42 @@ def _connect(path: str, past_deadline: Callable[[], bool]) -> sqlite3.Connection
     except sqlite3.DatabaseError as e:
         raise _as_capture_error(path, e) from None
     return db
+
+
+def _descriptors() -> dict[int, tuple[int, int]]:
+    """This process's open descriptors and the file (device, inode) each is open on; empty
+    where the system does not list them (/proc/self/fd)."""
+    found: dict[int, tuple[int, int]] = {}
+    try:
+        names = os.listdir("/proc/self/fd")
+    except OSError:
+        return found
+    for name in names:
+        try:
+            st = os.fstat(int(name))
+        except (OSError, ValueError):
+            continue
+        found[int(name)] = (st.st_dev, st.st_ino)
+    return found
+
+
+def _check_same_file(db: sqlite3.Connection, path: str, pinned: int, before: dict[int, tuple[int, int]]) -> None:
+    """SQLite opens ``path`` by name, in ``connect``: the descriptor it opened must be on the file
+    ``pinned`` is (a link swapped in after the caller's check would be followed by that open)."""
+    st = os.fstat(pinned)
+    wanted = (st.st_dev, st.st_ino)
+    after = _descriptors()
+    if after or before:
+        same = any(fd not in before and key == wanted for fd, key in after.items())
+    else:  # no /proc: the name must still be the file (a narrower check)
+        try:
+            now = os.stat(path)
+            same = (now.st_dev, now.st_ino) == wanted
+        except OSError:
+            same = False
+    if not same:
+        db.close()
+        raise CaptureError(f"{path} changed while it was opened (another file took its name); not read")
 
 
 def _as_capture_error(path: str, e: sqlite3.DatabaseError, seconds: float = QUERY_SECONDS) -> CaptureError:
