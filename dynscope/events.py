@@ -146,6 +146,12 @@ class BreakFrame:
     line: int | None = None
     function: str | None = None
     code: str | None = None
+    # What identifies the line across edits (dynscope.probes.source_lines): the qualified name of
+    # the function it is in and the nearest lines of code above and below it, nearest first.
+    # Absent in captures recorded before dynscope recorded them.
+    qualname: str | None = None
+    above: tuple[str, ...] = ()
+    below: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -39,6 +39,11 @@ class StackFrame:
     line: int | None
     function: str | None
     code: str | None = None  # the source line, when torch recorded it
+    # What identifies the line across edits, where dynscope recorded it (graph breaks): the
+    # qualified name of its function and the nearest lines of code above and below, nearest first.
+    qualname: str | None = None
+    above: tuple[str, ...] = ()
+    below: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
