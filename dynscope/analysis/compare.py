@@ -52,6 +52,35 @@ class EntryScripts:
         return self.before is not None and self.after is not None and self.before != self.after
 
 
+@dataclass(frozen=True)
+class Backends:
+    """What each run compiled with, as the stages it recorded tell (a capture does not name the
+    backend): "inductor", "aot_autograd" (AOTAutograd without Inductor: aot_eager and the like),
+    "dynamo" (neither: eager or a backend of one's own); None when the run compiled nothing."""
+
+    before: str | None
+    after: str | None
+
+    @property
+    def differ(self) -> bool:
+        return self.before is not None and self.after is not None and self.before != self.after
+
+
+BACKEND_WORDS = {"inductor": "Inductor", "aot_autograd": "AOTAutograd without Inductor (aot_eager or the like)",
+                 "dynamo": "neither AOTAutograd nor Inductor (eager or the like)"}
+
+
+def backend_kind(capture: Capture) -> str | None:
+    stages = {name for c in capture.compiles() for name in capture.recorded_stage_names(c.compile_id)}
+    if not stages:
+        return None
+    if stages & {"post_grad", "output_code", "scheduler_ir"}:
+        return "inductor"
+    if any(name.startswith("aot_") for name in stages):
+        return "aot_autograd"
+    return "dynamo"
+
+
 @dataclass
 class Comparison:
     before: Capture
@@ -65,6 +94,7 @@ class Comparison:
     errors_removed: list[CompileError] = field(default_factory=list)
     frames: list[dict[str, Any]] = field(default_factory=list)
     scripts: EntryScripts = EntryScripts(None, None)
+    backends: Backends = Backends(None, None)
     caches: CacheComparison | None = None  # None: neither run logged a cache lookup (caches off)
 
     @property
@@ -77,7 +107,8 @@ def compare(before: Capture, after: Capture) -> Comparison:
     # reading is most of the time.
     with ThreadPoolExecutor(max_workers=2) as pool:
         code_a, code_b = pool.map(_read, (before, after))
-    result = Comparison(before, after, scripts=EntryScripts(entry_script(before), entry_script(after)))
+    result = Comparison(before, after, scripts=EntryScripts(entry_script(before), entry_script(after)),
+                        backends=Backends(backend_kind(before), backend_kind(after)))
     place = _place(result.scripts)
     frame_a, frame_b = frame_identities(_match_breaks(result, place))
     cwd_a, cwd_b = before.run.cwd, after.run.cwd
@@ -238,6 +269,8 @@ def comparison_document(result: Comparison) -> dict[str, Any]:
         "regressed": result.regressed,
         "entry_scripts": {"before": result.scripts.before, "after": result.scripts.after,
                           "renamed": result.scripts.renamed},
+        "backends": {"before": result.backends.before, "after": result.backends.after,
+                     "differ": result.backends.differ},
         "graph_breaks": {
             "added": [break_json(g) for g in result.breaks_added],
             "removed": [break_json(g) for g in result.breaks_removed],

@@ -147,12 +147,18 @@ def _similar_code(a: BreakIdentity, b: BreakIdentity) -> bool:
     return bool(a.code and b.code) and difflib.SequenceMatcher(None, a.code, b.code).ratio() >= SIMILAR
 
 
+def _same_line_rewritten(a: BreakIdentity, b: BreakIdentity) -> bool:
+    """The line edited in place (or its text withheld: a shared bundle's ``<source:HASH>``)."""
+    return a.line is not None and a.line == b.line
+
+
 def _no_code(a: BreakIdentity, b: BreakIdentity) -> bool:
     """Neither capture has the line's text (an imported log): the function's n-th break of a kind."""
     return not a.code and not b.code and a.order == b.order
 
 
-TIERS: tuple[Tier, ...] = (_same_line, _same_code_and_context, _same_code, _same_context, _similar_code, _no_code)
+TIERS: tuple[Tier, ...] = (_same_line, _same_code_and_context, _same_code, _same_context, _similar_code,
+                          _same_line_rewritten, _no_code)
 
 
 @dataclass(frozen=True)
