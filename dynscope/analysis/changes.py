@@ -66,8 +66,8 @@ def comparison_warnings(result: Comparison) -> list[str]:
     if result.backends.differ:
         b = result.backends
         warnings.append(f"the runs used different backends: {BACKEND_WORDS[b.before or '']} (before) → "
-                        f"{BACKEND_WORDS[b.after or '']} (after), as the stages each compiled show; "
-                        "breaks, compile times and kernels differ by backend")
+                        f"{BACKEND_WORDS[b.after or '']} (after), by the stages each compiled; "
+                        "breaks, times and kernels differ by backend")
     return warnings
 
 

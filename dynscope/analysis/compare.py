@@ -66,8 +66,8 @@ class Backends:
         return self.before is not None and self.after is not None and self.before != self.after
 
 
-BACKEND_WORDS = {"inductor": "Inductor", "aot_autograd": "AOTAutograd without Inductor (aot_eager or the like)",
-                 "dynamo": "neither AOTAutograd nor Inductor (eager or the like)"}
+BACKEND_WORDS = {"inductor": "inductor", "aot_autograd": "aot_eager-like (AOTAutograd, no Inductor)",
+                 "dynamo": "eager-like (no AOTAutograd)"}
 
 
 def backend_kind(capture: Capture) -> str | None:

@@ -117,14 +117,13 @@ def _refuse_incomplete(capture) -> None:
 
 def _against_baseline(capture, base, allowances, out: _Output) -> list[CaseResult]:
     from dynscope.analysis.baseline import new_findings
-    from dynscope.analysis.compare import compare
-
     from dynscope.analysis.changes import comparison_warnings
+    from dynscope.analysis.compare import compare
 
     cases = {kind: CaseResult(f"no new {name}") for kind, name in _KINDS.items()}
     comparison = compare(base, capture)
     for warning in comparison_warnings(comparison):  # entry scripts or backends differ: said, not failed
-        out.warning(f"{capture.path} against {base.path}: {warning}")
+        out.warning(f"{capture.path}: {warning}")
     for finding in new_findings(comparison):
         allowed = next((a for a in allowances if a.covers(finding)), None)
         case = cases[finding.kind]

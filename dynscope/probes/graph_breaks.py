@@ -61,7 +61,9 @@ def _record(tx: Any, code_options: dict[str, Any], reason: str, exc: BaseExcepti
 
 def _frame(summary: Any) -> BreakFrame:
     file, line = getattr(summary, "filename", None), getattr(summary, "lineno", None)
-    qualname, above, below = None, (), ()
+    qualname: str | None = None
+    above: tuple[str, ...] = ()
+    below: tuple[str, ...] = ()
     if isinstance(file, str) and isinstance(line, int) and source_lines.users_file(file):
         qualname = source_lines.qualified_name(file, line)
         above, below = source_lines.neighbours(file, line)

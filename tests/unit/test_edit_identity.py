@@ -1,0 +1,73 @@
+"""The edit corpus (tests/edit_corpus.py, issue 41) on its recorded captures: a harmless edit
+reports no new or gone break, recompile or error; an edit that adds breaks has each found.
+
+The captures are tests/data/edits/captures/<torch version>/, written by tests/data/edits/record.sh.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from edit_corpus import MARK, PROGRAMS, Edit, Program, capture_name
+
+from dynscope.analysis.changes import comparison_lines
+from dynscope.analysis.compare import compare
+from dynscope.commands import main
+from dynscope.model import Capture
+
+CAPTURES = Path(__file__).resolve().parents[1] / "data" / "edits" / "captures"
+VERSIONS = sorted(p for p in CAPTURES.iterdir() if p.is_dir()) if CAPTURES.is_dir() else []
+CASES = [(folder, program, edit) for folder in VERSIONS for program in PROGRAMS for edit in program.edits]
+
+
+def case_id(case: tuple[Path, Program, Edit]) -> str:
+    folder, program, edit = case
+    return f"{folder.name}-{program.name}-{edit.name}"
+
+
+@pytest.fixture(params=CASES, ids=[case_id(c) for c in CASES])
+def comparison(request):
+    folder, program, edit = request.param
+    with Capture.open(str(folder / capture_name(program, None))) as before, \
+            Capture.open(str(folder / capture_name(program, edit))) as after:
+        assert before.graph_breaks() or before.recompiles(), "the base version must have something to match"
+        yield program, edit, compare(before, after)
+
+
+def test_the_corpus_is_recorded():
+    assert VERSIONS, "record it: tests/data/edits/record.sh"
+    assert sum(p.real_model for p in PROGRAMS) >= 2 and len(PROGRAMS) >= 5
+
+
+def test_an_edit_reports_only_what_it_changed(comparison):
+    program, edit, result = comparison
+    shown = "\n".join(comparison_lines(result))
+    assert not result.recompiles_added and not result.recompiles_removed, shown
+    assert not result.errors_added and not result.errors_removed, shown
+    if edit.adds:  # every break the edit added is found, at the line that holds the mark
+        assert not result.breaks_removed, shown
+        assert {g.location.line for g in result.breaks_added} == \
+            {g.location.line for g in result.breaks_added if MARK in (g.location.code or "")}, shown
+        assert len({g.location.line for g in result.breaks_added}) == edit.adds, shown
+    elif edit.removes_only:  # fix's own diff: breaks gone, nothing new
+        assert result.breaks_removed and not result.breaks_added, shown
+    else:
+        assert not result.breaks_added and not result.breaks_removed, shown
+        # Frames too: each of the base's compiled frames is one of the edited run's, resumed ones included.
+        unmatched = [f["function"] for f in result.frames if 0 in (f["compiles"]["before"], f["compiles"]["after"])]
+        assert not unmatched, shown
+
+
+def test_two_blank_lines_pass_check_and_compare_says_moved(capsys):
+    folder = VERSIONS[-1]
+    program = next(p for p in PROGRAMS if p.name == "graph_breaks")
+    edit = next(e for e in program.edits if e.name == "two blank lines at the top")
+    base, edited = str(folder / capture_name(program, None)), str(folder / capture_name(program, edit))
+    assert main(["check", edited, "--baseline", base]) == 0
+    assert "dynscope check: ok (0 problems)" in capsys.readouterr().out
+    assert main(["compare", base, edited]) == 0
+    out = capsys.readouterr().out
+    moved = [line for line in out.splitlines() if line.startswith("~ break moved")]
+    assert len(moved) == 4 and "+ graph break" not in out and "- graph break" not in out
+    assert "graph_breaks.py:20 → graph_breaks.py:22" in moved[0]
