@@ -15,6 +15,7 @@ dynscope kept the qualified name and the neighbours still match on what they hav
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import io
 import re
@@ -100,22 +101,20 @@ class BreakIdentity:
 
 def identities(groups: list[BreakGroup], place: Place, cwd: str | None) -> list[BreakIdentity]:
     """Each group's identity, in the groups' order."""
-    base = []
+    found = []
     for g in groups:
         loc = g.location
-        base.append((place(loc.file, cwd), origin_function(loc.function), loc.qualname, kind(g),
-                     normalised(loc.code), tuple(normalised(t) for t in (*loc.above, "", *loc.below)),
-                     loc.line))
+        context = tuple(normalised(t) for t in (*loc.above, "", *loc.below))  # "" parts above from below
+        found.append(BreakIdentity(place(loc.file, cwd), origin_function(loc.function), loc.qualname, kind(g),
+                                   normalised(loc.code), context if any(context) else (), loc.line, 0))
     # Order among the function's breaks: by line, then kind (two breaks on one line).
-    order: dict[int, int] = {}
     by_function: dict[tuple[str | None, str | None], list[int]] = {}
-    for i, b in enumerate(base):
-        by_function.setdefault((b[0], b[1]), []).append(i)
+    for i, b in enumerate(found):
+        by_function.setdefault((b.file, b.function), []).append(i)
     for members in by_function.values():
-        for n, i in enumerate(sorted(members, key=lambda i: (base[i][6] or 0, base[i][3]))):
-            order[i] = n
-    return [BreakIdentity(f, fn, q, k, c, ctx if any(ctx) else (), line, order[i])
-            for i, (f, fn, q, k, c, ctx, line) in enumerate(base)]
+        for n, i in enumerate(sorted(members, key=lambda i: (found[i].line or 0, found[i].kind))):
+            found[i] = dataclasses.replace(found[i], order=n)
+    return found
 
 
 def kind(g: BreakGroup) -> str:

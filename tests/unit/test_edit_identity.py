@@ -43,8 +43,9 @@ def test_the_corpus_is_recorded():
 def test_an_edit_reports_only_what_it_changed(comparison):
     program, edit, result = comparison
     shown = "\n".join(comparison_lines(result))
-    assert not result.recompiles_added and not result.recompiles_removed, shown
     assert not result.errors_added and not result.errors_removed, shown
+    if not edit.adds:  # (a new break may move recompiles into the frame that resumes after it)
+        assert not result.recompiles_added and not result.recompiles_removed, shown
     if edit.adds:  # every break the edit added is found, at the line that holds the mark
         assert not result.breaks_removed, shown
         assert {g.location.line for g in result.breaks_added} == \
@@ -71,3 +72,18 @@ def test_two_blank_lines_pass_check_and_compare_says_moved(capsys):
     moved = [line for line in out.splitlines() if line.startswith("~ break moved")]
     assert len(moved) == 4 and "+ graph break" not in out and "- graph break" not in out
     assert "graph_breaks.py:20 → graph_breaks.py:22" in moved[0]
+
+
+def test_an_older_capture_is_still_a_baseline():
+    """A baseline recorded before captures held a break's qualified name and neighbours
+    (tests/data/captures: examples/graph_breaks.py) matches today's capture of the edited file on the
+    line's own text: moved, nothing new."""
+    old = Path(__file__).resolve().parents[1] / "data" / "captures" / "2.13.0+cpu" / "graph_breaks_eager.dynscope"
+    program = next(p for p in PROGRAMS if p.name == "graph_breaks")
+    edit = next(e for e in program.edits if e.name == "two blank lines at the top")
+    with Capture.open(str(old)) as before, Capture.open(str(VERSIONS[-1] / capture_name(program, edit))) as after:
+        assert not any(b.location.qualname or b.location.above for b in before.graph_breaks())
+        result = compare(before, after)
+    assert not result.breaks_added and not result.breaks_removed
+    assert [(m.before.location.line, m.after.location.line) for m in result.breaks_moved] == \
+        [(20, 22), (21, 23), (23, 25), (25, 27)]
