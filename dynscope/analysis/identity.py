@@ -29,6 +29,7 @@ RESUME_PREFIX = "torch_dynamo_resume_in_"
 _RESUME = re.compile(r"^torch_dynamo_resume_in_(?P<function>.+)_at_\d+$")
 _SPACE = re.compile(r"\s+")
 _TRAILING_COMMA = re.compile(r",(?=[)\]}])")
+_PARENS = re.compile(r"[()]")
 # Code this similar after normalising is the same line rewritten (``ruff format`` splitting a
 # call over lines leaves its first line); below it, a different line.
 SIMILAR = 0.6
@@ -56,13 +57,14 @@ def origin_qualname(name: str | None) -> str | None:
 
 
 def normalised(code: str | None) -> str:
-    """A line of code as a diff that ignores formatting sees it: no comments, no whitespace, no
-    trailing commas, one quote style. Empty for no code."""
+    """Code (a line or a statement's lines) as a diff that ignores formatting sees it: no comments,
+    no whitespace, no trailing commas, no parentheses (a formatter adds them to split a line), one
+    quote style. Empty for no code."""
     if not code:
         return ""
-    text = _without_comment(code.strip())
+    text = "".join(_without_comment(line.strip()) for line in code.splitlines())
     text = _SPACE.sub("", text).replace("'", '"')
-    return _TRAILING_COMMA.sub("", text)
+    return _PARENS.sub("", _TRAILING_COMMA.sub("", text))
 
 
 def _without_comment(code: str) -> str:
@@ -86,8 +88,8 @@ class BreakIdentity:
     function: str | None  # the code object's name, resume naming undone
     qualname: str | None  # the qualified name, where the capture recorded it
     kind: str  # torch's id (GB0059), else its type, else the headline
-    code: str  # the line, normalised
-    context: tuple[str, ...]  # the nearest lines of code above (nearest first), then below, normalised
+    code: str  # its statement (else its line), normalised
+    context: tuple[str, ...]  # the nearest statements (old captures: lines) above, nearest first, then below
     line: int | None  # where it is today: shown, and used only to break ties
     order: int  # its place among its function's breaks, by line
 
@@ -106,7 +108,7 @@ def identities(groups: list[BreakGroup], place: Place, cwd: str | None) -> list[
         loc = g.location
         context = tuple(normalised(t) for t in (*loc.above, "", *loc.below))  # "" parts above from below
         found.append(BreakIdentity(place(loc.file, cwd), origin_function(loc.function), loc.qualname, kind(g),
-                                   normalised(loc.code), context if any(context) else (), loc.line, 0))
+                                   normalised(loc.statement or loc.code), context if any(context) else (), loc.line, 0))
     # Order among the function's breaks: by line, then kind (two breaks on one line).
     by_function: dict[tuple[str | None, str | None], list[int]] = {}
     for i, b in enumerate(found):
@@ -163,13 +165,9 @@ TIERS: tuple[Tier, ...] = (_same_line, _same_code_and_context, _same_code, _same
 @dataclass(frozen=True)
 class BreakMatch:
     pairs: list[tuple[BreakGroup, BreakGroup]]  # (before, after): the same break, moved or not
+    moved: list[tuple[BreakGroup, BreakGroup]]  # those of the pairs at another line or file
     added: list[BreakGroup]  # after's breaks nothing matched
     removed: list[BreakGroup]  # before's breaks nothing matched
-
-    @property
-    def moved(self) -> list[tuple[BreakGroup, BreakGroup]]:
-        return [(a, b) for a, b in self.pairs
-                if (a.location.line, a.location.file) != (b.location.line, b.location.file)]
 
 
 def match_breaks(before: list[BreakGroup], after: list[BreakGroup], place: Place,
@@ -191,8 +189,11 @@ def match_breaks(before: list[BreakGroup], after: list[BreakGroup], place: Place
                                                   abs((ids_a[i].line or 0) - (b.line or 0)), i))
             pairs[j] = best
             free_a.discard(best)
+    matched = [(pairs[j], j) for j in range(len(after)) if j in pairs]
     return BreakMatch(
-        pairs=[(before[pairs[j]], after[j]) for j in range(len(after)) if j in pairs],
+        pairs=[(before[i], after[j]) for i, j in matched],
+        # The file as the comparison names it: the same file in two checkouts has not moved.
+        moved=[(before[i], after[j]) for i, j in matched if (ids_a[i].line, ids_a[i].file) != (ids_b[j].line, ids_b[j].file)],
         added=[g for j, g in enumerate(after) if j not in pairs],
         removed=[g for i, g in enumerate(before) if i in free_a],
     )

@@ -40,8 +40,10 @@ class StackFrame:
     function: str | None
     code: str | None = None  # the source line, when torch recorded it
     # What identifies the line across edits, where dynscope recorded it (graph breaks): the
-    # qualified name of its function and the nearest lines of code above and below, nearest first.
+    # qualified name of its function, the whole statement the line belongs to and the nearest
+    # statements above and below, nearest first (events.BreakFrame).
     qualname: str | None = None
+    statement: str | None = None
     above: tuple[str, ...] = ()
     below: tuple[str, ...] = ()
 

@@ -61,18 +61,16 @@ def _record(tx: Any, code_options: dict[str, Any], reason: str, exc: BaseExcepti
 
 def _frame(summary: Any) -> BreakFrame:
     file, line = getattr(summary, "filename", None), getattr(summary, "lineno", None)
-    qualname: str | None = None
-    above: tuple[str, ...] = ()
-    below: tuple[str, ...] = ()
+    facts = None
     if isinstance(file, str) and isinstance(line, int) and source_lines.users_file(file):
-        qualname = source_lines.qualified_name(file, line)
-        above, below = source_lines.neighbours(file, line)
+        facts = source_lines.line_facts(file, line)
     return BreakFrame(
         file=file,
         line=line,
         function=getattr(summary, "name", None),
         code=(getattr(summary, "line", None) or "").strip() or None,
-        qualname=qualname,
-        above=above,
-        below=below,
+        qualname=facts.qualname if facts else None,
+        statement=facts.statement if facts else None,
+        above=facts.above if facts else (),
+        below=facts.below if facts else (),
     )

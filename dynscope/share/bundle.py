@@ -40,9 +40,9 @@ from dynscope.store.writer import check_capture_target, payload_hash
 KEPT_META = ("dynscope_version", "torch_version", "python", "platform", "started", "finished", "rank",
              "world_size", "exit_code", "signal", "keep_caches", "device", "probes", "probe_details",
              "probe_errors", "profiled", "forced_eager", "complete", "incomplete_reason", "imported")
-# Metadata fields that hold one source line (torch's frames: ``loc``; dynscope's: ``code``, and a
-# break frame's neighbouring lines ``above`` and ``below``, each item of their lists).
-SOURCE_FIELDS = frozenset({"loc", "code", "above", "below"})
+# Metadata fields that hold source (torch's frames: ``loc``; dynscope's: ``code``, and a break
+# frame's ``statement`` and neighbouring statements ``above`` and ``below``, each item of their lists).
+SOURCE_FIELDS = frozenset({"loc", "code", "statement", "above", "below"})
 # Metadata fields that hold a command line or an environment: emptied, whatever they hold.
 COMMAND_FIELDS = frozenset({"argv", "command", "cmd", "env", "environ", "environment"})
 _COMPRESS_MIN_BYTES = 256

@@ -41,13 +41,16 @@ def test_the_capture_holds_what_identifies_a_break(runs):
               "with Capture.open(sys.argv[1]) as c:\n"
               "    for b in c.graph_breaks():\n"
               "        f = b.location\n"
-              "        print(f.line, f.function, f.qualname, f.above, f.below)\n")
+              "        print(f.line, f.function, f.qualname, f.above, f.below, repr(f.statement))\n")
     out = subprocess.run([sys.executable, "-c", script, str(runs["base"])], capture_output=True, text=True,
                          check=True).stdout.splitlines()
     assert out[0].startswith("20 forward Block.forward ('y = F.gelu(self.proj(x))', 'def forward(self, x):')")
     # A break in a resumed frame: torch names the code object after the previous break's line; the
     # qualified name is the function's own.
     assert "torch_dynamo_resume_in_forward_at_20 Block.forward" in out[1]
+    # The statement of a compound one is its header; the neighbours are statements (the body's too).
+    assert out[1].endswith("'if y.mean() > 0:  # break 2: data-dependent control flow'")
+    assert "('y = self.norm(y)', 'scale = y.abs().max().item()  # break 3: .item() leaves the graph')" in out[1]
 
 
 def test_two_blank_lines_move_every_break_and_frame(runs):

@@ -55,8 +55,11 @@ def test_an_edit_reports_only_what_it_changed(comparison):
         assert result.breaks_removed and not result.breaks_added, shown
     else:
         assert not result.breaks_added and not result.breaks_removed, shown
-        # Frames too: each of the base's compiled frames is one of the edited run's, resumed ones included.
-        unmatched = [f["function"] for f in result.frames if 0 in (f["compiles"]["before"], f["compiles"]["after"])]
+        # Frames too: each compiled frame of the program's own files is one of the other run's, resumed
+        # ones included (a library's frames may change with a real release: transformers 5.24 wraps
+        # methods in a deprecation decorator, whose wrapper is a frame of its own).
+        unmatched = [f["function"] for f in result.frames if 0 in (f["compiles"]["before"], f["compiles"]["after"])
+                     and f["file"] in program.version(None)]
         assert not unmatched, shown
 
 

@@ -11,8 +11,9 @@ from dynscope.model import StackFrame
 
 
 def group(line: int, code: str, *, kind: str = "GB0059", function: str = "forward", qualname: str | None = "Block.forward",
-          above: tuple[str, ...] = (), below: tuple[str, ...] = (), resumed_into: str | None = None) -> BreakGroup:
-    frame = StackFrame("/p/model.py", line, function, code, qualname, above, below)
+          above: tuple[str, ...] = (), below: tuple[str, ...] = (), resumed_into: str | None = None,
+          statement: str | None = None) -> BreakGroup:
+    frame = StackFrame("/p/model.py", line, function, code, qualname, statement, above, below)
     occurrence = _Occurrence(resumed_into)
     return BreakGroup(headline=kind, gb_type=kind, gb_id=kind, doc_link=None, reason=kind, explanation=None, hints=(),
                       location=frame, occurrences=(occurrence,))  # type: ignore[arg-type]
@@ -34,6 +35,7 @@ def matched(before: list[BreakGroup], after: list[BreakGroup]):
     ("f(a, b,)", "f(a,b)"),
     ('print("# not a comment")', "print('# not a comment')"),
     ("foo(a,  # unfinished", "foo(a,"),
+    ("x = (\n    a.b(c, d)  # why\n    + e\n)", "x = a.b(c, d) + e"),  # a statement ruff split, parenthesised
 ])
 def test_code_is_compared_as_a_formatting_blind_diff_sees_it(code, same_as):
     assert normalised(code) == normalised(same_as)
@@ -102,3 +104,21 @@ def test_resumed_frames_are_known_by_the_break_they_resume_after():
     assert frame_a("torch_dynamo_resume_in_forward_at_21") == frame_b("torch_dynamo_resume_in_forward_at_23")
     assert frame_a("torch_dynamo_resume_in_forward_at_20") != frame_b("torch_dynamo_resume_in_forward_at_23")
     assert frame_a("forward") == frame_b("forward") != frame_b("main")
+
+
+def test_a_statement_split_over_lines_is_the_statement():
+    """torch names one physical line of a statement (``).nonzero()`` after ``ruff format`` split it);
+    the capture's whole statement is what is compared."""
+    before = [group(173, "hit = torch.greater(mask.sum(dim=(-1, -2)), 0).nonzero()",
+                    statement="hit = torch.greater(mask.sum(dim=(-1, -2)), 0).nonzero()", kind="GB0036")]
+    after = [group(245, ").nonzero()", statement="hit = torch.greater(\nmask.sum(dim=(-1, -2)), 0\n).nonzero()",
+                   kind="GB0036")]
+    result = matched(before, after)
+    assert not result.added and [(a.location.line, b.location.line) for a, b in result.moved] == [(173, 245)]
+
+
+def test_the_same_file_in_two_checkouts_has_not_moved():
+    before = [group(20, 'print("x")')]
+    after = [BreakGroup(**{**before[0].__dict__, "location": StackFrame("/q/model.py", 20, "forward", 'print("x")')})]
+    result = match_breaks(before, after, relative, "/p", "/q")
+    assert result.pairs and not result.moved and not result.added
