@@ -24,7 +24,7 @@ from dynscope.analysis.breaks import BreakGroup
 from dynscope.analysis.cache_compare import CacheComparison, compare_caches
 from dynscope.analysis.cache_text import cache_comparison_json
 from dynscope.analysis.call_overhead import OverheadChange, overhead_changes
-from dynscope.analysis.identity import BreakMatch, FrameIdentity, Place, frame_identities, match_breaks
+from dynscope.analysis.identity import BreakMatch, FrameIdentity, Place, frame_identities, match_breaks, origin_function
 from dynscope.analysis.run_view import run_view
 from dynscope.analysis.summary import break_json, error_json, recompile_json
 from dynscope.model import Capture, Compile, CompileError, Recompile
@@ -113,14 +113,20 @@ def compare(before: Capture, after: Capture) -> Comparison:
     frame_a, frame_b = frame_identities(_match_breaks(result, place))
     cwd_a, cwd_b = before.run.cwd, after.run.cwd
     # A recompile or an error is the same when its frame (by identity), file and what failed agree.
+    # Then, among what is left, by the function a resumed frame continues: the same guard failing
+    # in f's code after its last break is the same recompile when that break changed.
     result.recompiles_added, result.recompiles_removed = _difference(
         before.recompiles(), after.recompiles(),
-        lambda r: (frame_a(r.function), place(r.file, cwd_a), _guard_key(r)),
-        lambda r: (frame_b(r.function), place(r.file, cwd_b), _guard_key(r)))
+        (lambda r: (frame_a(r.function), place(r.file, cwd_a), _guard_key(r)),
+         lambda r: (frame_b(r.function), place(r.file, cwd_b), _guard_key(r))),
+        (lambda r: (origin_function(r.function), place(r.file, cwd_a), _guard_key(r)),
+         lambda r: (origin_function(r.function), place(r.file, cwd_b), _guard_key(r))))
     result.errors_added, result.errors_removed = _difference(
         before.errors(), after.errors(),
-        lambda e: (frame_a(e.function), place(e.file, cwd_a), e.fail_type),
-        lambda e: (frame_b(e.function), place(e.file, cwd_b), e.fail_type))
+        (lambda e: (frame_a(e.function), place(e.file, cwd_a), e.fail_type),
+         lambda e: (frame_b(e.function), place(e.file, cwd_b), e.fail_type)),
+        (lambda e: (origin_function(e.function), place(e.file, cwd_a), e.fail_type),
+         lambda e: (origin_function(e.function), place(e.file, cwd_b), e.fail_type)))
     result.frames = _frames(before, after, code_a, code_b, place, frame_a, frame_b)
     result.caches = compare_caches(before, after)
     return result
@@ -179,8 +185,20 @@ def _guard_key(r: Recompile) -> str:
     return (failure.guard if failure and failure.guard else r.reason.splitlines()[0] if r.reason else "")
 
 
-def _difference(before: list[_T], after: list[_T], key_a: Callable[[_T], Hashable],
-                key_b: Callable[[_T], Hashable]) -> tuple[list[_T], list[_T]]:
+_Keys = tuple[Callable[[_T], Hashable], Callable[[_T], Hashable]]  # what makes an item the same: before's, after's
+
+
+def _difference(before: list[_T], after: list[_T], *tiers: _Keys[_T]) -> tuple[list[_T], list[_T]]:
+    """Items of ``after`` no item of ``before`` matches, and the reverse: by each tier's keys in
+    turn, on what the tiers before it left."""
+    added, removed = after, before
+    for key_a, key_b in tiers:
+        added, removed = _count_difference(removed, added, key_a, key_b)
+    return added, removed
+
+
+def _count_difference(before: list[_T], after: list[_T], key_a: Callable[[_T], Hashable],
+                      key_b: Callable[[_T], Hashable]) -> tuple[list[_T], list[_T]]:
     """Items of ``after`` beyond ``before``'s count of the same key, and the reverse."""
     count_a = Counter(key_a(x) for x in before)
     count_b = Counter(key_b(x) for x in after)
