@@ -245,10 +245,26 @@ def record(out: Path, python: str = sys.executable) -> None:
                 print(target.name, flush=True)
 
 
+# What compare never reads, left out of the recorded captures to keep them small (the README says
+# so): torch's config dumps and stacks in each compile's metrics (40 KB a compile), and the events
+# of views other than compare (profiler spans, bytecode, guard trees, tensor descriptions, FX graphs).
+_METRICS_DUMPS = ("dynamo_config", "inductor_config", "functorch_config", "compiler_config", "stack_trace",
+                  "exception_stack_trace", "graph_node_shapes")
+_UNREAD_EVENTS = ("chromium_event", "dynscope:log:bytecode", "dynamo_cpp_guards_str", "describe_tensor",
+                  "describe_source", "describe_storage", "dynscope:fx_graph", "create_symbol")
+
+
 def _vacuum(path: Path) -> None:
+    """Small and self-contained: what compare does not read out, the WAL folded in, free pages dropped."""
     import sqlite3
 
     db = sqlite3.connect(path)
+    paths = ", ".join(f"'$.compilation_metrics.{key}'" for key in _METRICS_DUMPS)
+    db.execute(f"UPDATE events SET metadata = json_remove(metadata, {paths}) WHERE name = 'compilation_metrics'")
+    marks = ", ".join("?" for _ in _UNREAD_EVENTS)
+    db.execute(f"DELETE FROM events WHERE name IN ({marks}) OR name LIKE 'artifact:%_BYTECODE'", _UNREAD_EVENTS)
+    db.execute("DELETE FROM blobs WHERE hash NOT IN (SELECT payload FROM events WHERE payload IS NOT NULL)")
+    db.commit()
     db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
     db.execute("VACUUM")
     db.close()
