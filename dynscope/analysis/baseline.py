@@ -92,10 +92,14 @@ def error_finding(e: CompileError, cwd: str | None, new: str = "", check: str = 
                    check=check)
 
 
-# What a limit counts, one finding per problem at its place: the producers of ``check``'s
-# limits (``--max-graph-breaks``...), by the limit's name. A limit on a run-wide figure (cache
-# misses, compile seconds) has none: it is a notification of the run, not a place in the code.
-LimitFindings = Callable[[Capture, str], list[Finding]]
+# What a limit counts, one finding per problem at its place: the producers of ``check``'s limits
+# (``--max-graph-breaks``...), by the limit's name in ``check``. A new limit on problems with a place
+# (numerics suspects) is one more entry; a limit on a run-wide figure (cache misses, compile
+# seconds) has none: it is a notification of the run, not a place in the code.
+@dataclass(frozen=True)
+class LimitFindings:
+    option: str  # the limit's option without its dashes: the findings' ``check``
+    findings: Callable[[Capture, str], list[Finding]]  # (capture, option) -> every problem the limit counts
 
 
 def graph_break_findings(capture: Capture, check: str) -> list[Finding]:
@@ -111,9 +115,9 @@ def error_findings(capture: Capture, check: str) -> list[Finding]:
 
 
 LIMIT_FINDINGS: dict[str, LimitFindings] = {
-    "graph breaks": graph_break_findings,
-    "recompiles": recompile_findings,
-    "compile errors": error_findings,
+    "graph breaks": LimitFindings("max-graph-breaks", graph_break_findings),
+    "recompiles": LimitFindings("max-recompiles", recompile_findings),
+    "compile errors": LimitFindings("max-errors", error_findings),
 }
 
 

@@ -171,8 +171,8 @@ def _within_limits(path: str, capture, limits: dict[str, int | None], out: _Outp
             case.failures.append(line)
         out.limit(path, line, failed=found[what] > limit)
         if found[what] > limit and what in LIMIT_FINDINGS:  # each problem counted, at its place
-            option = "max-" + what.replace("compile ", "").replace(" ", "-")
-            for finding in LIMIT_FINDINGS[what](capture, option):
+            rule = LIMIT_FINDINGS[what]
+            for finding in rule.findings(capture, rule.option):
                 case.details.append(finding.compiler_line())
                 out.finding(finding)
         cases.append(case)
