@@ -90,3 +90,29 @@ def test_an_older_capture_is_still_a_baseline():
     assert not result.breaks_added and not result.breaks_removed
     assert [(m.before.location.line, m.after.location.line) for m in result.breaks_moved] == \
         [(20, 22), (21, 23), (23, 25), (25, 27)]
+
+
+def test_compare_and_check_say_when_the_runs_used_different_backends(capsys):
+    folder = Path(__file__).resolve().parents[1] / "data" / "captures" / "2.13.0+cpu"
+    aot, eager = str(folder / "train_loop_aot_eager.dynscope"), str(folder / "graph_breaks_eager.dynscope")
+    assert main(["compare", aot, eager]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[2].startswith("  the runs used different backends: aot_eager-like (AOTAutograd, no Inductor) (before) → "
+                             "eager-like (no AOTAutograd) (after)")
+    assert main(["check", eager, "--baseline", eager, "--format", "github"]) == 0  # one backend: no warning
+    assert "::warning" not in capsys.readouterr().out
+    main(["check", eager, "--baseline", aot, "--format", "github"])
+    warnings = [line for line in capsys.readouterr().out.splitlines() if line.startswith("::warning")]
+    assert len(warnings) == 2 and "the entry scripts differ" in warnings[0] and "different backends" in warnings[1]
+
+
+def test_a_shared_bundle_keeps_no_statement_of_the_program(tmp_path, capsys):
+    """The statement and neighbours a capture now holds are source: `dynscope share` takes them out too."""
+    program = next(p for p in PROGRAMS if p.name == "graph_breaks")
+    bundle = tmp_path / "shared.dynscope"
+    assert main(["share", str(VERSIONS[-1] / capture_name(program, None)), "-o", str(bundle)]) == 0
+    capsys.readouterr()
+    with Capture.open(str(bundle)) as shared:
+        frames = [b.location for b in shared.graph_breaks()]
+    assert frames and all(f.statement and f.statement.startswith("<source:") for f in frames)
+    assert all(t.startswith("<source:") for f in frames for t in (*f.above, *f.below))
