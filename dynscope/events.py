@@ -146,6 +146,14 @@ class BreakFrame:
     line: int | None = None
     function: str | None = None
     code: str | None = None
+    # What identifies the line across edits (dynscope.probes.source_lines): the qualified name of
+    # the function it is in, the whole statement the line belongs to (its lines, stripped, joined
+    # by newlines) and the nearest statements above and below it, nearest first. Absent in
+    # captures recorded before dynscope recorded them.
+    qualname: str | None = None
+    statement: str | None = None
+    above: tuple[str, ...] = ()
+    below: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,13 +1,17 @@
 """``check --format sarif``: the findings of a check as SARIF 2.1.0, the format code-scanning
 dashboards read (GitHub code scanning, Azure DevOps, VS Code's SARIF viewer).
 
-One result per finding ``check`` reports as new (a graph break, a recompile, a compile error),
-its rule id torch's graph-break id (``GB0059``) when the capture has one, else a stable dynscope
-id per kind; ``tool.driver.rules`` carries each rule's description, help (torch's hints) and
-documentation link. Paths inside the run's directory are relative, against ``%SRCROOT%`` (the
-checkout a dashboard maps them to); others are ``file://`` URIs. An allowed finding is a result
-with an accepted suppression, and a limit (``--max-graph-breaks``) is a notification of the run:
-it has no place in the code.
+One result per finding of every failing check: each problem ``check`` reports as new over the
+baseline, and each problem a limit counted when the run is over it (``--max-graph-breaks 0`` on
+four breaks: four results, each at its line); ``properties.check`` says which ("baseline",
+"max-graph-breaks"). A kind of problem is a rule: torch's graph-break id (``GB0059``) when the
+capture has one, else a stable dynscope id per kind (``KIND_RULES``; a new kind of finding is one
+more entry there and one more producer in ``dynscope.analysis.baseline.LIMIT_FINDINGS``).
+``tool.driver.rules`` carries each rule's description, help (torch's hints) and documentation
+link. Paths inside the run's directory are relative, against ``%SRCROOT%`` (the checkout a
+dashboard maps them to); others are ``file://`` URIs. An allowed finding is a result with an
+accepted suppression. Each limit is also a notification of the run (passed or failed), and so is
+a warning (the runs compared used different entry scripts or backends).
 
 The schema is tests/data/sarif-2.1.0.json; tests/unit/test_sarif.py validates against it.
 """
@@ -45,17 +49,17 @@ class KindRule:
 
 KIND_RULES: dict[str, KindRule] = {
     "graph_break": KindRule(
-        "dynscope-graph-break", "GraphBreak", "A new graph break",
+        "dynscope-graph-break", "GraphBreak", "A graph break",
         "Dynamo stopped tracing here and split the compiled graph (this torch gives the break type no id).",
         "Run `dynscope summary CAPTURE` for the break's cause and remedies, and `dynscope fix CAPTURE` to try "
         "them by re-runs."),
     "recompile": KindRule(
-        "dynscope-recompile", "Recompile", "A new recompile",
+        "dynscope-recompile", "Recompile", "A recompile",
         "A guard of a cached compile failed on a later call, so torch.compile compiled the function again.",
         "Make the changing value dynamic (torch._dynamo.mark_dynamic for a size, a tensor for a Python number) "
         "or keep it constant; `dynscope fix CAPTURE` tries remedies and proves them by re-runs."),
     "error": KindRule(
-        "dynscope-compile-error", "CompileError", "A new compile error",
+        "dynscope-compile-error", "CompileError", "A compile error",
         "Compiling this frame failed in Dynamo or in the backend.",
         "Run `dynscope summary CAPTURE` for the error and where it started; `dynscope minify CAPTURE` "
         "shrinks a failing graph to a small repro."),
@@ -77,6 +81,7 @@ class SarifNotice:
 
     text: str
     failed: bool
+    level: str | None = None  # "warning" for a warning; else "error" when failed, "note" when passed
 
 
 def rule_id(finding: Finding) -> str:
@@ -103,7 +108,8 @@ def sarif_document(findings: Sequence[SarifFinding], notices: Sequence[SarifNoti
     invocation: dict[str, object] = {"executionSuccessful": True}
     if notices:
         invocation["toolExecutionNotifications"] = [
-            {"level": "error" if n.failed else "note", "message": {"text": visible(n.text)}} for n in notices]
+            {"level": n.level or ("error" if n.failed else "note"), "message": {"text": visible(n.text)}}
+            for n in notices]
     return {
         "$schema": SARIF_SCHEMA,
         "version": SARIF_VERSION,
@@ -142,7 +148,7 @@ def _result(item: SarifFinding, rid: str, rule_index: int) -> dict[str, object]:
         text += " Hint: " + " ".join(f.hints)
     result: dict[str, object] = {
         "ruleId": rid, "ruleIndex": rule_index, "level": "error", "message": {"text": visible(text)},
-        "properties": {"capture": visible(item.capture), "kind": f.kind},
+        "properties": {"capture": visible(item.capture), "kind": f.kind, "check": f.check},
     }
     location = _location(f.file, f.line)
     if location is not None:

@@ -102,7 +102,8 @@ PAGES_BY_COMMAND: dict[str, Page] = {
         "dynscope report run.dynscope -o report.html\ndynscope report run.dynscope --format md > report.md"),
     "check": Page(
         "Fails a CI job on what a run added over its baseline (`--baseline`, matched as `compare` matches) or "
-        "on more than a limit allows (`--max-graph-breaks`..., `--max-cache-misses`). Findings print as compiler-style lines, GitHub "
+        "on more than a limit allows (`--max-graph-breaks`..., `--max-cache-misses`; an exceeded limit names each "
+        "break, recompile or error it counted, at its line). Findings print as compiler-style lines, GitHub "
         "annotations (`--format github`) or one SARIF 2.1.0 log for code scanning (`--format sarif`); `--junit` "
         "also writes JUnit XML; an allow file accepts known problems, each with a reason "
         "([summary-json.md](../summary-json.md#dynscope-check)).",
@@ -112,11 +113,13 @@ PAGES_BY_COMMAND: dict[str, Page] = {
         "dynscope check branch.dynscope --baseline main.dynscope --allow known.toml --format sarif > dynscope.sarif",
         shown=("check", f"{SAMPLE}/graph_breaks_eager.dynscope", "--baseline", f"{SAMPLE}/train_loop_aot_eager.dynscope")),
     "compare": Page(
-        "Compares two runs of one program: graph breaks added, removed or moved (matched by type and place, then "
-        "by source text across an edit), recompiles and errors added or removed, compile time by stage, kernels "
+        "Compares two runs of one program: graph breaks added, removed or moved (matched by what they are: "
+        "kind, function, the text of the line and its neighbours, order; never by line number), recompiles and "
+        "errors added or removed, compile time by stage, kernels "
         "per frame, and the compile caches' key components that changed (runs that kept their caches). Paths "
         "compare relative to each run's directory; a renamed entry script is still the same "
-        "program, and the output says the scripts differ. `--json` prints `dynscope.compare/1`, `--md` Markdown "
+        "program, and the output says the scripts differ, and when the runs used different backends. "
+        "`--json` prints `dynscope.compare/1`, `--md` Markdown "
         "for a pull request.",
         ((0, "the comparison was printed (a regression is not an error here: `check --baseline` fails on it)"),),
         "dynscope compare main.dynscope branch.dynscope\ndynscope compare main.dynscope branch.dynscope --md",

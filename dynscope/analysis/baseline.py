@@ -13,16 +13,20 @@ from __future__ import annotations
 
 import fnmatch
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 
+from dynscope.analysis.breaks import BreakGroup
 from dynscope.analysis.compare import Comparison, relative
 from dynscope.analysis.names import first_line, friendly_function
+from dynscope.analysis.run_view import run_view
 from dynscope.errors import DynscopeError
+from dynscope.model import Capture, CompileError, Recompile
 
 
 @dataclass(frozen=True)
 class Finding:
-    kind: str  # "graph_break" | "recompile" | "error"
+    kind: str  # "graph_break" | "recompile" | "error" (sarif.KIND_RULES has a rule for each)
     file: str | None
     line: int | None
     title: str  # "new graph break [GB0059]"
@@ -34,6 +38,9 @@ class Finding:
     hints: tuple[str, ...] = ()
     doc_link: str | None = None
     gb_type: str | None = None
+    # The check that found it: "baseline" (new over the baseline) or the limit's option
+    # ("max-graph-breaks": one of the problems counted over the limit).
+    check: str = "baseline"
 
     @property
     def where(self) -> str:
@@ -59,22 +66,59 @@ class Allowance:
 def new_findings(result: Comparison) -> list[Finding]:
     """What the later run added: breaks, recompiles and compile errors, in that order."""
     cwd = result.after.run.cwd
-    found = []
-    for g in result.breaks_added:
-        tag = f" [{g.gb_id}]" if g.gb_id else ""
-        found.append(Finding("graph_break", relative(g.location.file, cwd), g.location.line,
-                             f"new graph break{tag}", first_line(g.headline), g.gb_id,
-                             explanation=g.explanation, hints=g.hints, doc_link=g.doc_link, gb_type=g.gb_type))
-    for r in result.recompiles_added:
-        failure = r.failures[0] if r.failures else None
-        guard = failure.guard if failure and failure.guard else first_line(r.reason)
-        found.append(Finding("recompile", relative(r.file, cwd), r.line,
-                             f"new recompile of {friendly_function(r.function)}", f"guard failed: {guard}"))
-    for e in result.errors_added:
-        found.append(Finding("error", relative(e.user_file or e.file, cwd), e.user_line or e.line,
-                             f"new compile error in {friendly_function(e.function)}",
-                             f"{e.fail_type}: {first_line(e.reason)}"))
-    return found
+    return ([break_finding(g, cwd, "new ") for g in result.breaks_added]
+            + [recompile_finding(r, cwd, "new ") for r in result.recompiles_added]
+            + [error_finding(e, cwd, "new ") for e in result.errors_added])
+
+
+def break_finding(g: BreakGroup, cwd: str | None, new: str = "", check: str = "baseline") -> Finding:
+    tag = f" [{g.gb_id}]" if g.gb_id else ""
+    times = f" (×{g.count})" if g.count > 1 and check != "baseline" else ""  # a limit counts occurrences
+    return Finding("graph_break", relative(g.location.file, cwd), g.location.line, f"{new}graph break{tag}",
+                   first_line(g.headline) + times, g.gb_id, explanation=g.explanation, hints=g.hints,
+                   doc_link=g.doc_link, gb_type=g.gb_type, check=check)
+
+
+def recompile_finding(r: Recompile, cwd: str | None, new: str = "", check: str = "baseline") -> Finding:
+    failure = r.failures[0] if r.failures else None
+    guard = failure.guard if failure and failure.guard else first_line(r.reason)
+    return Finding("recompile", relative(r.file, cwd), r.line, f"{new}recompile of {friendly_function(r.function)}",
+                   f"guard failed: {guard}", check=check)
+
+
+def error_finding(e: CompileError, cwd: str | None, new: str = "", check: str = "baseline") -> Finding:
+    return Finding("error", relative(e.user_file or e.file, cwd), e.user_line or e.line,
+                   f"{new}compile error in {friendly_function(e.function)}", f"{e.fail_type}: {first_line(e.reason)}",
+                   check=check)
+
+
+# What a limit counts, one finding per problem at its place: the producers of ``check``'s limits
+# (``--max-graph-breaks``...), by the limit's name in ``check``. A new limit on problems with a place
+# (numerics suspects) is one more entry; a limit on a run-wide figure (cache misses, compile
+# seconds) has none: it is a notification of the run, not a place in the code.
+@dataclass(frozen=True)
+class LimitFindings:
+    option: str  # the limit's option without its dashes: the findings' ``check``
+    findings: Callable[[Capture, str], list[Finding]]  # (capture, option) -> every problem the limit counts
+
+
+def graph_break_findings(capture: Capture, check: str) -> list[Finding]:
+    return [break_finding(g, capture.run.cwd, check=check) for g in run_view(capture).break_groups]
+
+
+def recompile_findings(capture: Capture, check: str) -> list[Finding]:
+    return [recompile_finding(r, capture.run.cwd, check=check) for r in capture.recompiles()]
+
+
+def error_findings(capture: Capture, check: str) -> list[Finding]:
+    return [error_finding(e, capture.run.cwd, check=check) for e in capture.errors()]
+
+
+LIMIT_FINDINGS: dict[str, LimitFindings] = {
+    "graph breaks": LimitFindings("max-graph-breaks", graph_break_findings),
+    "recompiles": LimitFindings("max-recompiles", recompile_findings),
+    "compile errors": LimitFindings("max-errors", error_findings),
+}
 
 
 # An allow file lists a few accepted problems; anything bigger is not one (and is not read whole).

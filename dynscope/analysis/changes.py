@@ -6,7 +6,7 @@ from collections import Counter
 
 from dynscope.analysis.breaks import BreakGroup
 from dynscope.analysis.cache_text import comparison_cache_lines
-from dynscope.analysis.compare import Comparison, lookup_changes, relative, stage_seconds
+from dynscope.analysis.compare import BACKEND_WORDS, Comparison, lookup_changes, relative, stage_seconds
 from dynscope.analysis.names import first_line, friendly_function, seconds_text
 from dynscope.analysis.run_view import run_view
 from dynscope.model import Recompile
@@ -52,10 +52,23 @@ def comparison_lines(result: Comparison) -> list[str]:
     if not (result.breaks_added or result.breaks_removed or result.breaks_moved or result.recompiles_added
             or result.recompiles_removed or result.errors_added or result.errors_removed):
         lines.insert(0, "  no graph break, recompile or compile error was added or removed")
-    if result.scripts.renamed:  # said first: every match below treats the two scripts as one file
-        lines.insert(0, f"  the entry scripts differ: {result.scripts.before} (before) → {result.scripts.after} (after); "
-                        "compared as one program, the first script's places read as the second's")
+    for warning in reversed(comparison_warnings(result)):  # said first: they qualify every line below
+        lines.insert(0, f"  {warning}")
     return lines
+
+
+def comparison_warnings(result: Comparison) -> list[str]:
+    """What makes the two runs less comparable than they look: different entry scripts, different backends."""
+    warnings = []
+    if result.scripts.renamed:
+        warnings.append(f"the entry scripts differ: {result.scripts.before} (before) → {result.scripts.after} (after); "
+                        "compared as one program, the first script's places read as the second's")
+    if result.backends.differ:
+        b = result.backends
+        warnings.append(f"the runs used different backends: {BACKEND_WORDS[b.before or '']} (before) → "
+                        f"{BACKEND_WORDS[b.after or '']} (after), by the stages each compiled; "
+                        "breaks, times and kernels differ by backend")
+    return warnings
 
 
 def _compile_time_lines(result: Comparison) -> list[str]:

@@ -14,7 +14,6 @@ differ (``entry_scripts``). Nothing is refused: a different program simply match
 from __future__ import annotations
 
 import os
-import re
 from collections import Counter
 from collections.abc import Callable, Hashable
 from concurrent.futures import ThreadPoolExecutor
@@ -25,14 +24,13 @@ from dynscope.analysis.breaks import BreakGroup
 from dynscope.analysis.cache_compare import CacheComparison, compare_caches
 from dynscope.analysis.cache_text import cache_comparison_json
 from dynscope.analysis.call_overhead import OverheadChange, overhead_changes
+from dynscope.analysis.identity import BreakMatch, FrameIdentity, Place, frame_identities, match_breaks, origin_function
 from dynscope.analysis.run_view import run_view
 from dynscope.analysis.summary import break_json, error_json, recompile_json
 from dynscope.model import Capture, Compile, CompileError, Recompile
 
 SCHEMA = "dynscope.compare/1"
-_RESUME_LINE = re.compile(r"_at_\d+$")
 _T = TypeVar("_T")
-_BreakKey = tuple[str | int | None, ...]  # what makes two runs' breaks the same break
 _CodeIndex = dict[str, tuple[int, list[str]]]  # Capture.output_code_index: compile id -> (bytes, kernel names)
 
 
@@ -54,6 +52,35 @@ class EntryScripts:
         return self.before is not None and self.after is not None and self.before != self.after
 
 
+@dataclass(frozen=True)
+class Backends:
+    """What each run compiled with, as the stages it recorded tell (a capture does not name the
+    backend): "inductor", "aot_autograd" (AOTAutograd without Inductor: aot_eager and the like),
+    "dynamo" (neither: eager or a backend of one's own); None when the run compiled nothing."""
+
+    before: str | None
+    after: str | None
+
+    @property
+    def differ(self) -> bool:
+        return self.before is not None and self.after is not None and self.before != self.after
+
+
+BACKEND_WORDS = {"inductor": "inductor", "aot_autograd": "aot_eager-like (AOTAutograd, no Inductor)",
+                 "dynamo": "eager-like (no AOTAutograd)"}
+
+
+def backend_kind(capture: Capture) -> str | None:
+    stages = {name for c in capture.compiles() for name in capture.recorded_stage_names(c.compile_id)}
+    if not stages:
+        return None
+    if stages & {"post_grad", "output_code", "scheduler_ir"}:
+        return "inductor"
+    if any(name.startswith("aot_") for name in stages):
+        return "aot_autograd"
+    return "dynamo"
+
+
 @dataclass
 class Comparison:
     before: Capture
@@ -67,6 +94,7 @@ class Comparison:
     errors_removed: list[CompileError] = field(default_factory=list)
     frames: list[dict[str, Any]] = field(default_factory=list)
     scripts: EntryScripts = EntryScripts(None, None)
+    backends: Backends = Backends(None, None)
     caches: CacheComparison | None = None  # None: neither run logged a cache lookup (caches off)
 
     @property
@@ -79,18 +107,27 @@ def compare(before: Capture, after: Capture) -> Comparison:
     # reading is most of the time.
     with ThreadPoolExecutor(max_workers=2) as pool:
         code_a, code_b = pool.map(_read, (before, after))
-    result = Comparison(before, after, scripts=EntryScripts(entry_script(before), entry_script(after)))
+    result = Comparison(before, after, scripts=EntryScripts(entry_script(before), entry_script(after)),
+                        backends=Backends(backend_kind(before), backend_kind(after)))
     place = _place(result.scripts)
-    _match_breaks(result, place)
+    frame_a, frame_b = frame_identities(_match_breaks(result, place))
     cwd_a, cwd_b = before.run.cwd, after.run.cwd
+    # A recompile or an error is the same when its frame (by identity), file and what failed agree.
+    # Then, among what is left, by the function a resumed frame continues: the same guard failing
+    # in f's code after its last break is the same recompile when that break changed.
     result.recompiles_added, result.recompiles_removed = _difference(
         before.recompiles(), after.recompiles(),
-        lambda r, cwd: (same_function(r.function), place(r.file, cwd), _guard_key(r)),
-        cwd_a, cwd_b)
+        (lambda r: (frame_a(r.function), place(r.file, cwd_a), _guard_key(r)),
+         lambda r: (frame_b(r.function), place(r.file, cwd_b), _guard_key(r))),
+        (lambda r: (origin_function(r.function), place(r.file, cwd_a), _guard_key(r)),
+         lambda r: (origin_function(r.function), place(r.file, cwd_b), _guard_key(r))))
     result.errors_added, result.errors_removed = _difference(
         before.errors(), after.errors(),
-        lambda e, cwd: (same_function(e.function), place(e.file, cwd), e.fail_type), cwd_a, cwd_b)
-    result.frames = _frames(before, after, code_a, code_b, place)
+        (lambda e: (frame_a(e.function), place(e.file, cwd_a), e.fail_type),
+         lambda e: (frame_b(e.function), place(e.file, cwd_b), e.fail_type)),
+        (lambda e: (origin_function(e.function), place(e.file, cwd_a), e.fail_type),
+         lambda e: (origin_function(e.function), place(e.file, cwd_b), e.fail_type)))
+    result.frames = _frames(before, after, code_a, code_b, place, frame_a, frame_b)
     result.caches = compare_caches(before, after)
     return result
 
@@ -107,7 +144,7 @@ def entry_script(capture: Capture) -> str | None:
     return os.path.normpath(relative(script, cwd) or script)
 
 
-def _place(scripts: EntryScripts) -> Callable[[str | None, str | None], str | None]:
+def _place(scripts: EntryScripts) -> Place:
     """A file as the comparison names it: relative to its run's directory, and the BEFORE run's
     entry script named as the AFTER run's when they differ."""
     if not scripts.renamed:
@@ -130,50 +167,15 @@ def relative(path: str | None, cwd: str | None) -> str | None:
     return path
 
 
-def same_function(name: str | None) -> str | None:
-    """A resume function's name without the line it resumes at (torch_dynamo_resume_in_f_at_16):
-    the same code after lines above it moved."""
-    return _RESUME_LINE.sub("", name) if name and name.startswith("torch_dynamo_resume_in_") else name
+# -- graph breaks ----------------------------------------------------------------------------
 
-
-# -- graph breaks --------------------------------------------------------------------------
-
-def _match_breaks(result: Comparison, place: Callable[[str | None, str | None], str | None]) -> None:
-    cwd_a, cwd_b = result.before.run.cwd, result.after.run.cwd
-
-    def same_place(g: BreakGroup, cwd: str | None) -> _BreakKey:
-        return (_kind(g), place(g.location.file, cwd), g.location.line)
-
-    def same_code(g: BreakGroup, cwd: str | None) -> _BreakKey | None:  # wherever an edit moved it
-        code = (g.location.code or "").strip()
-        return (_kind(g), place(g.location.file, cwd), g.location.function, code) if code else None
-
-    removed = list(run_view(result.before).break_groups)  # copies: matching takes items out
-    added = list(run_view(result.after).break_groups)
-    keys: tuple[tuple[Callable[[BreakGroup, str | None], _BreakKey | None], list[MovedBreak] | None], ...] = (
-        (same_place, None), (same_code, result.breaks_moved))
-    for key, pairs in keys:
-        pool: dict[_BreakKey, list[BreakGroup]] = {}
-        for g in removed:
-            if (k := key(g, cwd_a)) is not None:
-                pool.setdefault(k, []).append(g)
-        unmatched = []
-        for g in added:
-            k = key(g, cwd_b)
-            candidates = pool.get(k) if k is not None else None
-            if not candidates:
-                unmatched.append(g)
-                continue
-            old = candidates.pop(0)
-            removed.remove(old)
-            if pairs is not None:
-                pairs.append(MovedBreak(old, g))
-        added = unmatched
-    result.breaks_added, result.breaks_removed = added, removed
-
-
-def _kind(g: BreakGroup) -> str:
-    return g.gb_id or g.gb_type or g.headline
+def _match_breaks(result: Comparison, place: Place) -> BreakMatch:
+    """Breaks matched by identity (dynscope.analysis.identity), never by line number."""
+    match = match_breaks(list(run_view(result.before).break_groups), list(run_view(result.after).break_groups),
+                         place, result.before.run.cwd, result.after.run.cwd)
+    result.breaks_added, result.breaks_removed = match.added, match.removed
+    result.breaks_moved = [MovedBreak(a, b) for a, b in match.moved]
+    return match
 
 
 # -- recompiles and errors ----------------------------------------------------------------
@@ -183,22 +185,34 @@ def _guard_key(r: Recompile) -> str:
     return (failure.guard if failure and failure.guard else r.reason.splitlines()[0] if r.reason else "")
 
 
-def _difference(before: list[_T], after: list[_T], key: Callable[[_T, str | None], Hashable],
-                cwd_a: str | None, cwd_b: str | None) -> tuple[list[_T], list[_T]]:
+_Keys = tuple[Callable[[_T], Hashable], Callable[[_T], Hashable]]  # what makes an item the same: before's, after's
+
+
+def _difference(before: list[_T], after: list[_T], *tiers: _Keys[_T]) -> tuple[list[_T], list[_T]]:
+    """Items of ``after`` no item of ``before`` matches, and the reverse: by each tier's keys in
+    turn, on what the tiers before it left."""
+    added, removed = after, before
+    for key_a, key_b in tiers:
+        added, removed = _count_difference(removed, added, key_a, key_b)
+    return added, removed
+
+
+def _count_difference(before: list[_T], after: list[_T], key_a: Callable[[_T], Hashable],
+                      key_b: Callable[[_T], Hashable]) -> tuple[list[_T], list[_T]]:
     """Items of ``after`` beyond ``before``'s count of the same key, and the reverse."""
-    count_a = Counter(key(x, cwd_a) for x in before)
-    count_b = Counter(key(x, cwd_b) for x in after)
+    count_a = Counter(key_a(x) for x in before)
+    count_b = Counter(key_b(x) for x in after)
     added: list[_T] = []
     removed: list[_T] = []
     seen: Counter[Hashable] = Counter()
     for x in after:
-        k = key(x, cwd_b)
+        k = key_b(x)
         seen[k] += 1
         if seen[k] > count_a[k]:
             added.append(x)
     seen.clear()
     for x in before:
-        k = key(x, cwd_a)
+        k = key_a(x)
         seen[k] += 1
         if seen[k] > count_b[k]:
             removed.append(x)
@@ -212,15 +226,15 @@ def _read(capture: Capture) -> _CodeIndex:
     return capture.output_code_index()
 
 
-def _frames(before: Capture, after: Capture, code_a: _CodeIndex, code_b: _CodeIndex,
-            place: Callable[[str | None, str | None], str | None]) -> list[dict[str, Any]]:
-    def by_frame(capture: Capture) -> dict[tuple[str | None, str | None], list[Compile]]:
-        frames: dict[tuple[str | None, str | None], list[Compile]] = {}
+def _frames(before: Capture, after: Capture, code_a: _CodeIndex, code_b: _CodeIndex, place: Place,
+            frame_a: FrameIdentity, frame_b: FrameIdentity) -> list[dict[str, Any]]:
+    def by_frame(capture: Capture, frame: FrameIdentity) -> dict[tuple[Hashable, str | None], list[Compile]]:
+        frames: dict[tuple[Hashable, str | None], list[Compile]] = {}
         for c in capture.compiles():
-            frames.setdefault((same_function(c.function), place(c.file, capture.run.cwd)), []).append(c)
+            frames.setdefault((frame(c.function), place(c.file, capture.run.cwd)), []).append(c)
         return frames
 
-    a, b = by_frame(before), by_frame(after)
+    a, b = by_frame(before, frame_a), by_frame(after, frame_b)
     rows = []
     for key in list(dict.fromkeys([*a, *b])):
         ca, cb = a.get(key, []), b.get(key, [])
@@ -273,6 +287,8 @@ def comparison_document(result: Comparison) -> dict[str, Any]:
         "regressed": result.regressed,
         "entry_scripts": {"before": result.scripts.before, "after": result.scripts.after,
                           "renamed": result.scripts.renamed},
+        "backends": {"before": result.backends.before, "after": result.backends.after,
+                     "differ": result.backends.differ},
         "graph_breaks": {
             "added": [break_json(g) for g in result.breaks_added],
             "removed": [break_json(g) for g in result.breaks_removed],

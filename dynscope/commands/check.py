@@ -34,6 +34,7 @@ class CaseResult:
     name: str
     failures: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    details: list[str] = field(default_factory=list)  # a failed limit's problems, one line each
 
 
 class Command:
@@ -116,10 +117,13 @@ def _refuse_incomplete(capture) -> None:
 
 def _against_baseline(capture, base, allowances, out: _Output) -> list[CaseResult]:
     from dynscope.analysis.baseline import new_findings
+    from dynscope.analysis.changes import comparison_warnings
     from dynscope.analysis.compare import compare
 
     cases = {kind: CaseResult(f"no new {name}") for kind, name in _KINDS.items()}
     comparison = compare(base, capture)
+    for warning in comparison_warnings(comparison):  # entry scripts or backends differ: said, not failed
+        out.warning(f"{capture.path}: {warning}")
     for finding in new_findings(comparison):
         allowed = next((a for a in allowances if a.covers(finding)), None)
         case = cases[finding.kind]
@@ -148,6 +152,7 @@ def _new_cache_misses(path: str, caches, out: _Output) -> list[CaseResult]:
 
 
 def _within_limits(path: str, capture, limits: dict[str, int | None], out: _Output) -> list[CaseResult]:
+    from dynscope.analysis.baseline import LIMIT_FINDINGS
     from dynscope.analysis.run_view import run_view
 
     view = run_view(capture)
@@ -165,6 +170,11 @@ def _within_limits(path: str, capture, limits: dict[str, int | None], out: _Outp
         if found[what] > limit:
             case.failures.append(line)
         out.limit(path, line, failed=found[what] > limit)
+        if found[what] > limit and what in LIMIT_FINDINGS:  # each problem counted, at its place
+            rule = LIMIT_FINDINGS[what]
+            for finding in rule.findings(capture, rule.option):
+                case.details.append(finding.compiler_line())
+                out.finding(finding)
         cases.append(case)
     return cases
 
@@ -230,6 +240,17 @@ class _Output:
         else:
             print(self.visible(f"{finding.compiler_line()} (allowed: {reason})"))
 
+    def warning(self, text: str) -> None:
+        """What makes a comparison less telling (different entry scripts or backends): said, never failed."""
+        if self.form == "sarif":
+            from dynscope.reporters.sarif import SarifNotice
+
+            self.sarif_notices.append(SarifNotice(text, failed=False, level="warning"))
+        elif self.form == "github":
+            print(_annotation("warning", "dynscope check", text, None, None))
+        else:
+            print(self.visible(f"warning: {text}"))
+
     def limit(self, path: str, line: str, *, failed: bool) -> None:
         if self.form == "sarif":
             from dynscope.reporters.sarif import SarifNotice
@@ -275,7 +296,7 @@ def _write_junit(path: str, suites: dict[str, list[CaseResult]]) -> None:
             element = ET.SubElement(suite, "testcase", classname="dynscope", name=visible(case.name))
             if case.failures:
                 failure = ET.SubElement(element, "failure", message=visible(case.failures[0]))
-                failure.text = visible("\n".join(case.failures))
+                failure.text = visible("\n".join(case.failures + case.details))
             if case.notes:
                 ET.SubElement(element, "system-out").text = visible("\n".join(case.notes))
     try:

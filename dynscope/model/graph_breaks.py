@@ -27,7 +27,7 @@ def _from_probe(seen: contract.GraphBreakSeen, event: Event, compiles: dict[str,
                 resume_functions: list[Compile]) -> GraphBreak:
     message = seen.message or ""
     text = parse_break_message(message)
-    stack = tuple(StackFrame(f.file, f.line, f.function, f.code) for f in seen.user_stack)
+    stack = tuple(StackFrame(f.file, f.line, f.function, f.code, f.qualname, f.statement, f.above, f.below) for f in seen.user_stack)
     reason = seen.reason or message
     consequence, skipped = break_consequence(reason, text.chained, seen.skip_frame)
     # A chained break ("graph break in loop") is named by its root cause: the first break.

@@ -39,6 +39,13 @@ class StackFrame:
     line: int | None
     function: str | None
     code: str | None = None  # the source line, when torch recorded it
+    # What identifies the line across edits, where dynscope recorded it (graph breaks): the
+    # qualified name of its function, the whole statement the line belongs to and the nearest
+    # statements above and below, nearest first (events.BreakFrame).
+    qualname: str | None = None
+    statement: str | None = None
+    above: tuple[str, ...] = ()
+    below: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from dynscope.events import BreakFrame, GraphBreakSeen, write
-from dynscope.probes import compat
+from dynscope.probes import compat, source_lines
 from dynscope.probes.sink import Sink
 
 
@@ -60,9 +60,17 @@ def _record(tx: Any, code_options: dict[str, Any], reason: str, exc: BaseExcepti
 
 
 def _frame(summary: Any) -> BreakFrame:
+    file, line = getattr(summary, "filename", None), getattr(summary, "lineno", None)
+    facts = None
+    if isinstance(file, str) and isinstance(line, int) and source_lines.users_file(file):
+        facts = source_lines.line_facts(file, line)
     return BreakFrame(
-        file=getattr(summary, "filename", None),
-        line=getattr(summary, "lineno", None),
+        file=file,
+        line=line,
         function=getattr(summary, "name", None),
         code=(getattr(summary, "line", None) or "").strip() or None,
+        qualname=facts.qualname if facts else None,
+        statement=facts.statement if facts else None,
+        above=facts.above if facts else (),
+        below=facts.below if facts else (),
     )

@@ -44,8 +44,9 @@ from dynscope.store.writer import check_capture_target, payload_hash
 KEPT_META = ("dynscope_version", "torch_version", "python", "platform", "started", "finished", "rank",
              "world_size", "exit_code", "signal", "keep_caches", "device", "probes", "probe_details",
              "probe_errors", "profiled", "forced_eager", "complete", "incomplete_reason", "imported")
-# Metadata fields that hold one source line (torch's frames: ``loc``; dynscope's: ``code``).
-SOURCE_FIELDS = frozenset({"loc", "code"})
+# Metadata fields that hold source (torch's frames: ``loc``; dynscope's: ``code``, and a break
+# frame's ``statement`` and neighbouring statements ``above`` and ``below``, each item of their lists).
+SOURCE_FIELDS = frozenset({"loc", "code", "statement", "above", "below"})
 # Metadata fields that hold the repr of a value a guard saw (dynscope:guard_failure's ``actual``).
 GUARD_VALUE_FIELDS = frozenset({"actual", "expected"})
 # Metadata fields that hold a command line or an environment: emptied, whatever they hold.
