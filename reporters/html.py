@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from dynscope.analysis.alerts import clean_line
 from dynscope.analysis.breaks import BreakGroup
 from dynscope.analysis.changes import comparison_lines
 from dynscope.analysis.compile_time import phase_label
@@ -194,6 +195,9 @@ class _RankView:
             "run": self._run_facts(),
             "counts": view.totals,
             "problems": [self._problem(p, groups, recompiles) for p in view.problems[:10]],
+            "alerts": self._alerts(view),
+            "clean": view.clean,
+            "clean_line": clean_line(view.alerts),
             "runtime": self._runtime(view),
             "minify": view.minify_results,
             "numerics": self._numerics(view),
@@ -214,6 +218,11 @@ class _RankView:
                             f"slowest, are shown in full); `dynscope stages` and `dynscope show` read any of them."
                             if len(detailed) < len(compiles) else None),
         }
+
+    def _alerts(self, view: RunView) -> list[dict[str, Any]]:
+        """What is wrong beyond the compiles, each with its place (the overview leads with them)."""
+        return [{"kind": a.kind, "title": a.title, "detail": a.detail,
+                 "where": location(a.file, a.line, self.cwd) if a.file else None} for a in view.alerts]
 
     def _run_facts(self) -> dict[str, Any]:
         run = self.capture.run

@@ -57,6 +57,9 @@ def render_summary(capture: Capture, console: Console, *, compile_time: bool = F
     if run.incomplete:
         console.print(_incomplete_line(capture))
     console.print(_headline(capture))
+    alerts = _alerts_section(view, cwd)
+    if alerts is not None:
+        console.print(alerts)
     console.print(_counts(view))
     imported = capture.run.imported
     if isinstance(imported, dict):
@@ -110,6 +113,19 @@ def render_summary(capture: Capture, console: Console, *, compile_time: bool = F
     if compile_time:
         console.print(_compile_time_section(view, cwd))
     _footer(view, console)
+
+
+def _alerts_section(view: RunView, cwd: str | None) -> Group | None:
+    """What is wrong beyond the compiles (a numerics suspect, compiled no faster than eager), first."""
+    if not view.alerts:
+        return None
+    rows = [Text("Needs attention", style="bold red")]
+    for alert in view.alerts:
+        rows.append(Text(f"  ! {alert.title}", style="bold red"))
+        if alert.file:
+            rows.append(Text(f"    {location(alert.file, alert.line, cwd)}", style="cyan"))
+        rows.append(Text(f"    {alert.detail}"))
+    return Group(*rows)
 
 
 def _imported_line(imported: dict) -> Text:

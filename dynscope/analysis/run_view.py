@@ -16,6 +16,7 @@ import weakref
 from functools import cached_property
 
 from dynscope.analysis import runtime
+from dynscope.analysis.alerts import RunAlert, run_alerts
 from dynscope.analysis.breaks import BreakGroup, group_breaks
 from dynscope.analysis.caches import CacheReport, cache_report
 from dynscope.analysis.call_overhead import CallOverhead, call_overheads
@@ -221,6 +222,16 @@ class RunView:
     def problems(self) -> list[Problem]:
         """What went wrong, most harmful first (dynscope.analysis.problems)."""
         return top_problems(self)
+
+    @cached_property
+    def alerts(self) -> list[RunAlert]:
+        """What is wrong with the run beyond its compiles: a numerics suspect, compiled no faster than eager."""
+        return run_alerts(self.numerics, self.vs_eager)
+
+    @property
+    def clean(self) -> bool:
+        """Nothing to report: no compile problem and no alert. The one place every view asks."""
+        return not self.problems and not self.alerts
 
     @cached_property
     def not_understood(self) -> dict[str, tuple[int, str]]:
