@@ -102,13 +102,18 @@ PAGES_BY_COMMAND: dict[str, Page] = {
         "dynscope report run.dynscope -o report.html\ndynscope report run.dynscope --format md > report.md"),
     "check": Page(
         "Fails a CI job on what a run added over its baseline (`--baseline`, matched as `compare` matches) or "
-        "on more than a limit allows (`--max-graph-breaks`..., `--max-cache-misses`). Findings print as compiler-style lines, GitHub "
+        "on more than a limit allows (`--max-graph-breaks`..., `--max-cache-misses`). `--max-numerics-suspects N` "
+        "gates a `dynscope numerics -o` capture (a failure names each suspect's line) and `--min-speedup X` an "
+        "`explain --vs-eager` capture (compiled at least X times eager's speed); given a capture without that "
+        "check, they stop with status 2. Findings print as compiler-style lines, GitHub "
         "annotations (`--format github`) or one SARIF 2.1.0 log for code scanning (`--format sarif`); `--junit` "
         "also writes JUnit XML; an allow file accepts known problems, each with a reason "
         "([summary-json.md](../summary-json.md#dynscope-check)).",
         ((0, "no new problem and every limit holds"), (1, "a new problem or a limit exceeded"),
          (2, "also: an incomplete capture, whatever the limits")),
         "dynscope check run.dynscope --max-graph-breaks 0 --max-recompiles 2\n"
+        "dynscope check numerics.dynscope --max-numerics-suspects 0\n"
+        "dynscope check profiled.dynscope --min-speedup 1.0   # from: dynscope explain --vs-eager\n"
         "dynscope check branch.dynscope --baseline main.dynscope --allow known.toml --format sarif > dynscope.sarif",
         shown=("check", f"{SAMPLE}/graph_breaks_eager.dynscope", "--baseline", f"{SAMPLE}/train_loop_aot_eager.dynscope")),
     "compare": Page(

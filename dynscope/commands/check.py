@@ -39,7 +39,8 @@ class CaseResult:
 class Command:
     name = "check"
     help = ("fail (exit 1) on problems a run added over --baseline, or above --max-graph-breaks / "
-            "--max-recompiles / --max-errors / --max-cache-misses (for CI)")
+            "--max-recompiles / --max-errors / --max-cache-misses / --max-numerics-suspects, or below "
+            "--min-speedup (for CI)")
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("captures", nargs="+", metavar="CAPTURE", help=".dynscope capture files (every rank counts)")
