@@ -27,7 +27,7 @@ from dynscope.analysis.compile_time import phase_label
 from dynscope.analysis.diff import diff_compiles, diff_stages, previous_recorded
 from dynscope.analysis.dot import render_svg, stage_to_dot
 from dynscope.analysis.names import command_line, friendly_function, location, seconds_text, short_path
-from dynscope.analysis.overview import compile_seconds, not_understood_line, stage_seconds
+from dynscope.analysis.overview import compile_seconds, not_understood_line
 from dynscope.analysis.problems import (
     CompileErrorProblem,
     GraphBreakProblem,
@@ -202,7 +202,7 @@ class _RankView:
             "minify": view.minify_results,
             "numerics": self._numerics(view),
             "not_understood": not_understood_line(view.not_understood),
-            "stage_totals": self._stage_totals(stage_seconds(compiles)),
+            "stage_totals": self._stage_totals(view.totals.time_by_phase),
             "timeline": self._timeline(compiles),
             "flame": self._compile_flame(view),
             "breaks": [self._break(i, g) for i, g in enumerate(groups)],
@@ -262,10 +262,12 @@ class _RankView:
             "plots": numerics_plots(n),
         }
 
-    def _stage_totals(self, totals_by_stage: dict[str, float]) -> list[dict[str, Any]]:
-        whole = sum(totals_by_stage.values()) or 1.0
-        return [{"name": n, "seconds": v, "percent": 100 * v / whole, "color": _STAGE_COLORS.get(n, "#868e96")}
-                for n, v in totals_by_stage.items()]
+    def _stage_totals(self, parts: tuple[tuple[str, float], ...]) -> list[dict[str, Any]]:
+        """The run's compile time by phase, named and coloured as the per-frame phases below."""
+        colors = {phase_label(p): c for p, c in _PHASE_COLORS.items()}
+        whole = sum(v for _, v in parts) or 1.0
+        return [{"name": n, "seconds": v, "percent": 100 * v / whole,
+                 "color": colors.get(n) or colors.get(n.split(" + ")[0], "#868e96")} for n, v in parts]
 
     def _problem(self, problem: Problem, groups: list[BreakGroup], recompiles: list[Recompile]) -> dict[str, Any]:
         """A ranked problem with a link to the section that explains it."""

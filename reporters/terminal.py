@@ -13,7 +13,7 @@ from dynscope.analysis.cache_text import cache_lines
 from dynscope.analysis.compile_time import phase_label
 from dynscope.analysis.names import command_line, condensed, first_line, friendly_function, location, plural, seconds_text, short_path
 from dynscope.analysis.numerics import NumericsView
-from dynscope.analysis.overview import not_understood_line, stage_seconds
+from dynscope.analysis.overview import compile_time_parts, not_understood_line, parts_text
 from dynscope.analysis.problems import advice_for
 from dynscope.analysis.run_view import RunView, run_view
 from dynscope.analysis.runtime import VsEager, cudagraph_line
@@ -225,8 +225,7 @@ def _counts(view: RunView) -> Text:
     text.append(" · ")
     text.append(plural(t.errors, "error"), style="bold red" if t.errors else "")
     if t.compile_time_s:
-        parts = " · ".join(f"{name} {seconds:.2f} s" for name, seconds in t.stage_times.items())
-        text.append(f"\nCompile time {t.compile_time_s:.2f} s: {parts}")
+        text.append(f"\nCompile time {t.compile_time_s:.2f} s: {parts_text(t.time_by_phase)}")
     return text
 
 
@@ -461,6 +460,7 @@ def _recompiles_section(view: RunView, cwd: str | None, fixes: Sequence[FixResul
 
 def _frames_section(view: RunView, cwd: str | None) -> Group:
     capture, seconds = view.capture, view.compile_seconds
+    phases = capture.compile_phases()
     by_id = {c.compile_id: c for c in view.compiles}
     frames = sorted(view.frames, key=lambda f: -sum(seconds[c] for c in f.compile_ids))
     rows: list = [Text("Compiled frames, by compile time", style="bold")]
@@ -475,9 +475,9 @@ def _frames_section(view: RunView, cwd: str | None) -> Group:
         bad = sorted({words.get(capture.failure_kind(c) or "", c.status) for c in cs} - {"ok"})
         if bad:
             line.append(f"  {', '.join(bad)}", style="red")
-        stages = stage_seconds(cs)
-        if stages:
-            line.append("  [" + " · ".join(f"{n} {v:.2f}" for n, v in stages.items()) + "]", style="dim")
+        parts = compile_time_parts(cs, phases)
+        if parts:
+            line.append(f"  [{parts_text(parts, '')}]", style="dim")
         rows.append(line)
     if len(frames) > _MAX_LISTED:
         rows.append(Text(f"  … and {len(frames) - _MAX_LISTED} more frames", style="dim"))

@@ -13,7 +13,7 @@ from textual.widgets.option_list import Option
 
 from dynscope.analysis.alerts import RunAlert, clean_line
 from dynscope.analysis.names import friendly_function, location, plural, seconds_text
-from dynscope.analysis.overview import Totals, not_understood_line
+from dynscope.analysis.overview import Totals, not_understood_line, parts_text
 from dynscope.analysis.problems import (
     CompileErrorProblem,
     GraphBreakProblem,
@@ -131,7 +131,7 @@ def run_facts(capture: Capture, totals: Totals, *, hide_volatile: bool) -> Text:
         " · ", (plural(totals.errors, "error"), "bold red" if totals.errors else ""),
     ))
     if not hide_volatile and totals.compile_time_s:
-        by_stage = " · ".join(f"{name} {value:.2f}" for name, value in totals.stage_times.items())
+        by_stage = parts_text(totals.time_by_phase, "")
         rows.append(line(("compile time ", "dim"), seconds(totals.compile_time_s), (f"  ({by_stage})", "dim")))
     view = run_view(capture)
     if not hide_volatile:

@@ -22,7 +22,7 @@ from dynscope.analysis.caches import CacheReport, cache_report
 from dynscope.analysis.call_overhead import CallOverhead, call_overheads
 from dynscope.analysis.compile_time import CompileTime, FrameCompileTime, compile_times, frame_compile_times
 from dynscope.analysis.numerics import NumericsView, numerics_view
-from dynscope.analysis.overview import Totals, compile_seconds, stage_seconds
+from dynscope.analysis.overview import Totals, compile_seconds, compile_time_parts, stage_seconds
 from dynscope.analysis.problems import Problem, recompiles_by_frame, top_problems
 from dynscope.analysis.runtime import CostedBreak, EntryRuntime, FrameRecompiles, FrameRuntime, RecompileRuntime, TimeSplit, VsEager
 from dynscope.model import (
@@ -115,6 +115,7 @@ class RunView:
             errors=len(self.errors),
             compile_time_s=sum(self.compile_seconds.values()),
             stage_times=stage_seconds(self.compiles),
+            time_by_phase=compile_time_parts(self.compiles, self.capture.compile_phases()),
             skipped_frames=len(self.skipped_frames),
             recompile_limit_hits=len(self.recompile_limit_hits),
         )
