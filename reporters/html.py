@@ -26,7 +26,7 @@ from dynscope.analysis.changes import comparison_lines
 from dynscope.analysis.compile_time import phase_label
 from dynscope.analysis.diff import diff_compiles, diff_stages, previous_recorded
 from dynscope.analysis.dot import render_svg, stage_to_dot
-from dynscope.analysis.names import command_line, friendly_function, location, seconds_text, short_path
+from dynscope.analysis.names import ATTEMPTS_MEANING, attempts_note, command_line, friendly_function, location, seconds_text, short_path
 from dynscope.analysis.overview import compile_seconds, not_understood_line
 from dynscope.analysis.problems import (
     CompileErrorProblem,
@@ -213,6 +213,7 @@ class _RankView:
                 for e in view.errors
             ],
             "compiles": [self._compile(c, c.compile_id in detailed) for c in compiles],
+            "attempts_meaning": ATTEMPTS_MEANING if any(c.attempts > 1 for c in compiles) else None,
             "detail_note": (f"{len(compiles) - len(detailed)} of {len(compiles)} compiles are listed without their "
                             f"stages to keep this report usable (those with breaks, recompiles and errors, then the "
                             f"slowest, are shown in full); `dynscope stages` and `dynscope show` read any of them."
@@ -449,6 +450,7 @@ class _RankView:
             "pipeline": [stage_json(s) for s in stages],
             "payload": payload, "payload_note": note,
             "modes": self._modes.get(c.compile_id, []),
+            "attempts_note": attempts_note(c.attempts, c.restart_reasons) if c.attempts > 1 else None,
         }
 
     def _payload(self, c: Compile, stages: list[Stage]) -> tuple[str | None, str | None]:

@@ -153,7 +153,8 @@ def compile_label(c: Compile) -> Text:
     if c.is_recompile:
         label.append(" recompile", style="magenta")
     if c.attempts > 1:
-        label.append(f" · {c.attempts} attempts", style="dim")
+        # what an attempt is, in the label itself: a restart, mostly after a graph break (ATTEMPTS_MEANING)
+        label.append(f" · traced {c.attempts}× (Dynamo restarted its analysis)", style="dim")
     if c.graph_op_count is not None:
         label.append(f" · {plural(c.graph_op_count, 'op')}", style="dim")
     return label

@@ -46,3 +46,26 @@ def test_metrics_only_stages_are_named_in_the_same_words():
     assert _names(headline) == ["Dynamo tracing", "AOT dispatch and partition", "backward compile"]
     assert stage_label("codegen") == "code generation + C++/Triton compilation"
     assert stage_label("inductor") == "Inductor passes + Inductor lowering + Inductor scheduling"
+
+
+BREAKS = ROOT / "tests" / "data" / "captures" / "2.13.0+cpu" / "graph_breaks_eager.dynscope"  # 0/0: 2 attempts
+
+
+def test_attempts_are_explained_where_shown():
+    import html
+
+    from dynscope.analysis.names import ATTEMPTS_MEANING, attempts_note
+    from dynscope.reporters.html import HtmlReporter
+    from dynscope.tui.navigator import compile_label
+
+    out = io.StringIO()
+    with Capture.open(str(BREAKS)) as capture:
+        HtmlReporter.prepare([capture], ReportOptions()).render(out)
+        first = next(c for c in capture.compiles() if c.compile_id == "0/0")
+        label = compile_label(first).plain
+    page = html.unescape(out.getvalue())
+    assert "(2 attempts)" in page and ATTEMPTS_MEANING in page
+    note = attempts_note(first.attempts, first.restart_reasons)
+    assert note == "2 attempts: Dynamo restarted its analysis once, after: Failed to trace builtin operator"
+    assert f'title="{note}"' in page
+    assert "traced 2× (Dynamo restarted its analysis)" in label
