@@ -122,10 +122,17 @@ STDOUT = "-"
 _INPUT_SUFFIXES = (".dynscope", ".py")
 
 
+def _is_capture(path: str) -> bool:
+    """An existing capture, told by its header whatever its name."""
+    from dynscope.store.header import is_capture_file
+
+    return os.path.isfile(path) and is_capture_file(path)
+
+
 class _DocumentPath(argparse.Action):
     def __call__(self, parser, namespace, values, option_string=None) -> None:
         value = STDOUT if values is None else str(values)
-        if value.endswith(_INPUT_SUFFIXES):
+        if value.endswith(_INPUT_SUFFIXES) or _is_capture(value):
             namespace.stray_inputs = [*getattr(namespace, "stray_inputs", []), value]
             value = STDOUT
         setattr(namespace, self.dest, value)

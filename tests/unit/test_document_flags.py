@@ -57,11 +57,16 @@ def test_md_without_a_path_goes_to_stdout(capsys):
 
 
 def test_a_document_never_replaces_a_capture(tmp_path, capsys):
-    other = tmp_path / "other.capture"  # a capture by its header, whatever its name
+    other = tmp_path / "other.capture"  # a capture by its header, whatever its name: an input
     shutil.copy(TRAIN, other)
     before = other.read_bytes()
-    assert _code(["summary", BREAKS, "--json", str(other)]) == 2
-    assert "refusing to overwrite" in capsys.readouterr().err and other.read_bytes() == before
+    assert main(["summary", "--json", str(other)]) == 0
+    assert json.loads(capsys.readouterr().out)["capture"] == str(other) and other.read_bytes() == before
+    assert main(["summary", BREAKS, "--json", str(other)]) == 0  # both summarized, as the ranks of one run
+    assert json.loads(capsys.readouterr().out)["schema"] == "dynscope.summary-set/1" and other.read_bytes() == before
+    wal = tmp_path / "x.json"
+    assert _code(["summary", str(other), "--json", str(other) + "-wal"]) == 2  # part of a capture it reads
+    assert "refusing to write" in capsys.readouterr().err and not wal.exists()
 
 
 @pytest.mark.parametrize("argv", [["fix", "--json", "train.py"], ["fix", "--md", "train.py"],
