@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from typing import Literal
 
 from dynscope.errors import DynscopeError
 
@@ -118,8 +119,9 @@ def _same_file(a: str, b: str) -> bool:
 # path prints it on stdout.
 STDOUT = "-"
 # A value the option would take that is one of the command's inputs, not a document to write:
-# `summary --json run.dynscope` means the capture, never "overwrite it with JSON".
-_INPUT_SUFFIXES = (".dynscope", ".py")
+# `summary --json run.dynscope` means the capture, never "overwrite it with JSON"; `fix --json
+# train.py` means the script.
+InputKind = Literal["captures", "program"]
 
 
 def _is_capture(path: str) -> bool:
@@ -130,21 +132,31 @@ def _is_capture(path: str) -> bool:
 
 
 class _DocumentPath(argparse.Action):
+    def __init__(self, *args, inputs: InputKind, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.inputs = inputs
+
+    def _is_input(self, value: str) -> bool:
+        if self.inputs == "program":
+            return value.endswith(".py")
+        return value.endswith(".dynscope") or _is_capture(value)
+
     def __call__(self, parser, namespace, values, option_string=None) -> None:
         value = STDOUT if values is None else str(values)
-        if value.endswith(_INPUT_SUFFIXES) or _is_capture(value):
+        if self._is_input(value):
             namespace.stray_inputs = [*getattr(namespace, "stray_inputs", []), value]
             value = STDOUT
         setattr(namespace, self.dest, value)
 
 
 def add_document_options(parser: argparse.ArgumentParser | argparse._MutuallyExclusiveGroup, *, json_help: str,
-                         md_help: str | None, json_dest: str = "json") -> None:
-    """``--json [PATH]`` (and ``--md [PATH]`` where the command has a Markdown form)."""
-    parser.add_argument("--json", dest=json_dest, nargs="?", action=_DocumentPath, default=None, metavar="PATH",
-                        help=f"{json_help}: to PATH, or to stdout without one")
+                         md_help: str | None, inputs: InputKind, json_dest: str = "json") -> None:
+    """``--json [PATH]`` (and ``--md [PATH]`` where the command has a Markdown form). ``inputs``: what the
+    command reads (captures, or a program to run), which the flags never take for their path."""
+    parser.add_argument("--json", dest=json_dest, nargs="?", action=_DocumentPath, inputs=inputs, default=None,
+                        metavar="PATH", help=f"{json_help}: to PATH, or to stdout without one")
     if md_help is not None:
-        parser.add_argument("--md", nargs="?", action=_DocumentPath, default=None, metavar="PATH",
+        parser.add_argument("--md", nargs="?", action=_DocumentPath, inputs=inputs, default=None, metavar="PATH",
                             help=f"{md_help}: to PATH, or to stdout without one")
 
 

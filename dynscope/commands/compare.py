@@ -22,7 +22,7 @@ class Command:
                             help="BEFORE AFTER (e.g. main's capture, then your branch's); several ranks: all "
                                  "BEFORE ranks, then all AFTER ranks in the same order (main.rank*.dynscope "
                                  "branch.rank*.dynscope), compared rank by rank")
-        add_document_options(parser, json_help="the dynscope.compare/1 document (docs/summary-json.md)",
+        add_document_options(parser, inputs="captures", json_help="the dynscope.compare/1 document (docs/summary-json.md)",
                              md_help="Markdown for a pull request or an issue")
 
     def run(self, args: argparse.Namespace) -> int:

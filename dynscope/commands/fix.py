@@ -60,7 +60,7 @@ class Command:
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
         parser.usage = USAGE
-        add_document_options(parser, json_dest="output", json_help="the result as JSON (schema dynscope.fix/2)",
+        add_document_options(parser, inputs="program", json_dest="output", json_help="the result as JSON (schema dynscope.fix/2)",
                              md_help="the result as Markdown (for an issue or PR comment)")
         parser.add_argument("-o", "--output", dest="old_output", metavar="PATH",
                             help="the old spelling of --json PATH (until the next release)")
@@ -214,6 +214,7 @@ def _options(args: argparse.Namespace):
 
     refuse_program_as_document(args)
     if args.old_output is not None:
+        _check_output("-o", args.old_output, args.capture)  # first: a refusal stays one line
         old_spelling("fix -o PATH", "fix --json PATH")
         args.output = args.old_output
     if not args.budget > 0:  # NaN too
@@ -245,6 +246,7 @@ def _options(args: argparse.Namespace):
     for option, path in (("--json", args.output), ("--md", args.md), ("--diff", args.diff)):
         if path != STDOUT:
             _check_output(option, path, args.capture)
+
     return Options(program=program, out_dir="", budget_s=args.budget,
                    jobs=args.jobs or os.cpu_count() or 1, rtol=args.rtol, atol=args.atol, only=args.only,
                    from_capture=args.capture and os.path.abspath(args.capture), tries=tries, cwd=cwd,

@@ -46,7 +46,7 @@ class Command:
                             help="capture file to write (default: <script>-<time>.dynscope in the current directory)")
         from dynscope.commands._common import add_document_options
 
-        add_document_options(parser, json_dest="json_path", md_help=None,
+        add_document_options(parser, inputs="program", json_dest="json_path", md_help=None,
                              json_help="also write the result as JSON (schema dynscope.numerics/1, "
                                        "docs/numerics-json.md; on stdout after the program's own output)")
         parser.add_argument("--factor", type=float, default=None, metavar="F",

@@ -18,7 +18,7 @@ class Command:
         # nargs "*": `summary --json run.dynscope` names the capture (see _common.add_document_options)
         parser.add_argument("captures", nargs="*", metavar="capture",
                             help="a .dynscope capture file; several (one per rank): where the ranks diverge")
-        add_document_options(parser, json_help="the summary as JSON (schema: docs/summary-json.md)",
+        add_document_options(parser, inputs="captures", json_help="the summary as JSON (schema: docs/summary-json.md)",
                              md_help="the summary as Markdown (as report -o FILE.md writes it)")
         parser.add_argument("--compile-time", action="store_true",
                             help="add compile time by phase per compile and frame, and the costliest modules")
