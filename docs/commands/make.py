@@ -256,7 +256,7 @@ def render(command: str) -> str:
 # The flags that mean the same in every command (dynscope/commands/_common.py holds their one definition).
 FLAGS = """## Flags that mean the same everywhere
 
-- `--json [PATH]` and `--md [PATH]` (`summary`, `compare`, `fix`; `numerics` has `--json [PATH]`): the
+- `--json [PATH]` and `--md [PATH]` (`summary`, `compare`, `report`, `fix`; `numerics` has `--json [PATH]`): the
   document is written to PATH, or to stdout when no path follows (`dynscope summary run.dynscope --json`).
   A capture or a script right after the flag is the command's input, never the document's path:
   `summary --json run.dynscope` prints the summary of `run.dynscope`, and `numerics --json train.py`

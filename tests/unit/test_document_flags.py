@@ -86,3 +86,15 @@ def test_fix_o_is_the_old_spelling_of_json_with_a_notice(capsys, tmp_path, monke
     assert "missing.py" in err[1] and len(err) == 2
     assert _code(["fix", "--json", "fix.json", "missing.py"]) == 2
     assert "is now" not in capsys.readouterr().err
+
+
+def test_report_takes_json_and_md_as_the_others_do(tmp_path, capsys):
+    assert main(["report", BREAKS, "--md"]) == 0
+    assert capsys.readouterr().out.startswith("## torch.compile report (dynscope)")
+    assert main(["report", "--json", BREAKS]) == 0
+    assert json.loads(capsys.readouterr().out)["schema"] == "dynscope.report/1"
+    out = tmp_path / "r.md"
+    assert main(["report", BREAKS, "--md", str(out)]) == 0
+    assert out.read_text().startswith("## torch.compile report (dynscope)")
+    assert _code(["report", BREAKS, "--md", "-o", str(out)]) == 2  # one way to say where it goes
+    assert "names the format and the file itself" in capsys.readouterr().err
