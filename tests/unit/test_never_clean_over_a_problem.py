@@ -188,3 +188,17 @@ def test_a_gate_without_its_data_is_a_one_line_error(argv, says, capsys, fast):
     assert code == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err and says in err
+
+
+def test_the_agents_problems_document_says_not_clean(slow):
+    from dynscope.analysis.documents import problems_document
+
+    with Capture.open(SUSPECT) as capture:
+        doc = problems_document(run_view(capture))
+        assert doc["problems"] == [] and doc["clean"] is False
+        assert doc["alerts"][0]["kind"] == "numerics_suspect" and doc["alerts"][0]["line"] == 25
+    with Capture.open(slow) as capture:
+        assert problems_document(run_view(capture))["alerts"][0]["kind"] == "slower_than_eager"
+    with Capture.open(WITHIN) as capture:
+        doc = problems_document(run_view(capture))
+        assert doc["alerts"] == [] and doc["clean"] is (doc["problems"] == [])
