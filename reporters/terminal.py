@@ -149,6 +149,10 @@ def render_rank_set(captures: list[Capture], console: Console) -> None:
     for capture in captures:
         if capture.run.incomplete:
             console.print(_incomplete_line(capture))
+    for label, capture in zip(differences.labels, captures):
+        alerts = _alerts_section(run_view(capture), capture.run.cwd)
+        if alerts is not None:
+            console.print(Text(label, style="bold"), alerts)
     console.print(Text(f"{len(captures)} captures", style="bold"))
     for label, t in zip(differences.labels, differences.totals):
         console.print(f"  {escape(label)}: {plural(t.compiles, 'compile')} · {plural(t.graph_breaks, 'graph break')} · "
