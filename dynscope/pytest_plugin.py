@@ -2,11 +2,15 @@
 
 - ``@pytest.mark.dynscope(max_graph_breaks=0, max_recompiles=0)``: the test fails when the code
   it runs breaks or recompiles more, naming each break's file:line and reason and each
-  recompile's failed guard. Dynamo's caches are reset first, so the test's own compiles count.
+  recompile's failed guard.
 - ``dynscope_capture``: the typed model (dynscope.model.Capture) of what the test compiled so
   far; every attribute access reads the capture afresh.
 - ``pytest --dynscope-dir DIR``: keep one capture per test, for the TUI and the reports, named
   after the test's node id (capture_file_name: no two tests share one, under xdist too).
+
+Dynamo's caches are reset before each recorded test, so a test records its own compiles whatever
+ran before it in the process. torch's structured trace, which the recording turns up to DEBUG,
+goes into the capture only: it never reaches the test report or the project's log handlers.
 
 Tests that use none of these pay one dictionary lookup: nothing is imported or recorded.
 """
@@ -63,13 +67,15 @@ def _dynscope_recording(request: pytest.FixtureRequest):
     if marker is None and keep_dir is None and "dynscope_capture" not in request.fixturenames:
         yield None
         return
+    from dynscope.probes import compat
     from dynscope.recorder import Recorder
 
     if marker is not None:
         _check_marker(marker)
-        from dynscope.probes import compat
-
-        compat.reset_dynamo()  # earlier tests' cache entries would hide or add compiles
+    # A function an earlier test compiled would run from Dynamo's cache and record nothing (or its
+    # cache entries would add recompiles): every recorded test starts from empty caches, so its
+    # capture is the same alone, after other tests, or on any xdist worker.
+    compat.reset_dynamo()
     from dynscope.errors import DynscopeError
     from dynscope.runner.launcher import exclusive_writer
 

@@ -20,13 +20,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from dynscope.analysis.alerts import clean_line
 from dynscope.analysis.breaks import BreakGroup
 from dynscope.analysis.changes import comparison_lines
 from dynscope.analysis.compile_time import phase_label
 from dynscope.analysis.diff import diff_compiles, diff_stages, previous_recorded
 from dynscope.analysis.dot import render_svg, stage_to_dot
-from dynscope.analysis.names import command_line, friendly_function, location, seconds_text, short_path
-from dynscope.analysis.overview import compile_seconds, not_understood_line, stage_seconds
+from dynscope.analysis.names import ATTEMPTS_MEANING, attempts_note, command_line, friendly_function, location, seconds_text, short_path
+from dynscope.analysis.overview import compile_seconds, not_understood_line
 from dynscope.analysis.problems import (
     CompileErrorProblem,
     GraphBreakProblem,
@@ -194,11 +195,14 @@ class _RankView:
             "run": self._run_facts(),
             "counts": view.totals,
             "problems": [self._problem(p, groups, recompiles) for p in view.problems[:10]],
+            "alerts": self._alerts(view),
+            "clean": view.clean,
+            "clean_line": clean_line(view.alerts),
             "runtime": self._runtime(view),
             "minify": view.minify_results,
             "numerics": self._numerics(view),
             "not_understood": not_understood_line(view.not_understood),
-            "stage_totals": self._stage_totals(stage_seconds(compiles)),
+            "stage_totals": self._stage_totals(view.totals.time_by_phase),
             "timeline": self._timeline(compiles),
             "flame": self._compile_flame(view),
             "breaks": [self._break(i, g) for i, g in enumerate(groups)],
@@ -209,11 +213,17 @@ class _RankView:
                 for e in view.errors
             ],
             "compiles": [self._compile(c, c.compile_id in detailed) for c in compiles],
+            "attempts_meaning": ATTEMPTS_MEANING if any(c.attempts > 1 for c in compiles) else None,
             "detail_note": (f"{len(compiles) - len(detailed)} of {len(compiles)} compiles are listed without their "
                             f"stages to keep this report usable (those with breaks, recompiles and errors, then the "
                             f"slowest, are shown in full); `dynscope stages` and `dynscope show` read any of them."
                             if len(detailed) < len(compiles) else None),
         }
+
+    def _alerts(self, view: RunView) -> list[dict[str, Any]]:
+        """What is wrong beyond the compiles, each with its place (the overview leads with them)."""
+        return [{"kind": a.kind, "title": a.title, "detail": a.detail,
+                 "where": location(a.file, a.line, self.cwd) if a.file else None} for a in view.alerts]
 
     def _run_facts(self) -> dict[str, Any]:
         run = self.capture.run
@@ -253,10 +263,12 @@ class _RankView:
             "plots": numerics_plots(n),
         }
 
-    def _stage_totals(self, totals_by_stage: dict[str, float]) -> list[dict[str, Any]]:
-        whole = sum(totals_by_stage.values()) or 1.0
-        return [{"name": n, "seconds": v, "percent": 100 * v / whole, "color": _STAGE_COLORS.get(n, "#868e96")}
-                for n, v in totals_by_stage.items()]
+    def _stage_totals(self, parts: tuple[tuple[str, float], ...]) -> list[dict[str, Any]]:
+        """The run's compile time by phase, named and coloured as the per-frame phases below."""
+        colors = {phase_label(p): c for p, c in _PHASE_COLORS.items()}
+        whole = sum(v for _, v in parts) or 1.0
+        return [{"name": n, "seconds": v, "percent": 100 * v / whole,
+                 "color": colors.get(n) or colors.get(n.split(" + ")[0], "#868e96")} for n, v in parts]
 
     def _problem(self, problem: Problem, groups: list[BreakGroup], recompiles: list[Recompile]) -> dict[str, Any]:
         """A ranked problem with a link to the section that explains it."""
@@ -438,6 +450,7 @@ class _RankView:
             "pipeline": [stage_json(s) for s in stages],
             "payload": payload, "payload_note": note,
             "modes": self._modes.get(c.compile_id, []),
+            "attempts_note": attempts_note(c.attempts, c.restart_reasons) if c.attempts > 1 else None,
         }
 
     def _payload(self, c: Compile, stages: list[Stage]) -> tuple[str | None, str | None]:

@@ -81,6 +81,10 @@ def _capture_section(out: _Budget, capture: Capture, *, titled: bool) -> None:
             + f" · {code(command_line(run.command))} in {code(run.cwd or '?')}\n")
     if capture.exception is not None:
         out.add(f"\nThe program raised **{text(capture.exception.type)}**: {text(first_line(capture.exception.message))}\n")
+    if view.alerts:  # a wrong or slow run is not clean, whatever its compiles say: first
+        out.add("\n**Needs attention**\n\n" + "".join(
+            f"- **{text(a.title)}**" + (f" — {code(location(a.file, a.line, cwd))}" if a.file else "")
+            + f": {text(a.detail)}\n" for a in view.alerts))
     t = view.totals
     out.add("\n| frames | compiles | graphs | graph breaks | recompiles | errors | compile time |\n"
             "|---:|---:|---:|---:|---:|---:|---:|\n"

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from dynscope.analysis.alerts import clean_line
 from dynscope.analysis.names import location
 from dynscope.analysis.run_view import run_view
 from dynscope.analysis.source import SourceAccess
@@ -135,6 +136,11 @@ def _run_context(capture: Capture, options: NotebookOptions) -> dict[str, Any]:
         "counts": view.totals,
         "profiled": view.profiled,
         "problems": problems,
+        "alerts": [{"title": a.title, "detail": a.detail,
+                    "where": where(a.file, a.line, location(a.file, a.line, cwd)) if a.file else None}
+                   for a in view.alerts],
+        "clean": view.clean,
+        "clean_line": clean_line(view.alerts),
         "breaks": breaks,
         "recompiles": shown_recompiles,
         "errors": errors,

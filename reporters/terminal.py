@@ -13,7 +13,7 @@ from dynscope.analysis.cache_text import cache_lines
 from dynscope.analysis.compile_time import phase_label
 from dynscope.analysis.names import command_line, condensed, first_line, friendly_function, location, plural, seconds_text, short_path
 from dynscope.analysis.numerics import NumericsView
-from dynscope.analysis.overview import not_understood_line, stage_seconds
+from dynscope.analysis.overview import compile_time_parts, not_understood_line, parts_text
 from dynscope.analysis.problems import advice_for
 from dynscope.analysis.run_view import RunView, run_view
 from dynscope.analysis.runtime import VsEager, cudagraph_line
@@ -57,6 +57,9 @@ def render_summary(capture: Capture, console: Console, *, compile_time: bool = F
     if run.incomplete:
         console.print(_incomplete_line(capture))
     console.print(_headline(capture))
+    alerts = _alerts_section(view, cwd)
+    if alerts is not None:
+        console.print(alerts)
     console.print(_counts(view))
     imported = capture.run.imported
     if isinstance(imported, dict):
@@ -112,6 +115,19 @@ def render_summary(capture: Capture, console: Console, *, compile_time: bool = F
     _footer(view, console)
 
 
+def _alerts_section(view: RunView, cwd: str | None) -> Group | None:
+    """What is wrong beyond the compiles (a numerics suspect, compiled no faster than eager), first."""
+    if not view.alerts:
+        return None
+    rows = [Text("Needs attention", style="bold red")]
+    for alert in view.alerts:
+        rows.append(Text(f"  ! {alert.title}", style="bold red"))
+        if alert.file:
+            rows.append(Text(f"    {location(alert.file, alert.line, cwd)}", style="cyan"))
+        rows.append(Text(f"    {alert.detail}"))
+    return Group(*rows)
+
+
 def _imported_line(imported: dict) -> Text:
     """An imported TORCH_TRACE log: what was read, what was not, what a log cannot hold."""
     text = Text(f"Imported from TORCH_TRACE: {imported.get('events', 0)} events", style="dim")
@@ -133,6 +149,10 @@ def render_rank_set(captures: list[Capture], console: Console) -> None:
     for capture in captures:
         if capture.run.incomplete:
             console.print(_incomplete_line(capture))
+    for label, capture in zip(differences.labels, captures):
+        alerts = _alerts_section(run_view(capture), capture.run.cwd)
+        if alerts is not None:
+            console.print(Text(label, style="bold"), alerts)
     console.print(Text(f"{len(captures)} captures", style="bold"))
     for label, t in zip(differences.labels, differences.totals):
         console.print(f"  {escape(label)}: {plural(t.compiles, 'compile')} · {plural(t.graph_breaks, 'graph break')} · "
@@ -209,8 +229,7 @@ def _counts(view: RunView) -> Text:
     text.append(" · ")
     text.append(plural(t.errors, "error"), style="bold red" if t.errors else "")
     if t.compile_time_s:
-        parts = " · ".join(f"{name} {seconds:.2f} s" for name, seconds in t.stage_times.items())
-        text.append(f"\nCompile time {t.compile_time_s:.2f} s: {parts}")
+        text.append(f"\nCompile time {t.compile_time_s:.2f} s: {parts_text(t.time_by_phase)}")
     return text
 
 
@@ -445,6 +464,7 @@ def _recompiles_section(view: RunView, cwd: str | None, fixes: Sequence[FixResul
 
 def _frames_section(view: RunView, cwd: str | None) -> Group:
     capture, seconds = view.capture, view.compile_seconds
+    phases = capture.compile_phases()
     by_id = {c.compile_id: c for c in view.compiles}
     frames = sorted(view.frames, key=lambda f: -sum(seconds[c] for c in f.compile_ids))
     rows: list = [Text("Compiled frames, by compile time", style="bold")]
@@ -459,9 +479,9 @@ def _frames_section(view: RunView, cwd: str | None) -> Group:
         bad = sorted({words.get(capture.failure_kind(c) or "", c.status) for c in cs} - {"ok"})
         if bad:
             line.append(f"  {', '.join(bad)}", style="red")
-        stages = stage_seconds(cs)
-        if stages:
-            line.append("  [" + " · ".join(f"{n} {v:.2f}" for n, v in stages.items()) + "]", style="dim")
+        parts = compile_time_parts(cs, phases)
+        if parts:
+            line.append(f"  [{parts_text(parts, '')}]", style="dim")
         rows.append(line)
     if len(frames) > _MAX_LISTED:
         rows.append(Text(f"  … and {len(frames) - _MAX_LISTED} more frames", style="dim"))

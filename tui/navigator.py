@@ -13,7 +13,7 @@ from textual.binding import Binding
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
-from dynscope.analysis.names import friendly_function, location, plural, short_location
+from dynscope.analysis.names import ATTEMPTS_MEANING, friendly_function, location, plural, short_location
 from dynscope.errors import DynscopeError
 from dynscope.model import Capture, Compile, Frame, Stage
 from dynscope.tui.text import count, line, plain
@@ -47,6 +47,8 @@ class CompileTree(Tree[Entry]):
         super().__init__(plain(rank_label(capture)), id=id)
         self.capture = capture
         self.filter_text = ""
+        if any(c.attempts > 1 for c in capture.compiles()):  # "2 attempts" on a row: what that means
+            self.tooltip = ATTEMPTS_MEANING[:1].upper() + ATTEMPTS_MEANING[1:] + "."
 
     def populate(self, query: str = "") -> None:
         """(Re)build the frame and compile rows, keeping those whose text contains ``query``."""
@@ -153,7 +155,7 @@ def compile_label(c: Compile) -> Text:
     if c.is_recompile:
         label.append(" recompile", style="magenta")
     if c.attempts > 1:
-        label.append(f" · {c.attempts} attempts", style="dim")
+        label.append(f" · {c.attempts} attempts", style="dim")  # explained by the tree's tooltip
     if c.graph_op_count is not None:
         label.append(f" · {plural(c.graph_op_count, 'op')}", style="dim")
     return label

@@ -11,8 +11,9 @@ from textual.containers import Vertical
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
+from dynscope.analysis.alerts import RunAlert, clean_line
 from dynscope.analysis.names import friendly_function, location, plural, seconds_text
-from dynscope.analysis.overview import Totals, not_understood_line
+from dynscope.analysis.overview import Totals, not_understood_line, parts_text
 from dynscope.analysis.problems import (
     CompileErrorProblem,
     GraphBreakProblem,
@@ -51,8 +52,12 @@ class OverviewPane(Vertical):
         if self.comparison:
             yield Static(plain(f"Compared with {self.comparison[0]}", "bold"), classes="section-title")
             yield Static(comparison_text(self.comparison[1:]), id="comparison")
-        order = "most costly first" if run_view(self.capture).profiled else "worst first"
-        title = f"Top problems ({len(self.problems)}), {order}" if self.problems else "No problems found"
+        view = run_view(self.capture)
+        if view.alerts:  # a wrong or slow run is not clean, whatever its compiles say: first
+            yield Static(plain("Needs attention", "bold red"), classes="section-title")
+            yield Static(alerts_text(view.alerts, self.capture.run.cwd), id="alerts")
+        order = "most costly first" if view.profiled else "worst first"
+        title = f"Top problems ({len(self.problems)}), {order}" if self.problems else clean_line(view.alerts)
         yield Static(plain(title, "bold"), classes="section-title")
         if self.problems:
             options = [Option(problem_prompt(i, p, self.capture.run.cwd), id=str(i))
@@ -77,6 +82,16 @@ class OverviewPane(Vertical):
                 self.post_message(ShowStage(problem.compile_ids[0]))
             case _:
                 assert_never(problem)
+
+
+def alerts_text(alerts: list[RunAlert], cwd: str | None) -> Text:
+    rows = []
+    for alert in alerts:
+        rows.append(plain(alert.title, "bold red"))
+        if alert.file:
+            rows.append(plain(f"  {location(alert.file, alert.line, cwd)}", "cyan"))
+        rows.append(plain(f"  {alert.detail}"))
+    return lines_of(*rows)
 
 
 def divergence_text(divergence: tuple) -> Text:
@@ -116,7 +131,7 @@ def run_facts(capture: Capture, totals: Totals, *, hide_volatile: bool) -> Text:
         " · ", (plural(totals.errors, "error"), "bold red" if totals.errors else ""),
     ))
     if not hide_volatile and totals.compile_time_s:
-        by_stage = " · ".join(f"{name} {value:.2f}" for name, value in totals.stage_times.items())
+        by_stage = parts_text(totals.time_by_phase, "")
         rows.append(line(("compile time ", "dim"), seconds(totals.compile_time_s), (f"  ({by_stage})", "dim")))
     view = run_view(capture)
     if not hide_volatile:

@@ -103,13 +103,18 @@ PAGES_BY_COMMAND: dict[str, Page] = {
     "check": Page(
         "Fails a CI job on what a run added over its baseline (`--baseline`, matched as `compare` matches) or "
         "on more than a limit allows (`--max-graph-breaks`..., `--max-cache-misses`; an exceeded limit names each "
-        "break, recompile or error it counted, at its line). Findings print as compiler-style lines, GitHub "
+        "break, recompile or error it counted, at its line). `--max-numerics-suspects N` "
+        "gates a `dynscope numerics -o` capture (a failure names each suspect's line) and `--min-speedup X` an "
+        "`explain --vs-eager` capture (compiled at least X times eager's speed); given a capture without that "
+        "check, they stop with status 2. Findings print as compiler-style lines, GitHub "
         "annotations (`--format github`) or one SARIF 2.1.0 log for code scanning (`--format sarif`); `--junit` "
         "also writes JUnit XML; an allow file accepts known problems, each with a reason "
         "([summary-json.md](../summary-json.md#dynscope-check)).",
         ((0, "no new problem and every limit holds"), (1, "a new problem or a limit exceeded"),
          (2, "also: an incomplete capture, whatever the limits")),
         "dynscope check run.dynscope --max-graph-breaks 0 --max-recompiles 2\n"
+        "dynscope check numerics.dynscope --max-numerics-suspects 0\n"
+        "dynscope check profiled.dynscope --min-speedup 1.0   # from: dynscope explain --vs-eager\n"
         "dynscope check branch.dynscope --baseline main.dynscope --allow known.toml --format sarif > dynscope.sarif",
         shown=("check", f"{SAMPLE}/graph_breaks_eager.dynscope", "--baseline", f"{SAMPLE}/train_loop_aot_eager.dynscope")),
     "compare": Page(
@@ -259,6 +264,32 @@ def render(command: str) -> str:
     return "\n".join(parts)
 
 
+# The flags that mean the same in every command (dynscope/commands/_common.py holds their one definition).
+FLAGS = """## Flags that mean the same everywhere
+
+- `--json [PATH]` and `--md [PATH]` (`summary`, `compare`, `report`, `fix`; `numerics` has `--json [PATH]`): the
+  document is written to PATH, or to stdout when no path follows (`dynscope summary run.dynscope --json`).
+  A capture or a script right after the flag is the command's input, never the document's path:
+  `summary --json run.dynscope` prints the summary of `run.dynscope`, and `numerics --json train.py`
+  stops with one line saying where the path goes.
+- `-o` means one kind of thing per command family:
+  - commands that **record a run** (`explain`, `numerics`, `import`, `share`): `-o` is the capture they write;
+  - commands that **draw or write a view** of a capture (`report`, `graph`, `timeline`): `-o` is that file
+    (its suffix picks the format where there is a choice).
+  - `fix` writes its result with `--json PATH` / `--md PATH` and its runs' captures under `--out DIR`; its old
+    `-o PATH` (the JSON) keeps working until the next release, with a one-line notice on stderr.
+- The compile-time phases have one set of names everywhere (`summary`, `summary --compile-time`, the TUI,
+  the reports, `compare`): Dynamo tracing, guard building, AOT dispatch and partition, Inductor passes,
+  Inductor lowering, Inductor scheduling, code generation, C++/Triton compilation, autotuning, backward
+  compile; where torch logged only its compilation metrics, their stages are named by the phases they span
+  ("code generation + C++/Triton compilation").
+- "2 attempts" on a compile: Dynamo traced the frame twice within that compile; it restarts its analysis
+  after a graph break (to compile the code before the break) or a speculation that failed, and the last
+  attempt is what compiled.
+
+"""
+
+
 def index() -> str:
     from dynscope.commands import SUBCOMMANDS
 
@@ -267,7 +298,7 @@ def index() -> str:
     return ("# dynscope's commands\n\nOne page per command: what it is for, its usage and options (its own "
             "`--help`), its exit statuses and an example. The pages are written by `python docs/commands/make.py` "
             "from the command line itself, and a test checks that they are current.\n\n" + rows + "\n\n"
-            "In Jupyter, `%load_ext dynscope` adds the `%%dynscope` and `%dynscope` magics: "
+            + FLAGS + "In Jupyter, `%load_ext dynscope` adds the `%%dynscope` and `%dynscope` magics: "
             "[notebook.md](../notebook.md).\n")
 
 

@@ -8,6 +8,7 @@ from dynscope.analysis.breaks import BreakGroup
 from dynscope.analysis.cache_text import comparison_cache_lines
 from dynscope.analysis.compare import BACKEND_WORDS, Comparison, lookup_changes, relative, stage_seconds
 from dynscope.analysis.names import first_line, friendly_function, seconds_text
+from dynscope.analysis.overview import stage_label
 from dynscope.analysis.run_view import run_view
 from dynscope.model import Recompile
 
@@ -78,7 +79,7 @@ def _compile_time_lines(result: Comparison) -> list[str]:
     sa, sb = stage_seconds(result.before), stage_seconds(result.after)
     deltas = {k: sb.get(k, 0.0) - sa.get(k, 0.0) for k in {*sa, *sb}}
     biggest = max(deltas, key=lambda k: abs(deltas[k]), default=None)
-    stage = f"{'; ' if before else ''}{biggest} {deltas[biggest]:+.1f} s" if biggest and abs(deltas[biggest]) >= 0.05 else ""
+    stage = f"{'; ' if before else ''}{stage_label(biggest)} {deltas[biggest]:+.1f} s" if biggest and abs(deltas[biggest]) >= 0.05 else ""
     detail = f"{change}{stage})" if (before or stage) else ""
     counts = f"compiles {ta.compiles} → {tb.compiles}"
     return [f"~ compile time {before:.1f} s → {after:.1f} s{detail}; {counts}"]

@@ -54,6 +54,10 @@ def problems_document(view: RunView) -> dict[str, Any]:
         "complete": view.run.incomplete is None,
         "profiled": view.profiled,
         "problems": [problem_json(p) for p in view.problems],
+        # what is wrong beyond the compiles (RunView.alerts); "clean" only when neither has anything
+        "alerts": [{"kind": a.kind, "title": a.title, "detail": a.detail, "file": a.file, "line": a.line}
+                   for a in view.alerts],
+        "clean": view.clean,
     }
 
 

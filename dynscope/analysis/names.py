@@ -116,3 +116,16 @@ def seconds_text(value: float) -> str:
     if value >= 1e-3:
         return f"{value * 1e3:.1f} ms"
     return f"{value * 1e6:.0f} µs"
+
+
+# What "2 attempts" on a compile means, said wherever a count of attempts is shown.
+ATTEMPTS_MEANING = ("attempts: how many times Dynamo traced the frame within one compile; it restarts the "
+                    "analysis after a graph break (to compile the code before the break, which then runs the "
+                    "break in eager) or after a speculation that failed, and the last attempt is what compiled")
+
+
+def attempts_note(attempts: int, restart_reasons: tuple[str, ...] = ()) -> str:
+    """'2 attempts: Dynamo restarted its analysis once, after: Failed to trace builtin operator'."""
+    times = "once" if attempts == 2 else f"{attempts - 1} times"
+    why = f", after: {first_line(restart_reasons[0])}" if restart_reasons else ""
+    return f"{attempts} attempts: Dynamo restarted its analysis {times}{why}"

@@ -16,12 +16,13 @@ import weakref
 from functools import cached_property
 
 from dynscope.analysis import runtime
+from dynscope.analysis.alerts import RunAlert, run_alerts
 from dynscope.analysis.breaks import BreakGroup, group_breaks
 from dynscope.analysis.caches import CacheReport, cache_report
 from dynscope.analysis.call_overhead import CallOverhead, call_overheads
 from dynscope.analysis.compile_time import CompileTime, FrameCompileTime, compile_times, frame_compile_times
 from dynscope.analysis.numerics import NumericsView, numerics_view
-from dynscope.analysis.overview import Totals, compile_seconds, stage_seconds
+from dynscope.analysis.overview import Totals, compile_seconds, compile_time_parts, stage_seconds
 from dynscope.analysis.problems import Problem, recompiles_by_frame, top_problems
 from dynscope.analysis.runtime import CostedBreak, EntryRuntime, FrameRecompiles, FrameRuntime, RecompileRuntime, TimeSplit, VsEager
 from dynscope.model import (
@@ -114,6 +115,7 @@ class RunView:
             errors=len(self.errors),
             compile_time_s=sum(self.compile_seconds.values()),
             stage_times=stage_seconds(self.compiles),
+            time_by_phase=compile_time_parts(self.compiles, self.capture.compile_phases()),
             skipped_frames=len(self.skipped_frames),
             recompile_limit_hits=len(self.recompile_limit_hits),
         )
@@ -221,6 +223,16 @@ class RunView:
     def problems(self) -> list[Problem]:
         """What went wrong, most harmful first (dynscope.analysis.problems)."""
         return top_problems(self)
+
+    @cached_property
+    def alerts(self) -> list[RunAlert]:
+        """What is wrong with the run beyond its compiles: a numerics suspect, compiled no faster than eager."""
+        return run_alerts(self.numerics, self.vs_eager)
+
+    @property
+    def clean(self) -> bool:
+        """Nothing to report: no compile problem and no alert. The one place every view asks."""
+        return not self.problems and not self.alerts
 
     @cached_property
     def not_understood(self) -> dict[str, tuple[int, str]]:

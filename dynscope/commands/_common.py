@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from typing import Literal
 
 from dynscope.errors import DynscopeError
 
@@ -112,3 +113,85 @@ def _same_file(a: str, b: str) -> bool:
         return os.path.samefile(a, b)  # a hard link to the capture is the capture
     except OSError:  # one of them does not exist
         return False
+
+
+# --json [PATH] and --md [PATH], the same in every command: a path writes the document there, no
+# path prints it on stdout.
+STDOUT = "-"
+# A value the option would take that is one of the command's inputs, not a document to write:
+# `summary --json run.dynscope` means the capture, never "overwrite it with JSON"; `fix --json
+# train.py` means the script.
+InputKind = Literal["captures", "program"]
+
+
+def _is_capture(path: str) -> bool:
+    """An existing capture, told by its header whatever its name."""
+    from dynscope.store.header import is_capture_file
+
+    return os.path.isfile(path) and is_capture_file(path)
+
+
+class _DocumentPath(argparse.Action):
+    def __init__(self, *args, inputs: InputKind, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.inputs = inputs
+
+    def _is_input(self, value: str) -> bool:
+        if self.inputs == "program":
+            return value.endswith(".py")
+        return value.endswith(".dynscope") or _is_capture(value)
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        value = STDOUT if values is None else str(values)
+        if self._is_input(value):
+            namespace.stray_inputs = [*getattr(namespace, "stray_inputs", []), value]
+            value = STDOUT
+        setattr(namespace, self.dest, value)
+
+
+def add_document_options(parser: argparse.ArgumentParser | argparse._MutuallyExclusiveGroup, *, json_help: str,
+                         md_help: str | None, inputs: InputKind, json_dest: str = "json") -> None:
+    """``--json [PATH]`` (and ``--md [PATH]`` where the command has a Markdown form). ``inputs``: what the
+    command reads (captures, or a program to run), which the flags never take for their path."""
+    parser.add_argument("--json", dest=json_dest, nargs="?", action=_DocumentPath, inputs=inputs, default=None,
+                        metavar="PATH", help=f"{json_help}: to PATH, or to stdout without one")
+    if md_help is not None:
+        parser.add_argument("--md", nargs="?", action=_DocumentPath, inputs=inputs, default=None, metavar="PATH",
+                            help=f"{md_help}: to PATH, or to stdout without one")
+
+
+def stray_inputs(args: argparse.Namespace) -> list[str]:
+    """Inputs --json / --md took for their path (``summary --json run.dynscope``), in the order given."""
+    return list(getattr(args, "stray_inputs", []))
+
+
+def write_document(path: str, text: str, inputs: list[str]) -> None:
+    """A --json / --md document: on stdout for STDOUT, else into ``path`` (never over a capture)."""
+    import sys
+
+    if path == STDOUT:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
+    refuse_overwriting_a_capture(path, inputs)
+    try:
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as e:
+        raise DynscopeError(f"cannot write {path}: {e.strerror}") from None
+    print(f"dynscope: wrote {path}", file=sys.stderr)
+
+
+def old_spelling(old: str, new: str) -> None:
+    """One line on stderr for an option spelled as before (kept working for one release)."""
+    import sys
+
+    print(f"dynscope: {old} is now {new}; {old} keeps working until the next release", file=sys.stderr)
+
+
+def refuse_program_as_document(args: argparse.Namespace) -> None:
+    """`numerics --json train.py`: --json took the script for its path. Say so rather than run nothing."""
+    stray = stray_inputs(args)
+    if stray:
+        raise DynscopeError(f"--json / --md took {stray[0]} for the document's path: give the path after it "
+                            f"(--json out.json {stray[0]}), or - for stdout (--json - {stray[0]})")

@@ -40,7 +40,8 @@ class CaseResult:
 class Command:
     name = "check"
     help = ("fail (exit 1) on problems a run added over --baseline, or above --max-graph-breaks / "
-            "--max-recompiles / --max-errors / --max-cache-misses (for CI)")
+            "--max-recompiles / --max-errors / --max-cache-misses / --max-numerics-suspects, or below "
+            "--min-speedup (for CI)")
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
         parser.add_argument("captures", nargs="+", metavar="CAPTURE", help=".dynscope capture files (every rank counts)")
@@ -61,6 +62,12 @@ class Command:
         parser.add_argument("--max-compile-increase", type=_fraction, metavar="F",
                             help="with --baseline: compile time allowed over the baseline's, as a fraction "
                                  "(0.25: at most 25%% more)")
+        parser.add_argument("--max-numerics-suspects", type=_count, metavar="N",
+                            help="numerics suspects allowed (nodes where compiled and eager part ways; the capture of "
+                                 "a `dynscope numerics -o CAPTURE` run); a failure names each suspect's line")
+        parser.add_argument("--min-speedup", type=_speedup, metavar="X",
+                            help="compiled speed at least X times eager's (the capture of an `explain --vs-eager` "
+                                 "run; 1.0: never slower than eager)")
         parser.add_argument("--format", choices=("text", "github", "sarif"), default="text",
                             help="text: compiler-style lines; github: GitHub Actions annotations; "
                                  "sarif: one SARIF 2.1.0 log on stdout (code scanning)")
@@ -73,9 +80,11 @@ class Command:
                   "compile errors": args.max_errors, "cache misses": args.max_cache_misses}
         if args.max_compile_increase is not None and args.baseline is None:
             raise DynscopeError("--max-compile-increase compares with a baseline: give --baseline BASE")
-        if args.baseline is None and all(limit is None for limit in limits.values()) and args.max_compile_seconds is None:
+        if (args.baseline is None and all(limit is None for limit in limits.values()) and args.max_compile_seconds is None
+                and args.max_numerics_suspects is None and args.min_speedup is None):
             raise DynscopeError("give at least one limit (--max-graph-breaks N, --max-recompiles M, --max-errors K, "
-                                "--max-cache-misses N or --max-compile-seconds S) or a --baseline capture to compare with")
+                                "--max-cache-misses N, --max-compile-seconds S, --max-numerics-suspects N or "
+                                "--min-speedup X) or a --baseline capture to compare with")
         if args.baseline is not None and len(args.baseline) != len(args.captures):
             raise DynscopeError(f"give one --baseline capture per capture ({len(args.captures)} captures, "
                                 f"{len(args.baseline)} baselines), in the same rank order")
@@ -99,6 +108,10 @@ class Command:
                 cases += _within_limits(path, capture, limits, out)
                 cases += _compile_time_limits(path, capture, bases[i] if bases else None, args.max_compile_seconds,
                                               args.max_compile_increase, out)
+                if args.max_numerics_suspects is not None:
+                    cases.append(_numerics_limit(path, capture, args.max_numerics_suspects, out))
+                if args.min_speedup is not None:
+                    cases.append(_speedup_limit(path, capture, args.min_speedup, out))
         failed = sum(len(c.failures) for cases in suites.values() for c in cases)
         out.summary(failed)
         if args.junit:
@@ -207,6 +220,53 @@ def _compile_time_limits(path: str, capture, base, max_seconds: float | None, ma
     return cases
 
 
+def _numerics_limit(path: str, capture, limit: int, out: _Output) -> CaseResult:
+    """Suspect nodes of a `dynscope numerics` capture against a limit; each suspect named at its line."""
+    from dynscope.analysis.names import location
+    from dynscope.analysis.run_view import run_view
+    from dynscope.model.numerics import node_site
+
+    numerics = run_view(capture).numerics
+    if numerics is None:
+        raise DynscopeError(f"{path} holds no numerics check, so --max-numerics-suspects cannot judge it "
+                            "(record one with: dynscope numerics -o CAPTURE SCRIPT)")
+    suspects = numerics.numerics.suspects
+    case = CaseResult(f"at most {limit} numerics suspects")
+    line = f"{path}: {len(suspects)} numerics suspects (at most {limit} allowed)"
+    failed = len(suspects) > limit
+    if failed:
+        cwd = capture.run.cwd
+        for node in suspects:
+            site = node_site(node)
+            case.failures.append(f"{location(site.file, site.line, cwd)}: numerics suspect {node.node} ({node.op}): "
+                                 f"compiled error {node.compiled_error:.3g} against eager's {node.eager_error:.3g}")
+        line += "; " + "; ".join(case.failures)
+    out.limit(path, line, failed=failed)
+    return case
+
+
+def _speedup_limit(path: str, capture, minimum: float, out: _Output) -> CaseResult:
+    """The compiled run's speed against eager's (an `explain --vs-eager` capture) against a minimum."""
+    from dynscope.analysis.run_view import run_view
+
+    v = run_view(capture).vs_eager
+    if v is None:
+        raise DynscopeError(f"{path} has no eager run to compare with, so --min-speedup cannot judge it "
+                            "(record it with: dynscope explain --vs-eager SCRIPT)")
+    if not v.comparable or v.speedup is None:
+        raise DynscopeError(f"{path}: the compiled and eager runs are not comparable ({v.why_not}), "
+                            "so --min-speedup cannot judge it")
+    case = CaseResult(f"at least {minimum:g}x eager's speed")
+    line = f"{path}: compiled ran at {v.speedup:.2f}x eager's speed (at least {minimum:g}x required)"
+    if v.break_even_calls is None:
+        line += "; compiling never pays back"
+    failed = v.speedup < minimum
+    if failed:
+        case.failures.append(line)
+    out.limit(path, line, failed=failed)
+    return case
+
+
 class _Output:
     def __init__(self, form: str) -> None:
         from dynscope.safe_text import one_line
@@ -312,6 +372,17 @@ def _seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
     if not value >= 0 or value == float("inf"):
         raise argparse.ArgumentTypeError(f"must be 0 or more seconds: {text}")
+    return value
+
+
+def _speedup(text: str) -> float:
+    """A speed ratio against eager: 1.0 is as fast, 1.2 is 20% faster."""
+    try:
+        value = float(text[:-1] if text.endswith(("x", "×")) else text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a speed ratio (1.0, 1.2x): {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be more than 0: {text}")
     return value
 
 

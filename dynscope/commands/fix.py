@@ -27,7 +27,14 @@ import stat
 import sys
 from typing import TYPE_CHECKING
 
-from dynscope.commands._common import add_program_arguments, program_from_args
+from dynscope.commands._common import (
+    STDOUT,
+    add_document_options,
+    add_program_arguments,
+    old_spelling,
+    program_from_args,
+    refuse_program_as_document,
+)
 from dynscope.errors import DynscopeError
 
 if TYPE_CHECKING:
@@ -53,8 +60,10 @@ class Command:
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
         parser.usage = USAGE
-        parser.add_argument("-o", "--output", metavar="PATH", help="write the result as JSON (schema dynscope.fix/2)")
-        parser.add_argument("--md", metavar="PATH", help="write the result as Markdown (for an issue or PR comment)")
+        add_document_options(parser, inputs="program", json_dest="output", json_help="the result as JSON (schema dynscope.fix/2)",
+                             md_help="the result as Markdown (for an issue or PR comment)")
+        parser.add_argument("-o", "--output", dest="old_output", metavar="PATH",
+                            help="the old spelling of --json PATH (until the next release)")
         parser.add_argument("--from", dest="capture", metavar="CAPTURE",
                             help="take the problems from a recorded run and re-run the command it recorded "
                                  "(shown first; asks before running it)")
@@ -124,12 +133,14 @@ class Command:
         render_fix(doc, console)
         if args.output:
             _write(args.output, json.dumps(doc.to_json(), indent=2) + "\n")
-            console.print(f"dynscope: wrote {args.output}", markup=False)
+            if args.output != STDOUT:
+                console.print(f"dynscope: wrote {args.output}", markup=False)
         if args.md:
             from dynscope.reporters.markdown import render_fix_markdown
 
             _write(args.md, render_fix_markdown(doc))
-            console.print(f"dynscope: wrote {args.md}", markup=False)
+            if args.md != STDOUT:
+                console.print(f"dynscope: wrote {args.md}", markup=False)
         if args.diff or args.apply:
             _write_changes(doc, args, console, session.program_tree(options))
         if options.patches:  # the judge of a patch: did every one fix or improve the run?
@@ -184,6 +195,10 @@ def _check_output(option: str, path: str | None, capture: str | None) -> None:
 
 
 def _write(path: str, text: str) -> None:
+    if path == STDOUT:  # --json / --md without a path
+        sys.stdout.write(text)
+        sys.stdout.flush()
+        return
     _check_output("output", path, None)  # made since the start (a run's capture under that name)
     try:
         with open(path, "w", encoding="utf-8") as f:
@@ -197,6 +212,11 @@ def _options(args: argparse.Namespace):
     from dynscope.fix.session import Options
     from dynscope.runner.program import check_runnable
 
+    refuse_program_as_document(args)
+    if args.old_output is not None:
+        _check_output("-o", args.old_output, args.capture)  # first: a refusal stays one line
+        old_spelling("fix -o PATH", "fix --json PATH")
+        args.output = args.old_output
     if not args.budget > 0:  # NaN too
         raise DynscopeError("--budget must be a positive number of seconds")
     if args.jobs is not None and args.jobs < 1:
@@ -223,8 +243,10 @@ def _options(args: argparse.Namespace):
                             "directory of its own (each run works in a copy of the working directory)")
     if args.patches and (args.diff or args.apply):
         raise DynscopeError("--diff and --apply write fix's own verified rewrites; a --patch is yours already")
-    for option, path in (("-o", args.output), ("--md", args.md), ("--diff", args.diff)):
-        _check_output(option, path, args.capture)
+    for option, path in (("--json", args.output), ("--md", args.md), ("--diff", args.diff)):
+        if path != STDOUT:
+            _check_output(option, path, args.capture)
+
     return Options(program=program, out_dir="", budget_s=args.budget,
                    jobs=args.jobs or os.cpu_count() or 1, rtol=args.rtol, atol=args.atol, only=args.only,
                    from_capture=args.capture and os.path.abspath(args.capture), tries=tries, cwd=cwd,

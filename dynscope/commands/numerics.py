@@ -44,8 +44,11 @@ class Command:
         parser.usage = USAGE
         parser.add_argument("-o", "--output", metavar="PATH",
                             help="capture file to write (default: <script>-<time>.dynscope in the current directory)")
-        parser.add_argument("--json", dest="json_path", metavar="PATH",
-                            help="also write the result as JSON (schema dynscope.numerics/1, docs/numerics-json.md)")
+        from dynscope.commands._common import add_document_options
+
+        add_document_options(parser, inputs="program", json_dest="json_path", md_help=None,
+                             json_help="also write the result as JSON (schema dynscope.numerics/1, "
+                                       "docs/numerics-json.md; on stdout after the program's own output)")
         parser.add_argument("--factor", type=float, default=None, metavar="F",
                             help="a node is suspect when its compiled error exceeds F x eager's error + tolerance "
                                  "(default: torch's rule, 2, or 3 for bf16/fp16 and small tensors)")
@@ -62,12 +65,14 @@ class Command:
         add_program_arguments(parser)
 
     def run(self, args: argparse.Namespace) -> int:
+        from dynscope.commands._common import refuse_program_as_document
         from dynscope.commands.fix import confirm_recorded, recorded_program
         from dynscope.fix.trial_payload import TrialRemedies
         from dynscope.numerics.child import NumericsOptions
         from dynscope.runner.launcher import capture_path_for, launch
         from dynscope.runner.spec import ChildSpec
 
+        refuse_program_as_document(args)
         if args.factor is not None and not (math.isfinite(args.factor) and args.factor > 0):
             raise DynscopeError("--factor must be a positive number")
         if not (math.isfinite(args.tolerance) and args.tolerance >= 0):
@@ -83,9 +88,9 @@ class Command:
         if program is None:
             raise DynscopeError("numerics needs a program to run (dynscope numerics SCRIPT [ARGS...]) "
                                 "or a capture (dynscope numerics --from CAPTURE)")
-        if args.json_path:
-            from dynscope.commands._common import refuse_overwriting_a_capture
+        from dynscope.commands._common import STDOUT, refuse_overwriting_a_capture, write_document
 
+        if args.json_path and args.json_path != STDOUT:
             refuse_overwriting_a_capture(args.json_path, [args.capture] if args.capture else [])
         path = capture_path_for(program, args.output, rank=None, world_size=None)
         from dynscope.fix.trials import program_argv
@@ -118,8 +123,7 @@ class Command:
             doc = document(record, capture=path)
             if outcomes is not None:
                 doc["remedies"] = [outcome_json(o) for o in outcomes]
-            _write(args.json_path, json.dumps(doc, indent=2) + "\n")
-            print(f"dynscope: wrote {args.json_path}", file=sys.stderr)
+            write_document(args.json_path, json.dumps(doc, indent=2) + "\n", [args.capture] if args.capture else [])
         from dynscope.numerics.criterion import exit_status
 
         if outcomes is not None and record.verdict == "suspect":
@@ -175,11 +179,3 @@ def _report(record: NumericsChecked, path: str) -> None:
     out.append(f"  capture: {path}")
     for line in out:
         print(one_line(line), file=sys.stderr)
-
-
-def _write(path: str, text: str) -> None:
-    try:
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text)
-    except OSError as e:
-        raise DynscopeError(f"cannot write {path}: {e.strerror}") from None

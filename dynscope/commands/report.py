@@ -20,15 +20,33 @@ class Command:
     help = "write a report of one or more captures (one per rank): self-contained HTML, Markdown or JSON"
 
     def prepare_parser(self, parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("captures", nargs="+", metavar="CAPTURE", help=".dynscope capture files (several: one per rank)")
+        from dynscope.commands._common import add_document_options
+
+        # nargs "*": `report --md run.dynscope` names the capture (_common.add_document_options)
+        parser.add_argument("captures", nargs="*", metavar="CAPTURE", help=".dynscope capture files (several: one per rank)")
         parser.add_argument("-o", "--output", metavar="PATH", help="report file; Markdown and JSON go to stdout without it")
         parser.add_argument("--format", choices=FORMATS, help="html, md or json (default: from the output's suffix)")
+        add_document_options(parser, inputs="captures", json_help="the JSON report (as --format json [-o PATH])",
+                             md_help="the Markdown report (as --format md [-o PATH])")
         add_source_arguments(parser)
         parser.add_argument("--against", metavar="BASE", help="compare with this earlier capture (e.g. main's) first")
         parser.add_argument("--compile-time", action="store_true",
                             help="Markdown: add compile time by phase per frame (HTML always has it)")
 
     def run(self, args: argparse.Namespace) -> int:
+        from dynscope.commands._common import STDOUT, stray_inputs
+
+        args.captures = stray_inputs(args) + args.captures
+        if not args.captures:
+            raise DynscopeError("give a capture to report on: dynscope report run.dynscope -o report.html")
+        for flag, fmt_of_flag in (("--json", args.json), ("--md", args.md)):
+            if fmt_of_flag is None:
+                continue
+            if args.output is not None or args.format is not None or (args.json is not None and args.md is not None):
+                raise DynscopeError(f"{flag} [PATH] names the format and the file itself: give it without -o, "
+                                    "--format or the other of --json / --md")
+            args.format = "json" if flag == "--json" else "md"
+            args.output = None if fmt_of_flag == STDOUT else fmt_of_flag
         fmt = report_format(args.output, args.format)
         write_report(args.captures, args.output, fmt=fmt, any_source=args.any_source, against=args.against,
                      source_roots=source_roots(args), compile_time=args.compile_time)

@@ -3,6 +3,8 @@ code) and the user's source line and stack (from the node's ``stack_trace``). No
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import os
 import re
 
@@ -14,8 +16,35 @@ from dynscope.model.output_code import parse_stack_text
 _HOOK = re.compile(r"""^\s*run_intermediate_hooks\(['"](?P<node>[^'"]+)['"]""")
 _GENERATED_LAUNCH = re.compile(r"^\s*(?:\w+\s*=\s*)?(?P<name>(?:cpp|triton)_\w+)(?:\.run)?\(")
 _EXTERN_LAUNCH = re.compile(r"^\s*(?:\w+\s*=\s*)?(?:extern_kernels|torch\.ops|aten)\.")
-# Frames of torch itself (and of dynscope) are not the user's.
-_NOT_USER = (os.sep + "torch" + os.sep, os.sep + "dynscope" + os.sep, "<eval_with_key>")
+# Code FX generated (a graph module's forward) is not the user's either.
+_GENERATED = "<eval_with_key>"
+# dynscope's own packages: the card's top-level folders are dynscope.tui / .reporters / .minifier.
+_DYNSCOPE_PACKAGES = ("dynscope", "dynscope.tui", "dynscope.reporters", "dynscope.minifier")
+
+
+@functools.lru_cache(maxsize=1)
+def library_roots() -> tuple[str, ...]:
+    """The folders torch and dynscope are installed in (each as given and with its links resolved):
+    a frame under one of them is theirs, not the user's. Found without importing torch."""
+    folders: list[str] = []
+    for name in ("torch", *_DYNSCOPE_PACKAGES):
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is not None and spec.submodule_search_locations:
+            folders += list(spec.submodule_search_locations)
+    return tuple(dict.fromkeys(root for folder in folders
+                               for root in (os.path.normpath(folder), os.path.realpath(folder))))
+
+
+def is_library_file(file: str, roots: tuple[str, ...]) -> bool:
+    """Whether ``file`` lies inside one of the folders ``roots`` (by path prefix: a user's folder merely
+    named "torch" or "dynscope" is the user's)."""
+    if _GENERATED in file:
+        return True
+    paths = {os.path.normpath(file), os.path.realpath(file)}
+    return any(path == root or path.startswith(root.rstrip(os.sep) + os.sep) for path in paths for root in roots)
 
 
 def kernels_by_node(output_code: str) -> dict[str, str]:
@@ -36,13 +65,15 @@ def kernels_by_node(output_code: str) -> dict[str, str]:
     return found
 
 
-def user_stack(stack_trace: str | None) -> tuple[BreakFrame, ...]:
-    """The user's frames of a node's ``stack_trace`` (torch's and dynscope's left out), outermost first."""
+def user_stack(stack_trace: str | None, roots: tuple[str, ...] | None = None) -> tuple[BreakFrame, ...]:
+    """The user's frames of a node's ``stack_trace``, outermost first: those in ``roots`` (by default
+    torch's and dynscope's install folders) left out."""
     if not stack_trace:
         return ()
+    library = library_roots() if roots is None else roots
     return tuple(BreakFrame(file=f.file, line=f.line, function=f.function, code=f.code)
                  for f in parse_stack_text(stack_trace)
-                 if f.file is not None and not any(marker in f.file for marker in _NOT_USER))
+                 if f.file is not None and not is_library_file(f.file, library))
 
 
 def source_of(stack: tuple[BreakFrame, ...]) -> str:

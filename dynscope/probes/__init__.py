@@ -85,14 +85,19 @@ def install_probes(sink: Sink, *, keep_caches: bool = False, profile: bool = Fal
     def trace() -> bool:
         trace_logger = compat.trace_logger()
         handler = TraceHandler(sink, printed_graphs)
-        saved_level = trace_logger.level
+        saved_level, saved_propagate = trace_logger.level, trace_logger.propagate
         trace_logger.addHandler(handler)
         if trace_logger.level == logging.NOTSET or trace_logger.level > logging.DEBUG:
             trace_logger.setLevel(logging.DEBUG)
+        # torch never lets its trace propagate, but a logging config that names the "torch" logger
+        # (dictConfig resets its children) turns propagation back on: at our DEBUG level every trace
+        # event would then reach the root logger's handlers (a test report, the program's log files).
+        trace_logger.propagate = False
 
         def remove_trace_handler() -> None:
             trace_logger.removeHandler(handler)
             trace_logger.setLevel(saved_level)
+            trace_logger.propagate = saved_propagate
 
         probes._undo.append(remove_trace_handler)
         return True

@@ -133,6 +133,7 @@ def test_probes_are_removed_cleanly_and_do_not_change_results(tmp_path):
                 if not (type(h).__name__ == "LazyTraceHandler" and getattr(h, "root_dir", None) is None)]
 
     handlers_before, functions_before = handlers(), probed_functions()
+    logger_before = (trace_logger.level, trace_logger.propagate)
 
     def run(x):
         torch._dynamo.reset()
@@ -142,7 +143,9 @@ def test_probes_are_removed_cleanly_and_do_not_change_results(tmp_path):
     plain = run(x)
     with dynscope.capture(str(tmp_path / "probed.dynscope")):
         assert probed_functions() != functions_before  # the probes are in
+        assert not trace_logger.propagate  # the trace goes to the capture only, never to the root's handlers
         probed = run(x)
     assert torch.equal(plain, probed)
     assert probed_functions() == functions_before
     assert handlers() == handlers_before
+    assert (trace_logger.level, trace_logger.propagate) == logger_before

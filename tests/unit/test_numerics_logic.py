@@ -4,12 +4,13 @@ child payload, and the command's usage errors."""
 from __future__ import annotations
 
 import math
+import os
 
 import pytest
 
 from dynscope.events import BreakFrame, NumericsNode
 from dynscope.numerics.criterion import NONFINITE_ERROR, Criterion, exit_status, finite_error, first_suspect, verdict
-from dynscope.numerics.where import kernels_by_node, source_of, user_stack
+from dynscope.numerics.where import is_library_file, kernels_by_node, library_roots, source_of, user_stack
 
 
 def node(name: str, *, suspect: bool = False, nondeterministic: bool = False) -> NumericsNode:
@@ -94,11 +95,34 @@ STACK = '''  File "/home/u/train.py", line 40, in main
 
 
 def test_the_user_stack_leaves_torch_out_and_the_source_is_its_innermost_line():
-    stack = user_stack(STACK)
+    stack = user_stack(STACK, ("/usr/lib/python3/site-packages/torch",))  # where this stack's torch lives
     assert stack == (BreakFrame("/home/u/train.py", 40, "main", "out = model(x)"),
                      BreakFrame("/home/u/model.py", 12, "forward", "return torch.relu(h)"))
     assert source_of(stack) == "/home/u/model.py:12"
     assert user_stack(None) == () and source_of(()) == ""
+
+
+def test_a_users_folder_named_torch_or_dynscope_is_still_the_users(tmp_path):
+    """Frames are torch's or dynscope's by the real install folders, not by a folder's name."""
+    import dynscope
+
+    installed = os.path.dirname(os.path.realpath(dynscope.__file__))
+    mine = tmp_path / "dynscope" / "torch"  # a checkout named dynscope, code under a folder named torch
+    mine.mkdir(parents=True)
+    (mine / "model.py").write_text("")
+    stack = (f'  File "{mine / "model.py"}", line 7, in forward\n    return torch.relu(h)\n'
+             f'  File "{installed}/numerics/engine.py", line 99, in run\n    out = node(x)\n'
+             f'  File "/opt/site-packages/torch/nn/modules/module.py", line 1775, in _call_impl\n    return f()\n'
+             '  File "<eval_with_key>.3", line 5, in forward\n    relu = torch.relu(x)\n')
+    kept = user_stack(stack, ("/opt/site-packages/torch", installed))
+    assert kept == (BreakFrame(str(mine / "model.py"), 7, "forward", "return torch.relu(h)"),)
+    assert source_of(kept) == f"{mine / 'model.py'}:7"
+    # the default roots are this interpreter's real folders: dynscope's (by its links too) and torch's
+    roots = library_roots()
+    assert installed in roots and not is_library_file(str(mine / "model.py"), roots)
+    assert is_library_file(os.path.join(installed, "numerics", "where.py"), roots)
+    assert is_library_file(os.path.join(installed, "tui", "app.py"), roots)  # a link to the top-level tui/
+    assert not is_library_file(installed + "_fork/model.py", roots)  # a prefix of the name is not the folder
 
 
 def test_the_child_payload_is_checked():
