@@ -6,7 +6,7 @@ scratch copy, a recorded run's directory) can hold a module named like one dynsc
 attacker plants one for every module a dynscope child imports (the names are read from a real
 child's sys.modules, plus the ones python imports at startup), each writing a marker when
 imported, and the child must run without writing one. Children that import torch (fix's trials,
-minify's workers, the MCP server's minify) are in tests/integration/test_security_children.py.
+minify's workers, the MCP server's minify) are in tests/integration/test_security_children_runs.py.
 """
 
 from __future__ import annotations
