@@ -139,6 +139,9 @@ def _relative(path: str, name: str, line: int) -> str:
 def _hunk(lines: list[str], i: int, name: str) -> tuple[Hunk, int]:
     match = _HUNK.match(lines[i])
     if match is None:
+        if re.match(r"^@@ -\d+(?:,\d+)? \+\d+(?:,\d+)? @@", lines[i]):
+            raise PatchError(f"{name}: line {i + 1}: a hunk header with a number of more than 18 digits: no file has "
+                             "that many lines")
         raise PatchError(f"{name}: line {i + 1}: not a hunk header: {lines[i][:200]!r}")
     old_start = int(match.group(1))
     old_count = int(match.group(2) if match.group(2) is not None else 1)
