@@ -9,7 +9,8 @@ gets the file and the break on stdin and answers in JSON on stdout, and here
 - a file over ``MAX_SOURCE_BYTES`` is not sent at all;
 - the worker declines a file whose syntax tree is deeper than ``MAX_NESTING`` (measured with
   ``ast``, which does not recurse in Python, before libcst sees it);
-- each rule gets ``RULE_SECONDS`` (a timer in the worker; the rule is skipped, the others go on);
+- reading the tree's structure every rule shares gets ``STRUCTURE_SECONDS``, and each rule
+  ``RULE_SECONDS`` (a timer in the worker; the rule is skipped, the others go on);
 - the whole file gets ``FILE_SECONDS`` and no more than what is left of fix's ``--budget``
   (``RewriteBudget.deadline``): then the worker is killed;
 - the worker's address space is capped at ``WORKER_MEMORY_BYTES`` (``RLIMIT_AS``).
@@ -33,6 +34,7 @@ from dynscope.rewrites import BreakSite, Rewrite
 MAX_SOURCE_BYTES = 1 << 20  # transformers' largest file (modeling_utils.py) is 280 KB
 MAX_NESTING = 200  # the deepest of torch's and transformers' 5,197 files: 94; libcst fails from about 350
 RULE_SECONDS = 10.0  # one rule on transformers' modeling_utils.py: under 0.5 s
+STRUCTURE_SECONDS = 30.0  # each node's lines and holder, which every rule reads: 0.4 s on modeling_utils.py
 FILE_SECONDS = 60.0  # the parse and every rule of one file
 WORKER_MEMORY_BYTES = 2 << 30  # address space; 1 MiB of dense code peaks at about 0.8 GB resident
 
@@ -73,6 +75,7 @@ def _bounded(source: str, site: BreakSite, shown: str, budget: RewriteBudget) ->
             say("no time left in --budget")
             return []
     request = json.dumps({"source": source, "site": dataclasses.asdict(site), "rule_seconds": RULE_SECONDS,
+                          "structure_seconds": STRUCTURE_SECONDS,
                           "max_nesting": MAX_NESTING, "memory_bytes": WORKER_MEMORY_BYTES},
                          ensure_ascii=False).encode("utf-8", "surrogatepass")
     try:

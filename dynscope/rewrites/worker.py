@@ -26,7 +26,7 @@ def main() -> None:
     _cap_memory(int(request["memory_bytes"]))
     try:
         answer = _rewrite(request["source"], BreakSite(**request["site"]), float(request["rule_seconds"]),
-                          int(request["max_nesting"]))
+                          float(request["structure_seconds"]), int(request["max_nesting"]))
     except MemoryError:
         answer = {"declined": f"needed more than {int(request['memory_bytes']) >> 30} GiB"}
     sys.stdout.buffer.write(json.dumps(answer, ensure_ascii=False).encode("utf-8", "surrogatepass"))
@@ -49,7 +49,8 @@ def nesting(tree: ast.AST) -> int:
     return deepest
 
 
-def _rewrite(source: str, site: BreakSite, rule_seconds: float, max_nesting: int) -> dict[str, Any]:
+def _rewrite(source: str, site: BreakSite, rule_seconds: float, structure_seconds: float,
+             max_nesting: int) -> dict[str, Any]:
     import libcst as cst
 
     from dynscope.rewrites.catalogue import rewrites_for
@@ -70,12 +71,11 @@ def _rewrite(source: str, site: BreakSite, rule_seconds: float, max_nesting: int
     except RecursionError:
         return {"declined": "nested too deeply for libcst"}
     notes: list[str] = []
-    timed = _Timed(rule_seconds, notes)
-    # What every rule reads (each node's lines and holder), made once under a rule's limit of its own
-    timed("reading the file's structure", lambda: (positions(module), parents(module)) and None)
+    # What every rule reads (each node's lines and holder), made once under a limit of its own
+    _Timed(structure_seconds, notes)("reading the file's structure", lambda: (positions(module), parents(module)) and None)
     if notes:
         return {"declined": notes[0]}
-    rewrites = rewrites_for(source, site, timed, module)
+    rewrites = rewrites_for(source, site, _Timed(rule_seconds, notes), module)
     return {"rewrites": [dataclasses.asdict(r) for r in rewrites], "notes": notes}
 
 
