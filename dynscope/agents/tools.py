@@ -143,7 +143,7 @@ class Tools:
         """dynscope fix --patch: does this unified diff fix the run with the same outputs (dynscope.fix/2).
         ``budget_s`` (at most MAX_JUDGE_BUDGET_S) bounds the whole judgement, the patch's parsing included."""
         self._may_run("judge_patch", "dynscope fix --patch PATCH SCRIPT")
-        if not (isinstance(budget_s, (int, float)) and 0 < budget_s <= MAX_JUDGE_BUDGET_S):  # NaN too
+        if isinstance(budget_s, bool) or not (isinstance(budget_s, (int, float)) and 0 < budget_s <= MAX_JUDGE_BUDGET_S):
             raise DynscopeError(f"budget_s must be a number of seconds above 0 and at most {MAX_JUDGE_BUDGET_S:g} "
                                 f"(default {JUDGE_BUDGET_S:g}), not {budget_s!r}")
         if len(patch.encode("utf-8", "surrogatepass")) > MAX_PATCH_BYTES:

@@ -110,7 +110,9 @@ class Command:
         # Reading and applying the patches is a part of --budget: the runs get what is left.
         started = time.time()
         patches = [_patch(path, options.cwd or os.getcwd(), started + options.budget_s) for path in args.patches]
-        options = replace(options, patches=patches, budget_s=options.budget_s - (time.time() - started))
+        if patches:  # to a tenth of a second, so that messages name the --budget given when reading took no time
+            options = replace(options, patches=patches,
+                              budget_s=max(0.1, round(options.budget_s - (time.time() - started), 1)))
         out = outdir.claim(args.out, _stem(args.capture or options.program.target))
         options = replace(options, out_dir=out.path)
         console = safe_console(stderr=True, highlight=False)

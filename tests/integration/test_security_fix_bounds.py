@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 
+import pytest
 from conftest import python_file_hashes
 
+PROGRAMS = Path(__file__).parent.parent / "programs"
 BUDGET_S = 300
 RSS_BOUND = 1536 << 20  # fix itself stays near 150 MB; each run of the program imports torch (about 600 MB)
 
@@ -82,3 +86,20 @@ def test_the_attacker_s_files_are_declined_in_one_line_and_fix_goes_on(tmp_path)
     assert took < BUDGET_S + 60, took
     assert rss < RSS_BOUND, rss  # fix and its rewrite workers (the runs come from the test session's fork pool when it has one)
     assert python_file_hashes(tmp_path) == before
+
+
+def test_mcp_judge_patch_ends_within_its_own_budget(tmp_path):
+    """judge_patch on a program that hangs: before, the answer waited up to --run-timeout (an hour)."""
+    from dynscope.agents.served import ServedDirectory
+    from dynscope.agents.tools import JUDGE_GRACE_S, Tools
+    from dynscope.errors import DynscopeError
+
+    shutil.copy(PROGRAMS / "fix_hangs.py", tmp_path / "prog.py")
+    patch = "--- a/prog.py\n+++ b/prog.py\n@@ -12,2 +12,2 @@\n def f(x):\n-    y = torch.sin(x)\n+    y = torch.cos(x)\n"
+    tools = Tools(ServedDirectory.at(str(tmp_path)), allow_run=True)
+    budget = 5
+    started = time.time()
+    # what is left of budget_s after reading the patch: 4.9 s or so
+    with pytest.raises(DynscopeError, match=r"did not finish within --budget [45](\.\d)? s"):
+        tools.judge_patch("prog.py", patch, args=["--hang-in-baseline"], budget_s=budget)
+    assert time.time() - started < budget + JUDGE_GRACE_S
