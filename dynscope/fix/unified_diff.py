@@ -258,8 +258,8 @@ def _locate(bare: list[str], where: dict[str, list[int]], hunk: Hunk, not_before
     wanted = list(hunk.old)
     last = len(bare) - len(wanted)  # the last place the hunk fits
     stated = max(hunk.old_start - 1, 0) if wanted else hunk.old_start
-    if not wanted:
-        return min(max(stated, not_before), len(bare))
+    if not wanted:  # only added lines: after line ``old_start``, which must exist (git apply refuses it too)
+        return max(stated, not_before) if stated <= len(bare) else None
     places = where.get(wanted[0], [])
     low, high = bisect.bisect_left(places, not_before), bisect.bisect_right(places, last)
     above = bisect.bisect_left(places, stated, low, high)  # places[above:high] are at or after the stated line

@@ -26,6 +26,7 @@ import os
 import subprocess
 import sys
 import time
+import tokenize
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -64,9 +65,13 @@ def _bounded(source: str, site: BreakSite, shown: str, budget: RewriteBudget) ->
         if budget.say is not None:
             budget.say(f"rewrites of {shown} (line {site.line}): {why}; fix goes on without them")
 
-    size = len(source.encode("utf-8", "surrogatepass"))
-    if size > MAX_SOURCE_BYTES:
-        say(f"{size:,} bytes is more than the rewrite step reads ({MAX_SOURCE_BYTES >> 20} MiB)")
+    data = source.encode("utf-8", "surrogatepass")
+    if len(data) > MAX_SOURCE_BYTES:
+        say(f"{len(data):,} bytes is more than the rewrite step reads ({MAX_SOURCE_BYTES >> 20} MiB)")
+        return []
+    other = _other_text(data, source)
+    if other is not None:
+        say(other)
         return []
     seconds = FILE_SECONDS
     if budget.deadline is not None:
@@ -94,6 +99,23 @@ def _bounded(source: str, site: BreakSite, shown: str, budget: RewriteBudget) ->
     for note in notes:
         say(note)
     return rewrites
+
+
+def _other_text(data: bytes, source: str) -> str | None:
+    """Why Python would run other text than the UTF-8 the rules read, if it would: a coding cookie
+    (``# coding: utf-7``) that decodes the same bytes differently, or names no codec."""
+    lines = iter(data.splitlines(keepends=True)[:2])
+    try:
+        encoding, _ = tokenize.detect_encoding(lambda: next(lines, b""))
+    except SyntaxError:
+        return "its coding line names no encoding Python knows"
+    if encoding in ("utf-8", "utf-8-sig"):
+        return None
+    try:
+        same = data.decode(encoding) == source
+    except (UnicodeDecodeError, LookupError):
+        same = False
+    return None if same else f"it declares the encoding {encoding}, in which Python reads other text than the UTF-8 the rules read"
 
 
 def _worker_command() -> list[str]:

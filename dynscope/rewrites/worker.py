@@ -57,7 +57,7 @@ def _rewrite(source: str, site: BreakSite, rule_seconds: float, structure_second
     from dynscope.rewrites.locate import parents, positions
 
     try:
-        depth = nesting(ast.parse(source))
+        depth = nesting(ast.parse(source.removeprefix("\ufeff")))  # a BOM is no syntax error to libcst
     except (SyntaxError, ValueError):
         return {"rewrites": [], "notes": []}  # not Python: libcst would not parse it either, as before
     except RecursionError:

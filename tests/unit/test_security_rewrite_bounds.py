@@ -187,3 +187,25 @@ def test_each_rule_over_its_time_is_skipped_and_the_others_go_on():
     for line in result["said"]:
         assert line.startswith("rewrites of attack.py (line 2): rule ") and "\n" not in line, line
         assert "took more than 0.0001 s: skipped; fix goes on without them" in line, line
+
+
+def test_a_coding_line_python_reads_otherwise_is_declined():
+    """``# coding: utf-7`` makes Python run other text than the UTF-8 the rules read (``+AAo-`` is a line end
+    to it): the rewrite would change code nobody sees. A BOM or an ASCII file declared latin-1 reads the same."""
+    said: list[str] = []
+    budget = RewriteBudget(None, said.append)
+    site = BreakSite(3, BRANCH.gb_type, BRANCH.reason)
+    assert bounded_rewrites("# coding: utf-7\n" + SMALL, site, "seven.py", budget) == []
+    assert bounded_rewrites("# coding: no-such-codec\n" + SMALL, site, "none.py", budget) == []
+    assert [line.split(": ", 1)[1] for line in said] == [
+        "it declares the encoding utf-7, in which Python reads other text than the UTF-8 the rules read; "
+        "fix goes on without them",
+        "its coding line names no encoding Python knows; fix goes on without them"]
+    assert bounded_rewrites("# -*- coding: latin-1 -*-\n" + SMALL, site, "latin.py", budget)
+    assert bounded_rewrites("\ufeff" + SMALL, BRANCH, "bom.py", budget) == rewrites_for("\ufeff" + SMALL, BRANCH) != []
+    assert len(said) == 2
+
+
+def test_huge_literals_are_text_like_any_other():
+    big = SMALL + "S = '" + "a" * 900_000 + "'\nT = '''" + "x\n" * 50_000 + "'''\n"
+    assert [r.rule for r in bounded_rewrites(big, BRANCH, "m.py")] == ["tensor-where"]

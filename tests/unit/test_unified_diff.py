@@ -203,3 +203,12 @@ def test_overlapping_hunks_and_no_newline_abuse_are_one_line_or_git_s_result(tmp
     many = "\\ No newline at end of file\n" * 100_000
     changed = apply(parse(header + "@@ -2,2 +2,2 @@\n b\n-c\n" + many + "+C\n" + many), str(root))
     assert changed[0].new == "a\nb\nC"
+
+
+def test_a_hunk_of_added_lines_past_the_end_of_the_file_does_not_apply(tmp_path):
+    """It used to land at the end whatever its header said (10**17): judged as git apply would never apply it."""
+    root = _tree(tmp_path, "a\n")
+    with pytest.raises(PatchError, match="hunk 1 of model.py does not apply at line 100000000000000000"):
+        apply(parse(f"--- a/model.py\n+++ b/model.py\n@@ -{10 ** 17},0 +1,1 @@\n+z\n"), str(root))
+    changed = apply(parse("--- a/model.py\n+++ b/model.py\n@@ -1,0 +2,1 @@\n+z\n"), str(root))
+    assert changed[0].new == "a\nz\n"
