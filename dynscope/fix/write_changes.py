@@ -7,17 +7,26 @@ their own beside it, ``<package>-<version>.diff`` (paths from the library's top,
 pull request wants them). ``--apply`` writes the changes into the program's own files, each kept
 first as ``FILE.orig``; never a file of an installed package, never one outside the program's
 tree, never a file whose text changed since the runs read it.
+
+The program's tree may come from a stranger (a cloned repository, a capture's directory), so no
+name beside the files is trusted: ``FILE.orig`` is created only where nothing is (not even a link),
+the new text goes to a fresh temporary file (``mkstemp``) renamed over the file, and a diff is never
+written through a link (a ``transformers-5.24.0.diff`` planted as a link to ``~/.bashrc``).
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import stat
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from dynscope.analysis.source_edits import SourceEdit
 from dynscope.errors import DynscopeError
+from dynscope.fix.source_reader import MAX_SOURCE_BYTES
+from dynscope.fix.unified_diff import read_regular
 
 
 @dataclass(frozen=True)
@@ -52,8 +61,15 @@ def _plain(name: str) -> str:
 
 def write_diffs(files: Sequence[DiffFile]) -> None:
     for f in files:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) \
+            | getattr(os, "O_CLOEXEC", 0)
         try:
-            with open(f.path, "w", encoding="utf-8", newline="") as out:
+            if os.path.islink(f.path):
+                raise DynscopeError(f"cannot write {f.path}: it is a symbolic link (remove it, or name another file)")
+            fd = os.open(f.path, flags, 0o666)
+            with os.fdopen(fd, "w", encoding="utf-8", newline="") as out:
+                if not stat.S_ISREG(os.fstat(out.fileno()).st_mode):
+                    raise DynscopeError(f"cannot write {f.path}: not a regular file")
                 out.write(f.text)
         except OSError as e:
             raise DynscopeError(f"cannot write {f.path}: {e.strerror}") from None
@@ -82,8 +98,7 @@ def apply_edits(edits: Sequence[SourceEdit]) -> list[str]:
     or none."""
     for e in edits:
         try:
-            with open(e.file.path, encoding="utf-8", newline="") as f:
-                now = f.read()
+            now = read_regular(e.file.path, MAX_SOURCE_BYTES).decode("utf-8")
         except (OSError, UnicodeDecodeError) as err:
             raise DynscopeError(f"--apply: cannot read {e.file.shown}: {getattr(err, 'strerror', None) or err}") from None
         if now != e.old:
@@ -94,12 +109,19 @@ def apply_edits(edits: Sequence[SourceEdit]) -> list[str]:
     written: list[str] = []
     for e in edits:
         try:
-            shutil.copy2(e.file.path, e.file.path + ".orig")
-            temporary = e.file.path + ".dynscope-new"
-            with open(temporary, "w", encoding="utf-8", newline="") as f:
-                f.write(e.new)
-            shutil.copymode(e.file.path, temporary)
-            os.replace(temporary, e.file.path)
+            with open(e.file.path, "rb") as original, open(e.file.path + ".orig", "xb") as backup:  # x: O_EXCL
+                shutil.copyfileobj(original, backup)
+            shutil.copystat(e.file.path, e.file.path + ".orig")
+            directory, name = os.path.split(e.file.path)
+            fd, temporary = tempfile.mkstemp(prefix=f".{name}.", suffix=".dynscope-new", dir=directory)
+            try:
+                with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+                    f.write(e.new)
+                shutil.copymode(e.file.path, temporary)
+                os.replace(temporary, e.file.path)
+            except BaseException:
+                os.unlink(temporary)
+                raise
         except OSError as err:
             raise DynscopeError(f"--apply: cannot write {e.file.shown}: {err.strerror} (written so far: "
                                 f"{', '.join(written) or 'none'})") from None
