@@ -4,9 +4,11 @@ A break is fixed where it is: in the program's own files (under its tree: the sc
 directory, or the working directory of ``-m``) and in installed libraries (a break inside
 ``transformers`` is rewritten in ``transformers``; running fix is the user's consent to try
 that in a shadow, never on disk). Nothing else is read: not torch or dynscope themselves, not
-a file outside both places, not a file over 16 MiB or that is not UTF-8 text. With ``--from``
-the program's tree is the directory the capture names, read only after the user agreed to run
-there (the session makes the reader after that question: dynscope/commands/fix.py).
+a file outside both places, not a file over 16 MiB, not a regular file, or one that is not
+UTF-8 text; the rewrites made of what it reads are bounded again (dynscope/rewrites/bounded.py:
+1 MiB, nesting, time, memory, --budget). With ``--from`` the program's tree is the directory the
+capture names, read only after the user agreed to run there (the session makes the reader after
+that question: dynscope/commands/fix.py).
 """
 
 from __future__ import annotations
