@@ -150,3 +150,17 @@ def test_a_patched_file_that_is_a_fifo_or_device_link_is_never_opened(work):
     os.symlink("/dev/zero", work / "z.py")
     refused(work, write(work, "--- a/m.py\n+++ b/m.py\n@@ -1 +1 @@\n-a\n+b\n"), "m.py does not exist")
     refused(work, write(work, "--- a/z.py\n+++ b/z.py\n@@ -1 +1 @@\n-a\n+b\n"), "z.py leads outside")
+
+
+def test_the_disable_diff_never_opens_a_fifo_named_like_the_file(tmp_path):
+    """With --from, the tree is the capture's directory: a FIFO there named like the file a break is in
+    blocked the diff fix prints for torch.compiler.disable (open() waits for a writer)."""
+    from dynscope.fix.patches import disable_diff
+
+    os.mkfifo(tmp_path / "m.py")
+    answer: list[object] = []
+    reader = threading.Thread(target=lambda: answer.append(disable_diff(str(tmp_path / "m.py"), "f", 3, str(tmp_path))),
+                              daemon=True)
+    reader.start()
+    reader.join(timeout=10)
+    assert not reader.is_alive() and answer == [None]
