@@ -140,7 +140,7 @@ PAGES_BY_COMMAND: dict[str, Page] = {
         ((0, "the remedies were tried (with `--patch`: every patch fixed or improved the run)"),
          (1, "with `--patch`: a patch did not fix or improve the run"),
          (2, "also: `--from` without a terminal to ask on and without `--yes`; a `--patch` it cannot judge, before "
-             "anything runs: a FIFO, device or directory, over 16 MiB, not UTF-8, more than 5,000 hunks or 500 files, a "
+             "anything runs: a FIFO, device or directory, over 16 MiB, not UTF-8, more than 5,000 hunks or 500 files (64 MiB together), a "
              "line number of more than 18 digits, a hunk that does not apply, or applying it took the whole `--budget` "
              "([security.md](../security.md#patches-and-rewrites-bounds))")),
         "dynscope fix train.py --epochs 1\ndynscope fix --patch my.diff train.py --epochs 1"),

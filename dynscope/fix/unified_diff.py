@@ -12,7 +12,7 @@ deleted, renamed or binary file, a file not valid UTF-8.
 The patch is a stranger's text, so every step is bounded (docs/security.md, "Patches and rewrites:
 bounds"): the patch and each file it changes are regular files of at most 16 MiB, opened without
 blocking and checked on the descriptor (a FIFO or a device is refused before a byte is read); at most
-``MAX_FILES`` files and ``MAX_HUNKS`` hunks; a hunk's line numbers of at most 18 digits; the search
+``MAX_FILES`` files of ``MAX_TOTAL_BYTES`` together and ``MAX_HUNKS`` hunks; a hunk's line numbers of at most 18 digits; the search
 for a hunk that moved compares at most ``MAX_SEARCH_LINES`` lines in all and stops at the caller's
 deadline (fix's ``--budget``). Lines end at ``\n`` alone, as git splits them: a form feed or a lone
 ``\r`` inside a line is part of it.
@@ -34,6 +34,7 @@ from dynscope.store.lock import file_kind
 MAX_PATCH_BYTES = 16 * 1024 * 1024
 MAX_FILE_BYTES = 16 * 1024 * 1024
 MAX_FILES = 500  # files one patch changes
+MAX_TOTAL_BYTES = 64 * 1024 * 1024  # of the files one patch changes, together (500 sparse 16 MiB files would be 8 GiB)
 MAX_HUNKS = 5_000  # hunks in all: git's own diff of a large refactor runs to a few hundred
 MAX_SEARCH_LINES = 20_000_000  # lines compared in all while looking for hunks that moved (about 2 s)
 
@@ -181,20 +182,26 @@ def apply(patches: list[FilePatch], root: str, name: str = "the patch",
     serves a library's changed text as it serves the program's. Past ``deadline`` (time.time()), a
     PatchError."""
     real_root = os.path.realpath(root)
-    changed = []
-    search = _Search(deadline, name)
+    originals: list[tuple[str, str]] = []  # every file read first: the bounds hold before any hunk is searched for
+    total = 0
     for patch in patches:
         real = _resolve(patch.path, real_root, root, libraries, name)
         try:
-            old = read_regular(real, MAX_FILE_BYTES).decode("utf-8")
+            data = read_regular(real, MAX_FILE_BYTES)
+            total += len(data)
+            if total > MAX_TOTAL_BYTES:
+                raise PatchError(f"{name}: the files it changes add up to more than {MAX_TOTAL_BYTES >> 20} MiB: "
+                                 "not a change fix can judge")
+            originals.append((real, data.decode("utf-8")))
         except UnicodeDecodeError as e:
             raise PatchError(f"{name}: cannot read {patch.path}: not UTF-8 text (byte {e.start})") from None
         except _NotRegular as e:
             raise PatchError(f"{name}: cannot read {patch.path}: {e}") from None
         except OSError as e:
             raise PatchError(f"{name}: cannot read {patch.path}: {e.strerror or e}") from None
-        changed.append(ChangedFile(real, patch.path, old, _apply_hunks(old, patch, name, search)))
-    return changed
+    search = _Search(deadline, name)
+    return [ChangedFile(real, patch.path, old, _apply_hunks(old, patch, name, search))
+            for patch, (real, old) in zip(patches, originals)]
 
 
 def _resolve(relative: str, real_root: str, root: str, libraries: Sequence[str], name: str) -> str:

@@ -17,7 +17,14 @@ from pathlib import Path
 import pytest
 from hostile_fix import last_rss, run_fix, tree
 
-from dynscope.fix.unified_diff import MAX_FILES, MAX_HUNKS, MAX_PATCH_BYTES, MAX_SEARCH_LINES
+from dynscope.fix.unified_diff import (
+    MAX_FILE_BYTES,
+    MAX_FILES,
+    MAX_HUNKS,
+    MAX_PATCH_BYTES,
+    MAX_SEARCH_LINES,
+    MAX_TOTAL_BYTES,
+)
 
 START_S = 30  # the CLI's start without torch, on a busy machine
 RSS_BOUND = 300 * 1024 * 1024  # the CLI is about 60 MB; a patch of at most 16 MiB and the file it changes
@@ -164,3 +171,12 @@ def test_the_disable_diff_never_opens_a_fifo_named_like_the_file(tmp_path):
     reader.start()
     reader.join(timeout=10)
     assert not reader.is_alive() and answer == [None]
+
+
+def test_the_files_a_patch_changes_are_bounded_together(work):
+    """Many files, each under the 16 MiB limit: sparse files of NULs (valid UTF-8) cost the attacker no disk."""
+    for i in range(5):
+        with open(work / f"f{i}.py", "wb") as f:
+            f.truncate(MAX_FILE_BYTES)
+    patch = "".join(f"--- a/f{i}.py\n+++ b/f{i}.py\n@@ -1 +1 @@\n-a\n+b\n" for i in range(5))
+    refused(work, write(work, patch), f"add up to more than {MAX_TOTAL_BYTES >> 20} MiB")
