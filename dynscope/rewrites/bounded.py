@@ -48,6 +48,7 @@ class RewriteBudget:
     say: Callable[[str], None] | None = None
     # each file and break asked about once: fix asks again on every partial read of the baseline
     known: dict[tuple[str, int, BreakSite], list[Rewrite]] = field(default_factory=dict, compare=False, repr=False)
+    spent: list[str] = field(default_factory=list, compare=False, repr=False)  # the file at which the time ran out
 
 
 def bounded_rewrites(source: str, site: BreakSite, shown: str, budget: RewriteBudget | None = None) -> list[Rewrite]:
@@ -77,7 +78,9 @@ def _bounded(source: str, site: BreakSite, shown: str, budget: RewriteBudget) ->
     if budget.deadline is not None:
         seconds = min(seconds, budget.deadline - time.time())
         if seconds < 1:
-            say("no time left in --budget")
+            if not budget.spent:  # said once: a program with a thousand breaks is not a thousand lines
+                budget.spent.append(shown)
+                say("no time left in --budget (nor for any file after it)")
             return []
     request = json.dumps({"source": source, "site": dataclasses.asdict(site), "rule_seconds": RULE_SECONDS,
                           "structure_seconds": STRUCTURE_SECONDS,

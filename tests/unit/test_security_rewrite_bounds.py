@@ -154,6 +154,15 @@ def test_no_time_left_in_the_budget_starts_no_worker():
     assert result["worker_rss"] == 0
 
 
+def test_no_time_left_is_said_once_for_every_file_after_it():
+    said: list[str] = []
+    budget = RewriteBudget(time.time() - 1, said.append)
+    for i in range(100):  # a program with a hundred breaks in a hundred files
+        assert bounded_rewrites(SMALL, BRANCH, f"m{i}.py", budget) == []
+    assert said == ["rewrites of m0.py (line 2): no time left in --budget (nor for any file after it); "
+                    "fix goes on without them"]
+
+
 def test_the_budget_stops_a_worker_under_way():
     started = time.time()
     result = measured(filler(900_000), deadline=time.time() + 3, FILE_SECONDS=600.0)
