@@ -105,13 +105,13 @@ class _Timed:
             raise
         except BaseException as e:  # a rule that fails on a stranger's file is one rule less, not fix's end
             signal.setitimer(signal.ITIMER_REAL, 0)
-            rule = name if " " in name else f"rule {name}"
+            step, skipped = (name, "") if " " in name else (f"rule {name}", ": skipped")  # a rule, or a step all share
             if self.fired:
-                self.notes.append(f"{rule} took more than {self.seconds:g} s" + ("" if " " in name else ": skipped"))
+                self.notes.append(f"{step} took more than {self.seconds:g} s{skipped}")
             elif isinstance(e, RecursionError):
-                self.notes.append(f"{rule}: the file is nested too deeply for it: skipped")
+                self.notes.append(f"{step}: the file is nested too deeply for libcst{skipped}")
             elif isinstance(e, Exception):
-                self.notes.append(f"{rule} failed on this file ({type(e).__name__}): skipped")
+                self.notes.append(f"{step} failed on this file ({type(e).__name__}){skipped}")
             else:
                 raise
             return None

@@ -113,7 +113,7 @@ def test_a_600_branch_elif_chain_is_declined_in_one_line():
 
 
 @pytest.mark.parametrize("attack", ["a + b chain", "nested calls", "nested lists", "implicit string concatenation"])
-def test_other_deep_expressions_are_declined_or_rewritten_never_a_traceback(attack):
+def test_other_deep_expressions_are_declined_in_one_line_never_a_traceback(attack):
     source = {
         "a + b chain": SMALL + "y = " + " + ".join(["1"] * 2000) + "\n",
         "nested calls": SMALL + "y = " + "f(" * 190 + "1" + ")" * 190 + "\n",
@@ -121,8 +121,10 @@ def test_other_deep_expressions_are_declined_or_rewritten_never_a_traceback(atta
         "implicit string concatenation": SMALL + "y = (" + " ".join(["'a'"] * 3000) + ")\n",
     }[attack]
     result = measured(source)
-    # each ends in one of the two answers fix can go on with: the rewrite, or one line saying why not
-    assert result["rules"] == ["tensor-where"] or one_decline(result), result
+    # Before, each was a RecursionError out of libcst. The ast depth sees the + chain; libcst nests calls,
+    # lists and implicit concatenation deeper than ast does, and its RecursionError is caught in the worker.
+    one_decline(result, "nested 2002 levels deep" if attack == "a + b chain" else
+                "reading the file's structure: the file is nested too deeply for libcst")
 
 
 def test_a_step_over_its_time_is_skipped_and_said():
