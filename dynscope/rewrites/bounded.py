@@ -123,10 +123,13 @@ def _other_text(data: bytes, source: str) -> str | None:
 
 def _worker_command() -> list[str]:
     """``python -I`` (no directory, environment variable or user site on the path) with dynscope's own
-    install first: the worker imports nothing from where the program lives."""
+    install on it: the worker imports nothing from where the program lives. The directory that holds
+    this dynscope goes first only when it is not on the path already (a checkout, a user site), so
+    that a site-packages never comes before the standard library."""
     package_parent = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     return [sys.executable, "-I", "-c",
-            f"import sys; sys.path.insert(0, {package_parent!r}); from dynscope.rewrites.worker import main; main()"]
+            f"import sys; p = {package_parent!r}; p in sys.path or sys.path.insert(0, p); "
+            "from dynscope.rewrites.worker import main; main()"]
 
 
 def _answer(done: subprocess.CompletedProcess[bytes]) -> tuple[list[Rewrite], list[str]] | str:
