@@ -37,7 +37,7 @@ MAX_NESTING = 200  # the deepest of torch's and transformers' 5,197 files: 94; l
 RULE_SECONDS = 10.0  # one rule on transformers' modeling_utils.py: under 0.5 s
 STRUCTURE_SECONDS = 30.0  # each node's lines and holder, which every rule reads: 0.4 s on modeling_utils.py
 FILE_SECONDS = 60.0  # the parse and every rule of one file
-WORKER_MEMORY_BYTES = 2 << 30  # address space; 1 MiB of dense code peaks at about 620 MB resident
+WORKER_MEMORY_BYTES = 2 << 30  # address space; 1 MiB of dense code peaks at 600-700 MB resident
 
 
 @dataclass(frozen=True)
