@@ -186,6 +186,9 @@ def apply(patches: list[FilePatch], root: str, name: str = "the patch",
     total = 0
     for patch in patches:
         real = _resolve(patch.path, real_root, root, libraries, name)
+        same = next((p.path for p, (r, _) in zip(patches, originals) if r == real), None)
+        if same is not None:  # through a link: the shadow would serve one of the two changes, git neither
+            raise PatchError(f"{name}: {same} and {patch.path} are one file (a link): change it in one place")
         try:
             data = read_regular(real, MAX_FILE_BYTES)
             total += len(data)

@@ -212,3 +212,13 @@ def test_a_hunk_of_added_lines_past_the_end_of_the_file_does_not_apply(tmp_path)
         apply(parse(f"--- a/model.py\n+++ b/model.py\n@@ -{10 ** 17},0 +1,1 @@\n+z\n"), str(root))
     changed = apply(parse("--- a/model.py\n+++ b/model.py\n@@ -1,0 +2,1 @@\n+z\n"), str(root))
     assert changed[0].new == "a\nz\n"
+
+
+def test_two_names_of_one_file_are_refused(tmp_path):
+    """model.py and a link to it in the tree: both hunks were read, only the second one's text was served."""
+    root = _tree(tmp_path, "a\nb\n")
+    (root / "alias.py").symlink_to("model.py")
+    patch = ("--- a/model.py\n+++ b/model.py\n@@ -1 +1 @@\n-a\n+A\n"
+             "--- a/alias.py\n+++ b/alias.py\n@@ -2 +2 @@\n-b\n+B\n")
+    with pytest.raises(PatchError, match="model.py and alias.py are one file"):
+        apply(parse(patch), str(root))
