@@ -62,9 +62,11 @@ def bounded_rewrites(source: str, site: BreakSite, shown: str, budget: RewriteBu
 
 
 def _bounded(source: str, site: BreakSite, shown: str, budget: RewriteBudget) -> list[Rewrite]:
+    name = shown if shown.isprintable() else repr(shown)  # a file named with a line end is still one line
+
     def say(why: str) -> None:
         if budget.say is not None:
-            budget.say(f"rewrites of {shown} (line {site.line}): {why}; fix goes on without them")
+            budget.say(f"rewrites of {name} (line {site.line}): {why}; fix goes on without them")
 
     data = source.encode("utf-8", "surrogatepass")
     if len(data) > MAX_SOURCE_BYTES:

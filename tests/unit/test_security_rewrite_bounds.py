@@ -179,6 +179,8 @@ def test_each_file_and_break_is_asked_once():
     for _ in range(3):  # fix asks again on every partial read of the baseline
         assert bounded_rewrites(deep, BreakSite(2, "", ""), "deep.py", budget) == []
     assert len(said) == 1 and len(budget.known) == 1
+    assert bounded_rewrites(deep, BreakSite(2, "", ""), "a\nb\x1b[2J.py", budget) == []
+    assert said[-1].startswith("rewrites of 'a\\nb\\x1b[2J.py' (line 2): nested")  # a stranger's file name: one line
 
 
 def test_the_worker_imports_nothing_from_the_working_directory(tmp_path, monkeypatch):
