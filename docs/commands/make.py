@@ -147,9 +147,12 @@ PAGES_BY_COMMAND: dict[str, Page] = {
         "after asking ([fix-json.md](../fix-json.md)).",
         ((0, "the remedies were tried (with `--patch`: every patch fixed or improved the run)"),
          (1, "with `--patch`: a patch did not fix or improve the run"),
-         (2, "also: `--from` without a terminal to ask on and without `--yes`; a `--patch` that changes torch's or "
-             "dynscope's own code, a `.pth` file, `sitecustomize.py`/`usercustomize.py` or an installed package's "
-             "non-`.py` file (refused before anything runs: a trial could not run the change)")),
+         (2, "also: `--from` without a terminal to ask on and without `--yes`; a `--patch` it cannot judge, before "
+             "anything runs: a FIFO, device or directory, over 16 MiB, not UTF-8, more than 5,000 hunks or 500 files "
+             "(64 MiB together), a line number of more than 18 digits, a hunk that does not apply, or applying it took "
+             "the whole `--budget` ([security.md](../security.md#patches-and-rewrites-bounds)); a `--patch` that "
+             "changes torch's or dynscope's own code, a `.pth` file, `sitecustomize.py`/`usercustomize.py` or an "
+             "installed package's non-`.py` file (refused before anything runs: a trial could not run the change)")),
         "dynscope fix train.py --epochs 1\ndynscope fix --patch my.diff train.py --epochs 1"),
     "numerics": Page(
         "Finds where the compiled run's numbers part from eager's, in one run of your program: each Inductor graph at "

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from dynscope.agents.tools import Tools
+from dynscope.agents.tools import JUDGE_BUDGET_S, Tools
 from dynscope.errors import DynscopeError
 
 INSTRUCTIONS = """\
@@ -107,11 +107,11 @@ def build_server(tools: Tools) -> Any:
         Runs a program: needs --allow-run."""
         return _answer(lambda: tools.fix(script, args, only, budget_s))
 
-    def judge_patch(script: str, patch: str, args: list[str] | None = None, budget_s: float = 900.0) -> str:
+    def judge_patch(script: str, patch: str, args: list[str] | None = None, budget_s: float = JUDGE_BUDGET_S) -> str:
         """Judge a unified diff (paths as `git apply` in the script's directory takes them) by running the script
         with it applied in memory (files on disk never change): the trial row's verdict says fixed, improved,
-        no change, worse or failed (schema dynscope.fix/2, as `dynscope fix --patch`). Runs a program: needs
-        --allow-run."""
+        no change, worse or failed (schema dynscope.fix/2, as `dynscope fix --patch`). budget_s: seconds for the
+        whole judgement (default 300, at most 1800). Runs a program: needs --allow-run."""
         return _answer(lambda: tools.judge_patch(script, patch, args, budget_s))
 
     def minify(capture: str, compile_id: str, backend: str = "inductor", accuracy: bool = False) -> str:

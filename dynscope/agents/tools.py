@@ -33,6 +33,11 @@ CAPTURES_SCHEMA = "dynscope.captures/1"
 EXPLAIN_SCHEMA = "dynscope.mcp-explain/1"
 OUTPUT_DIRECTORY = ".dynscope-mcp"  # hidden: fix's scratch copies link hidden directories instead of copying them
 MAX_PATCH_BYTES = 4 << 20
+# judge_patch's --budget: one baseline and one trial of a patch; an agent waits on the answer, so minutes, not
+# the hour of run_timeout_s. The child is stopped JUDGE_GRACE_S after the budget (the CLI's start and its report).
+JUDGE_BUDGET_S = 300.0
+MAX_JUDGE_BUDGET_S = 1800.0
+JUDGE_GRACE_S = 60.0
 STDERR_TAIL = 4000  # characters of a failed run's stderr in the refusal
 MAX_ARGS = 1000  # a program's arguments: how many, and their characters in all
 MAX_ARGS_CHARS = 64 * 1024
@@ -145,16 +150,21 @@ class Tools:
         return self._fix(script, args, [*options, "--budget", str(budget_s)])
 
     def judge_patch(self, script: str, patch: str, args: list[str] | None = None,
-                    budget_s: float = 900.0) -> dict[str, Any]:
-        """dynscope fix --patch: does this unified diff fix the run with the same outputs (dynscope.fix/2)."""
+                    budget_s: float = JUDGE_BUDGET_S) -> dict[str, Any]:
+        """dynscope fix --patch: does this unified diff fix the run with the same outputs (dynscope.fix/2).
+        ``budget_s`` (at most MAX_JUDGE_BUDGET_S) bounds the whole judgement, the patch's parsing included."""
         self._may_run("judge_patch", "dynscope fix --patch PATCH SCRIPT")
+        if isinstance(budget_s, bool) or not (isinstance(budget_s, (int, float)) and 0 < budget_s <= MAX_JUDGE_BUDGET_S):
+            raise DynscopeError(f"budget_s must be a number of seconds above 0 and at most {MAX_JUDGE_BUDGET_S:g} "
+                                f"(default {JUDGE_BUDGET_S:g}), not {budget_s!r}")
         if len(patch.encode("utf-8", "surrogatepass")) > MAX_PATCH_BYTES:
             raise DynscopeError(f"the patch is larger than {MAX_PATCH_BYTES:,} bytes")
         with tempfile.TemporaryDirectory(prefix="dynscope-mcp-patch-") as scratch:
             patch_file = os.path.join(scratch, "change.patch")  # outside the served tree: not part of the runs' copies
             with open(patch_file, "w", encoding="utf-8") as f:
                 f.write(patch)
-            return self._fix(script, args, ["--patch", patch_file, "--budget", str(budget_s)])
+            return self._fix(script, args, ["--patch", patch_file, "--budget", str(budget_s)],
+                             timeout_s=min(self.run_timeout_s, budget_s + JUDGE_GRACE_S))
 
     def minify(self, capture: str, compile_id: str, backend: str = "inductor", accuracy: bool = False) -> dict[str, Any]:
         """dynscope minify --from CAPTURE --compile ID: the failing layer and op, and a repro (its result.json)."""
@@ -170,13 +180,14 @@ class Tools:
                                f"--out={os.path.join(out, 'minify')}", *options], cwd=out)
         return self._document(os.path.join(out, "minify", "result.json"), "minify", done)
 
-    def _fix(self, script: str, args: list[str] | None, options: list[str]) -> dict[str, Any]:
+    def _fix(self, script: str, args: list[str] | None, options: list[str],
+             timeout_s: float | None = None) -> dict[str, Any]:
         program = self.served.existing_file(script, what="script")
         arguments = _program_args(args)
         out = self._output_path("fix")
         runs, result = os.path.join(out, "runs"), os.path.join(out, "fix.json")
-        done = self._dynscope(["fix", "-o", result, "--out", runs, *options, program, *arguments],
-                              cwd=os.path.dirname(program))
+        done = self._dynscope(["fix", f"--json={result}", f"--out={runs}", *options, program, *arguments],
+                              cwd=os.path.dirname(program), timeout_s=timeout_s)
         return self._document(result, "fix", done)
 
     def _may_run(self, tool: str, command: str) -> None:
@@ -219,18 +230,20 @@ class Tools:
         finally:
             os.close(directory)
 
-    def _dynscope(self, argv: list[str], *, cwd: str) -> subprocess.CompletedProcess[str]:
+    def _dynscope(self, argv: list[str], *, cwd: str, timeout_s: float | None = None) -> subprocess.CompletedProcess[str]:
         """The command line in a child process: its stdout is not the MCP channel, and it reads
         nothing from it. Started without its working directory on sys.path (a stranger's tree can
-        hold a json.py): dynscope.runner.interpreter."""
+        hold a json.py): dynscope.runner.interpreter. Stopped after ``timeout_s`` (default: the
+        server's --run-timeout)."""
         from dynscope.runner.interpreter import child_environment, module_command
 
+        timeout = self.run_timeout_s if timeout_s is None else timeout_s
         try:
             return subprocess.run([*module_command("dynscope"), *argv], cwd=cwd, env=child_environment(),
                                   stdin=subprocess.DEVNULL, capture_output=True, text=True, errors="replace",
-                                  timeout=self.run_timeout_s)
+                                  timeout=timeout)
         except subprocess.TimeoutExpired:
-            raise DynscopeError(f"dynscope {argv[0]} ran past {self.run_timeout_s:.0f} s and was stopped") from None
+            raise DynscopeError(f"dynscope {argv[0]} ran past {timeout:.0f} s and was stopped") from None
         except (OSError, ValueError) as e:  # E2BIG: arguments too long for the system
             raise DynscopeError(f"cannot start dynscope {argv[0]}: {e}") from None
 

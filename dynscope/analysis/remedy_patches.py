@@ -100,7 +100,7 @@ def rewrite_remedies(p: FixProblem, _features: Features, read: SourceReader) -> 
     only moves the code to eager. A library's file is rewritten where it is (the user ran fix
     to have its breaks fixed); the title names the package and its version."""
     from dynscope.rewrites import BreakSite
-    from dynscope.rewrites.catalogue import rewrites_for
+    from dynscope.rewrites.bounded import bounded_rewrites
 
     assert isinstance(p.facts, BreakFacts) and p.file and p.line  # rewrite_applies said so
     source = read(p.file)
@@ -108,7 +108,7 @@ def rewrite_remedies(p: FixProblem, _features: Features, read: SourceReader) -> 
         return []
     site = BreakSite(p.line, p.facts.gb_type, p.facts.reason, p.function)
     remedies = []
-    for rewrite in rewrites_for(source.text, site)[:MAX_REWRITES_PER_BREAK]:
+    for rewrite in bounded_rewrites(source.text, site, source.shown, source.budget)[:MAX_REWRITES_PER_BREAK]:
         edit = SourceEdit(source, rewrite.source)
         where = f" in {source.library}" if source.library else ""
         settings = tuple(SetConfig(DYNAMO_CONFIG, name, True) for name in rewrite.settings)

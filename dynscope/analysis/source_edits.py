@@ -12,6 +12,10 @@ from __future__ import annotations
 import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from dynscope.rewrites.bounded import RewriteBudget
 
 
 @dataclass(frozen=True)
@@ -23,6 +27,8 @@ class SourceFile:
     shown: str  # its name in a diff: relative to the program's tree, or <package>/... in a library
     package: str | None = None  # the installed distribution the file belongs to; None: the program's own file
     version: str | None = None  # that distribution's version
+    # the rewrite step's share of fix's --budget, and where a declined rewrite is said (the reader sets it)
+    budget: RewriteBudget | None = None
 
     @property
     def library(self) -> str | None:

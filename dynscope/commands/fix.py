@@ -25,6 +25,7 @@ import os
 import shlex
 import stat
 import sys
+import time
 from typing import TYPE_CHECKING
 
 from dynscope.commands._common import (
@@ -115,7 +116,12 @@ class Command:
         if args.capture is not None:
             confirm_recorded(args.capture, options.program, options.cwd, yes=args.yes)
         # Read only now: with --from, the files a patch changes are in the directory the capture names.
-        options = replace(options, patches=[_patch(path, options.cwd or os.getcwd()) for path in args.patches])
+        # Reading and applying the patches is a part of --budget: the runs get what is left.
+        started = time.time()
+        patches = [_patch(path, options.cwd or os.getcwd(), started + options.budget_s) for path in args.patches]
+        if patches:  # to a tenth of a second, so that messages name the --budget given when reading took no time
+            options = replace(options, patches=patches,
+                              budget_s=max(0.1, round(options.budget_s - (time.time() - started), 1)))
         out = outdir.claim(args.out, _stem(args.capture or options.program.target))
         options = replace(options, out_dir=out.path)
         console = safe_console(stderr=True, highlight=False)
@@ -253,7 +259,7 @@ def _options(args: argparse.Namespace):
                    check_stdout=not args.ignore_stdout, profile=args.profile)
 
 
-def _patch(path: str, root: str) -> Remedy:
+def _patch(path: str, root: str, deadline: float) -> Remedy:
     """A --patch file read and applied in memory to the files under the program's working
     directory (paths as `git apply` run there takes them) or of an installed library (paths from the
     package on); refused in one line when it does not apply."""
@@ -265,7 +271,7 @@ def _patch(path: str, root: str) -> Remedy:
     text, name = unified_diff.read_patch(path)
     # a file of an installed library is named from its package on (``transformers/...``), as --diff writes it
     libraries = library_dirs()
-    changed = unified_diff.apply(unified_diff.parse(text, name), root, name, libraries)
+    changed = unified_diff.apply(unified_diff.parse(text, name), root, name, libraries, deadline)
     # torch's and dynscope's own code, .pth and start-up files: refused, never judged as if they had run
     check_targets(((c.path, c.relative) for c in changed), name, libraries)
     return patch_remedy(name, text, [(c.path, c.new) for c in changed])

@@ -7,15 +7,16 @@ import difflib
 import os
 import re
 
+from dynscope.fix.unified_diff import MAX_FILE_BYTES, read_regular
+
 
 def disable_diff(path: str, function: str, line: int | None, root: str) -> str | None:
     """``@torch.compiler.disable`` above ``def function`` (the def at or above ``line``)."""
     real, base = os.path.realpath(path), os.path.realpath(root)
     if not real.endswith(".py") or os.path.commonpath([real, base]) != base:
         return None
-    try:
-        with open(real, encoding="utf-8") as f:
-            lines = f.read().splitlines(keepends=True)
+    try:  # a FIFO named like the file (a capture's tree is a stranger's) is refused before it is opened
+        lines = read_regular(real, MAX_FILE_BYTES).decode("utf-8").splitlines(keepends=True)
     except (OSError, UnicodeDecodeError):
         return None
     pattern = re.compile(rf"^(\s*)(?:async\s+)?def\s+{re.escape(function)}\s*\(")

@@ -78,8 +78,9 @@ def _run(options: Options, say: Callable[[str], None], s: Scheduler, started: fl
     # Source rewrites read the files the breaks are in: the program's tree and installed libraries
     # (with --from, the capture's directory, which the user agreed to run in before this point).
     from dynscope.fix.source_reader import reader_for
+    from dynscope.rewrites.bounded import RewriteBudget
 
-    remedies = CachedRemedies(reader_for(program_tree(options)))
+    remedies = CachedRemedies(reader_for(program_tree(options), budget=RewriteBudget(deadline, say)))
     recorded = _recorded_problems(options.from_capture) if options.from_capture else None
 
     def selection_for(problems: list[FixProblem], features: Features, choose: CachedRemedies = remedies) -> Selection:

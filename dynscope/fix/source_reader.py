@@ -4,9 +4,11 @@ A break is fixed where it is: in the program's own files (under its tree: the sc
 directory, or the working directory of ``-m``) and in installed libraries (a break inside
 ``transformers`` is rewritten in ``transformers``; running fix is the user's consent to try
 that in a shadow, never on disk). Nothing else is read: not torch or dynscope themselves, not
-a file outside both places, not a file over 16 MiB or that is not UTF-8 text. With ``--from``
-the program's tree is the directory the capture names, read only after the user agreed to run
-there (the session makes the reader after that question: dynscope/commands/fix.py).
+a file outside both places, not a file over 16 MiB, not a regular file, or one that is not
+UTF-8 text; the rewrites made of what it reads are bounded again (dynscope/rewrites/bounded.py:
+1 MiB, nesting, time, memory, --budget). With ``--from`` the program's tree is the directory the
+capture names, read only after the user agreed to run there (the session makes the reader after
+that question: dynscope/commands/fix.py).
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from importlib import metadata
 
 from dynscope.analysis.remedies import SourceReader
 from dynscope.analysis.source_edits import SourceFile
+from dynscope.fix.unified_diff import read_regular
+from dynscope.rewrites.bounded import RewriteBudget
 
 MAX_SOURCE_BYTES = 16 * 1024 * 1024
 _NEVER = frozenset({"torch", "dynscope", "functorch", "torchgen"})  # the compiler and the judge are not the program
@@ -46,9 +50,10 @@ def library_dirs() -> list[str]:
     return found
 
 
-def reader_for(root: str, libraries: Iterable[str] | None = None) -> SourceReader:
+def reader_for(root: str, libraries: Iterable[str] | None = None, budget: RewriteBudget | None = None) -> SourceReader:
     """A reader of the Python files under ``root`` (the program's tree) and in ``libraries``
-    (default: this interpreter's site-packages), each read once."""
+    (default: this interpreter's site-packages), each read once. ``budget`` bounds the rewrites
+    made of what it reads (dynscope/rewrites/bounded.py: fix's --budget and where to say a decline)."""
     real_root = os.path.realpath(root)
     libs = [os.path.realpath(d) for d in (library_dirs() if libraries is None else libraries)]
     cache: dict[str, SourceFile | None] = {}
@@ -56,7 +61,7 @@ def reader_for(root: str, libraries: Iterable[str] | None = None) -> SourceReade
     def read(path: str) -> SourceFile | None:
         real = os.path.realpath(path)
         if real not in cache:
-            cache[real] = _read(real, real_root, libs)
+            cache[real] = _read(real, real_root, libs, budget)
         return cache[real]
     return read
 
@@ -65,7 +70,7 @@ def _inside(path: str, directory: str) -> bool:
     return directory != os.path.dirname(directory) and os.path.commonpath([path, directory]) == directory
 
 
-def _read(real: str, root: str, libraries: list[str]) -> SourceFile | None:
+def _read(real: str, root: str, libraries: list[str], budget: RewriteBudget | None = None) -> SourceFile | None:
     if not real.endswith(".py") or not os.path.isfile(real):
         return None
     library = next((d for d in libraries if _inside(real, d)), None)
@@ -80,14 +85,11 @@ def _read(real: str, root: str, libraries: list[str]) -> SourceFile | None:
         shown, package, version = os.path.relpath(real, root).replace(os.sep, "/"), None, None
     else:
         return None
-    try:
-        if os.path.getsize(real) > MAX_SOURCE_BYTES:
-            return None
-        with open(real, encoding="utf-8", newline="") as f:
-            text = f.read()
+    try:  # a FIFO swapped in after the check above is refused before it is read
+        text = read_regular(real, MAX_SOURCE_BYTES).decode("utf-8")
     except (OSError, UnicodeDecodeError):
         return None
-    return SourceFile(real, text, shown, package, version)
+    return SourceFile(real, text, shown, package, version, budget)
 
 
 @functools.lru_cache(maxsize=1)

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 from dynscope.analysis.source_edits import SourceEdit
 from dynscope.errors import DynscopeError
+from dynscope.fix.source_reader import MAX_SOURCE_BYTES
+from dynscope.fix.unified_diff import read_regular
 from dynscope.store.lock import file_kind
 
 
@@ -99,8 +101,7 @@ def apply_edits(edits: Sequence[SourceEdit]) -> list[str]:
     or none."""
     for e in edits:
         try:
-            with open(e.file.path, encoding="utf-8", newline="") as f:
-                now = f.read()
+            now = read_regular(e.file.path, MAX_SOURCE_BYTES).decode("utf-8")
         except (OSError, UnicodeDecodeError) as err:
             raise DynscopeError(f"--apply: cannot read {e.file.shown}: {getattr(err, 'strerror', None) or err}") from None
         if now != e.old:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable
 
 import libcst as cst
@@ -23,6 +24,9 @@ from dynscope.rewrites import (
 from dynscope.rewrites.causes import cause_of
 
 Rule = Callable[[cst.Module, str, BreakSite], "Rewrite | None"]
+# How one rule is called: (its name, the call) -> its candidate. The bounded worker
+# (dynscope/rewrites/worker.py) times each rule and turns a failure into a note.
+RuleRunner = Callable[[str, Callable[[], "Rewrite | None"]], "Rewrite | None"]
 
 RULES: tuple[tuple[str, Rule], ...] = (
     # first: a port is proven on the exact code it matches, and fix tries only the first few candidates
@@ -51,18 +55,25 @@ _NAME_THEIR_CAUSE = frozenset({"numpy-int-math", "floor-div-ints", "library-port
 _ADD_TO_THEIR_CAUSE = frozenset({"drop-compiling-clause"})
 
 
-def rewrites_for(source: str, site: BreakSite) -> list[Rewrite]:
-    """Every rule's candidate for the break at ``site`` in ``source`` (a file's text), in
-    catalogue order; [] when the file does not parse or no rule matches."""
-    try:
-        module = cst.parse_module(source)
-    except cst.ParserSyntaxError:
-        return []
+def _call(_name: str, call: Callable[[], Rewrite | None]) -> Rewrite | None:
+    return call()
+
+
+def rewrites_for(source: str, site: BreakSite, run_rule: RuleRunner = _call,
+                 module: cst.Module | None = None) -> list[Rewrite]:
+    """Every rule's candidate for the break at ``site`` in ``source`` (a file's text; ``module``: its
+    tree, when parsed already), in catalogue order; [] when the file does not parse or no rule matches.
+    Unbounded: a stranger's file goes through dynscope/rewrites/bounded.py, which runs this in a worker."""
+    if module is None:
+        try:
+            module = cst.parse_module(source)
+        except cst.ParserSyntaxError:
+            return []
     lines = source.splitlines()
     named = cause_of(site.gb_type, site.reason, lines[site.line - 1] if 0 < site.line <= len(lines) else "")
     found: list[Rewrite] = []
-    for _name, rule in RULES:
-        rewrite = rule(module, source, site)
+    for name, rule in RULES:
+        rewrite = run_rule(name, functools.partial(rule, module, source, site))
         if rewrite is not None and rewrite.source != source:
             if named is not None and rewrite.rule in _ADD_TO_THEIR_CAUSE:
                 rewrite = dataclasses.replace(rewrite, cause=f"{named}; {rewrite.cause}")

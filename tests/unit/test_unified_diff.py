@@ -179,3 +179,46 @@ def test_a_link_out_of_a_library_is_not_followed(tmp_path):
     root.mkdir()
     with pytest.raises(PatchError, match="does not exist under .* or an installed library"):
         apply(parse(_git_diff(tmp_path, BEFORE, AFTER)), str(root), libraries=[str(site)])
+
+
+def test_a_form_feed_or_a_lone_cr_inside_a_line_is_part_of_it(tmp_path):
+    """git splits lines at \\n alone; splitting at every line break Python knows (\\f, \\r, \\x1c, \\u2028...)
+    refused a real `git diff` of a file with a page break, and misread the hunk's line counts."""
+    before = "import torch\n\x0c\ndef f(x):\n    s = 'a\rb'  # \u2028 kept\n    return x\n"
+    after = "import torch\n\x0c\ndef f(x):\n    s = 'a\rB'  # \u2028 kept\n    return x + 1\n"
+    root = _tree(tmp_path, before)
+    _git_diff(tmp_path, before, after)
+    # the diff as git wrote it, bytes for bytes (text=True would turn the \r into a line end)
+    diff = subprocess.run(["git", "diff", "--no-color"], cwd=tmp_path / "repo", capture_output=True, check=True).stdout
+    changed = apply(parse(diff.decode("utf-8")), str(root))
+    assert changed[0].new == after
+
+
+def test_overlapping_hunks_and_no_newline_abuse_are_one_line_or_git_s_result(tmp_path):
+    root = _tree(tmp_path, "a\nb\nc")
+    header = "--- a/model.py\n+++ b/model.py\n"
+    with pytest.raises(PatchError, match="hunk 2 of model.py does not apply"):  # the second hunk overlaps the first
+        apply(parse(header + "@@ -1,2 +1,2 @@\n-a\n+A\n b\n@@ -2,2 +2,2 @@\n-b\n+B\n c\n"), str(root))
+    # 100,000 "\ No newline" markers say no more than one does
+    many = "\\ No newline at end of file\n" * 100_000
+    changed = apply(parse(header + "@@ -2,2 +2,2 @@\n b\n-c\n" + many + "+C\n" + many), str(root))
+    assert changed[0].new == "a\nb\nC"
+
+
+def test_a_hunk_of_added_lines_past_the_end_of_the_file_does_not_apply(tmp_path):
+    """It used to land at the end whatever its header said (10**17): judged as git apply would never apply it."""
+    root = _tree(tmp_path, "a\n")
+    with pytest.raises(PatchError, match="hunk 1 of model.py does not apply at line 100000000000000000"):
+        apply(parse(f"--- a/model.py\n+++ b/model.py\n@@ -{10 ** 17},0 +1,1 @@\n+z\n"), str(root))
+    changed = apply(parse("--- a/model.py\n+++ b/model.py\n@@ -1,0 +2,1 @@\n+z\n"), str(root))
+    assert changed[0].new == "a\nz\n"
+
+
+def test_two_names_of_one_file_are_refused(tmp_path):
+    """model.py and a link to it in the tree: both hunks were read, only the second one's text was served."""
+    root = _tree(tmp_path, "a\nb\n")
+    (root / "alias.py").symlink_to("model.py")
+    patch = ("--- a/model.py\n+++ b/model.py\n@@ -1 +1 @@\n-a\n+A\n"
+             "--- a/alias.py\n+++ b/alias.py\n@@ -2 +2 @@\n-b\n+B\n")
+    with pytest.raises(PatchError, match="model.py and alias.py are one file"):
+        apply(parse(patch), str(root))
