@@ -80,7 +80,7 @@ def _run(options: Options, say: Callable[[str], None], s: Scheduler, started: fl
     from dynscope.fix.source_reader import reader_for
     from dynscope.rewrites.bounded import RewriteBudget
 
-    remedies = CachedRemedies(reader_for(program_tree(options), budget=RewriteBudget(deadline, say)))
+    remedies = CachedRemedies(reader_for(program_tree(options), budget=RewriteBudget(started + options.budget_s, say)))
     recorded = _recorded_problems(options.from_capture) if options.from_capture else None
 
     def selection_for(problems: list[FixProblem], features: Features, choose: CachedRemedies = remedies) -> Selection:
