@@ -10,11 +10,15 @@ from dynscope.events import NumericsChecked, NumericsNode
 from dynscope.numerics.criterion import NONFINITE_ERROR, exit_status
 
 SCHEMA = "dynscope.numerics/1"
+# A frame's edit-identity fields (events.BreakFrame: what compare matches breaks by) are not part
+# of dynscope.numerics/1: a suspect is placed by its file and line.
+_IDENTITY_FIELDS = frozenset({"qualname", "statement", "above", "below"})
 
 
 def node_json(node: NumericsNode) -> dict[str, Any]:
     data = dataclasses.asdict(node)
-    data["stack"] = [dataclasses.asdict(f) for f in node.stack]
+    data["stack"] = [{k: v for k, v in dataclasses.asdict(f).items() if k not in _IDENTITY_FIELDS}
+                     for f in node.stack]
     for key in ("eager_error", "compiled_error"):  # JSON has no NaN/Infinity: null says "non-finite"
         data[key] = None if data[key] >= NONFINITE_ERROR else data[key]
     return data
