@@ -85,7 +85,8 @@ class Command:
                                  "the run with the same outputs, 1 otherwise; repeatable (each judged alone)")
         parser.add_argument("--diff", metavar="FILE",
                             help="write the verified source rewrites (those of the combined run) as one unified diff "
-                                 "`git apply` takes in the program's tree; changes to an installed library go to "
+                                 "(- for stdout) that `git apply` takes from the repository's root (or from here "
+                                 "outside a repository); changes to an installed library go to "
                                  "<package>-<version>.diff next to it")
         parser.add_argument("--apply", action="store_true",
                             help="write the verified source rewrites into the program's own files (shown first; each "
@@ -98,7 +99,8 @@ class Command:
         from dataclasses import replace
 
         from dynscope.commands.minify import LiveProgress
-        from dynscope.fix import outdir, session
+        from dynscope.fix import outdir, session, write_changes
+        from dynscope.fix.baseline_check import BaselineFailed
         from dynscope.fix.stopping import Stopped, signals_stop_the_run
         from dynscope.safe_console import safe_console
 
@@ -114,12 +116,18 @@ class Command:
             # On a terminal one live line (spinner, elapsed time) and a ✓ per finished step; in a log, one line each.
             with signals_stop_the_run(), LiveProgress(console) as progress:
                 doc = session.run(options, progress.stage)
+        except BaselineFailed as failed:  # the program's own last words first, then what it means
+            _say_program_lines(console, failed.last_lines)
+            raise
         except Stopped as stopped:
             raise DynscopeError(f"fix stopped by {stopped.name}: every run it started has ended "
                                 f"(their output so far: {out.path})", exit_code=stopped.exit_code) from None
         finally:
             out.release()
         from dynscope.reporters.fix_table import render_fix
+
+        # The change is named from where the user stands (the repository's root, else here): `git apply` takes it.
+        doc = write_changes.rebased(doc, write_changes.diff_base(os.getcwd()))
 
         render_fix(doc, console)
         if args.output:
@@ -157,7 +165,8 @@ def _write_changes(doc: FixDocument, args: argparse.Namespace, console: Console,
         files = write_changes.diff_files(args.diff, combined.edits)
         write_changes.write_diffs(files)
         for f in files:
-            console.print(f"dynscope: wrote {f.path} ({f.what})", markup=False)
+            where = "the diff to stdout" if f.path == write_changes.STDOUT else f.path
+            console.print(f"dynscope: wrote {where} ({f.what})", markup=False)
     for line in combined.settings:  # a setting is no diff: say it where the diff is written
         console.print(f"dynscope: the rewrites need this setting too (before torch.compile): {line}", markup=False)
     if args.apply:
@@ -169,6 +178,17 @@ def _write_changes(doc: FixDocument, args: argparse.Namespace, console: Console,
             console.print("".join(e.diff() for e in mine), markup=False, highlight=False, soft_wrap=True)
             written = write_changes.apply_edits(mine)
             console.print(f"dynscope: changed {', '.join(written)} (originals kept as *.orig)", markup=False)
+
+
+def _say_program_lines(console: Console, lines: tuple[str, ...]) -> None:
+    from rich.text import Text
+
+    from dynscope.safe_text import one_line
+
+    if lines:
+        console.print("dynscope: the program's stderr ended with:", markup=False, highlight=False)
+    for line in lines:
+        console.print(Text("  " + one_line(line)), soft_wrap=True, highlight=False)
 
 
 def _check_output(option: str, path: str | None, capture: str | None) -> None:

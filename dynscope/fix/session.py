@@ -30,6 +30,7 @@ from dynscope.analysis.remedies import FixProblem, Remedy, problems_of, remedies
 from dynscope.analysis.source_edits import SourceEdit, merge
 from dynscope.errors import DynscopeError
 from dynscope.events import Action, ChangeSource, DisableFunction, FixFamily
+from dynscope.fix.baseline_check import check_baseline
 from dynscope.fix.early import CachedRemedies, EarlyTrials, Partial, Selection, next_read_in, read_partial, trial_actions
 from dynscope.fix.judging import Judge, won_on
 from dynscope.fix.outdir import LOCK_NAME
@@ -126,9 +127,8 @@ def _run(options: Options, say: Callable[[str], None], starter: Starter, pool: R
     if baseline.facts is None or not baseline.facts.ran:
         raise DynscopeError(f"the baseline run wrote no capture (see {os.path.join(options.out_dir, 'baseline.stderr')})")
     base = baseline.facts
-    if base.exit_code not in (0, None) and not baseline.compiled:
-        say(f"warning: the program exited with status {base.exit_code} before compiling anything "
-            f"(its output: {os.path.join(options.out_dir, 'baseline.stderr')}); dynscope's options go before the script")
+    check_baseline(base.exit_code, baseline.compiled, any(p.kind == "error" for p in baseline.problems),
+                   os.path.join(options.out_dir, "baseline.stderr"))
     estimate = baseline.wall_s or 1.0
     # The trials are judged against the baseline run; with --from, a problem recorded in the
     # capture but absent from this run's baseline cannot be judged, so the baseline's keys rule.
