@@ -93,12 +93,13 @@ class Command:
                                  "file kept as FILE.orig); never into an installed package")
         parser.add_argument("--out", metavar="DIR", help="where the runs' captures and output go (default: a new "
                                                          "<program>-fix-<date>-<time> directory per run)")
+        parser.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr (the result is still printed)")
         add_program_arguments(parser)
 
     def run(self, args: argparse.Namespace) -> int:
         from dataclasses import replace
 
-        from dynscope.commands.minify import LiveProgress
+        from dynscope.commands._progress import Progress
         from dynscope.fix import outdir, session, write_changes
         from dynscope.fix.baseline_check import BaselineFailed
         from dynscope.fix.stopping import Stopped, signals_stop_the_run
@@ -113,8 +114,11 @@ class Command:
         options = replace(options, out_dir=out.path)
         console = safe_console(stderr=True, highlight=False)
         try:
-            # On a terminal one live line (spinner, elapsed time) and a ✓ per finished step; in a log, one line each.
-            with signals_stop_the_run(), LiveProgress(console) as progress:
+            # On a terminal one live line (the step, run i/N, what the run in progress compiled so far, elapsed)
+            # and a ✓ per finished step; in a log, one line per step at most every few seconds.
+            from dynscope.runner.live_counts import NewestCapture
+
+            with signals_stop_the_run(), Progress("fix", quiet=args.quiet, counts=NewestCapture(out.path).read) as progress:
                 doc = session.run(options, progress.stage)
         except BaselineFailed as failed:  # the program's own last words first, then what it means
             _say_program_lines(console, failed.last_lines)

@@ -24,10 +24,16 @@ class Screen:
     returncode: int
 
     @property
+    def program_text(self) -> str:
+        """``text`` without what was drawn between a saved and a restored cursor (a status line
+        drawn on a row of its own): what is left is what printed line after line."""
+        return _plain(re.sub(r"\x1b7.*?\x1b8", "", self.raw, flags=re.S))
+
+    @property
     def text(self) -> str:
         """The output without escape sequences, carriage returns as line ends (a redrawn status line
         becomes lines of its own)."""
-        return _ANSI.sub("", self.raw).replace("\r\n", "\n").replace("\r", "\n")
+        return _plain(self.raw)
 
 
 def run_in_pty(args: list[str], *, cwd: str | os.PathLike, columns: int = 80, rows: int = 24,
@@ -61,3 +67,7 @@ def run_in_pty(args: list[str], *, cwd: str | os.PathLike, columns: int = 80, ro
         os.close(primary)
     returncode = proc.wait(timeout=30)
     return Screen(b"".join(chunks).decode("utf-8", "replace"), returncode)
+
+
+def _plain(raw: str) -> str:
+    return _ANSI.sub("", raw).replace("\r\n", "\n").replace("\r", "\n")

@@ -79,3 +79,5 @@ def test_a_program_that_fails_on_its_own_is_said_first_and_exits_2(tmp_path):
     last = err.strip().splitlines()[-1]
     assert last.startswith("dynscope: the program exited with status 2 without compiling anything"), last
     assert err.index("unrecognized arguments") < err.index("dynscope: the program exited")
+    progress = [line for line in err.splitlines() if line.endswith("…")]
+    assert progress == ["dynscope: baseline: running the program once as it is…"]  # a pipe: one line per phase
