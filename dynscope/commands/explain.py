@@ -89,11 +89,13 @@ def _split(argv: list[str]):
 
 def explain(program, args: argparse.Namespace, *, command: list[str]) -> int:
     from dynscope.runner.launcher import capture_path_for, exit_like, launch, rank_from_env
+    from dynscope.runner.program import check_runnable
     from dynscope.runner.spec import ChildSpec
 
     rank, world = rank_from_env()
     path = capture_path_for(program, args.output, rank=rank, world_size=world)
     profile = args.profile or args.vs_eager
+    check_runnable(program)  # a script that cannot run is said in one line, before any progress
     with _progress(program, path, args, rank):
         if args.warm:
             from dynscope.runner.warm_start import record_warm_start

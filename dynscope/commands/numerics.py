@@ -99,7 +99,9 @@ class Command:
         spec = ChildSpec(program, path, command, workdir=cwd, extensions=(*remedy_features, options.extension()))
         from dynscope.commands._progress import Progress
         from dynscope.runner.live_counts import CaptureCounter
+        from dynscope.runner.program import check_runnable
 
+        check_runnable(program)  # a script that cannot run is said in one line, before any progress
         with Progress("numerics", quiet=args.quiet, counts=CaptureCounter(path).read) as progress:
             progress.stage(f"running {program.display} with every Inductor graph checked")
             result = launch(spec, popen_kwargs={"stdin": subprocess.DEVNULL} if args.capture else None)
