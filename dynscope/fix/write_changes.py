@@ -53,8 +53,10 @@ def rebased(doc: FixDocument, base: str) -> FixDocument:
     patch = combined.patch
     edits: list[SourceEdit] = []
     for e in combined.edits:
-        if e.file.package is None:
-            moved = replace(e, file=replace(e.file, shown=os.path.relpath(e.file.path, base).replace(os.sep, "/")))
+        shown = os.path.relpath(e.file.path, base).replace(os.sep, "/")
+        # a file outside ``base`` keeps its name in the program's tree (`git apply` refuses "../")
+        if e.file.package is None and not shown.startswith("../"):
+            moved = replace(e, file=replace(e.file, shown=shown))
             patch = patch.replace(e.diff().rstrip("\n"), moved.diff().rstrip("\n"))
             e = moved
         edits.append(e)

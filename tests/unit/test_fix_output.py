@@ -86,6 +86,14 @@ def test_diff_paths_from_the_repository_root(tmp_path):
     assert (repo / "pkg" / "model.py").read_text() == NEW
 
 
+def test_a_file_outside_the_base_keeps_its_name_in_the_programs_tree(tmp_path):
+    (tmp_path / "elsewhere").mkdir()
+    doc = _doc(tmp_path / "elsewhere")
+    (tmp_path / "here").mkdir()
+    moved = write_changes.rebased(doc, str(tmp_path / "here"))
+    assert moved.combined.edits[0].file.shown == "model.py" and moved.combined.patch == doc.combined.patch
+
+
 def test_outside_a_repository_the_current_directory(tmp_path):
     plain = tmp_path / "plain"
     plain.mkdir()
