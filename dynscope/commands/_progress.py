@@ -32,11 +32,13 @@ CountSource = Callable[[], Counts | None]
 
 class Progress:
     """``with Progress(...) as progress: progress.stage("baseline: ...")``; ``counts``: where the
-    live counts come from (``CaptureCounter(path).read``, ``NewestCapture(dir).read``), or None."""
+    live counts come from (``CaptureCounter(path).read``, ``NewestCapture(dir).read``), or None;
+    ``counts_of`` names whose they are when they are not the one run's (``NewestCapture``)."""
 
     def __init__(self, command: str, *, stream: TextIO | None = None, quiet: bool = False,
-                 counts: CountSource | None = None, live: bool | None = None) -> None:
+                 counts: CountSource | None = None, counts_of: str = "", live: bool | None = None) -> None:
         self.command = command
+        self.counts_of = counts_of  # whose counts they are, when not the one run's ("latest run")
         self.stream = stream if stream is not None else sys.stderr
         self.quiet = quiet
         self.counts_source = counts
@@ -115,7 +117,7 @@ class Progress:
         # the short, changing facts first: a narrow terminal crops the end (the phase's own words)
         parts = [self.command]
         if self._counts is not None:
-            parts.append(self._counts.words())
+            parts.append(f"{self.counts_of}: {self._counts.words()}" if self.counts_of else self._counts.words())
         if self._checks:
             parts.append(f"{self._checks} checks")
         if self._nodes is not None:
@@ -167,8 +169,8 @@ class Progress:
         if self._pending is None or (self._printed_at is not None and now - self._printed_at < PIPE_INTERVAL_S):
             return
         text, self._pending, self._printed_at = self._pending, None, now
-        counts = f" ({self._counts.words()} so far)" if self._counts is not None else ""
-        _write(self.stream, f"dynscope: {_one_line(text)}{counts}…\n")  # a progress line ends in …
+        # (no counts here: at a phase's start they would be the last run's, not this one's)
+        _write(self.stream, f"dynscope: {_one_line(text)}…\n")  # a progress line ends in …
 
 
 class _StatusRow:

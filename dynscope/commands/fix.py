@@ -118,7 +118,8 @@ class Command:
             # and a ✓ per finished step; in a log, one line per step at most every few seconds.
             from dynscope.runner.live_counts import NewestCapture
 
-            with signals_stop_the_run(), Progress("fix", quiet=args.quiet, counts=NewestCapture(out.path).read) as progress:
+            with signals_stop_the_run(), Progress("fix", quiet=args.quiet, counts=NewestCapture(out.path).read,
+                                                    counts_of="latest run") as progress:
                 doc = session.run(options, progress.stage)
         except BaselineFailed as failed:  # the program's own last words first, then what it means
             _say_program_lines(console, failed.last_lines)

@@ -72,7 +72,8 @@ class Command:
 
         console = safe_console(stderr=True, highlight=False)
         # the counts: of the program's run (its capture in the output directory), while it runs
-        with Progress("minify", quiet=args.quiet, counts=NewestCapture(options.out_dir).read) as progress:
+        with Progress("minify", quiet=args.quiet, counts=NewestCapture(options.out_dir).read,
+                      counts_of="program run") as progress:
             outcome = session.run(options, progress)
         print_outcome(console, outcome)
         return 0 if outcome.verified else 1
