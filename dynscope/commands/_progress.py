@@ -103,6 +103,17 @@ class Progress:
             else:
                 self._draw()
 
+    def note(self, text: str) -> None:
+        """A message that is not a phase (a warning, a finding): said at once, never held or dropped."""
+        if self.quiet:
+            return
+        with self._lock:
+            if self._terminal is not None:
+                self._terminal.line(text)
+                self._draw()
+            else:
+                _write(self.stream, f"dynscope: {_one_line(text)}\n")
+
     def update(self, *, checks: int | None = None, nodes: int | None = None, detail: str | None = None) -> None:
         if checks is not None:
             self._checks = checks

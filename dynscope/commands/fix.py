@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shlex
 import stat
 import sys
@@ -40,6 +41,9 @@ USAGE = """dynscope fix [OPTIONS] SCRIPT [ARGS...]
        dynscope fix [OPTIONS] -m MODULE [ARGS...]
        dynscope fix --from CAPTURE [OPTIONS]"""
 
+# What session.run says: these are its phases (a log gets one line per phase, at most every few
+# seconds); anything else (a warning, the second plain run's finding) is a note, always said.
+_STEP = re.compile(r"(baseline: |run \d+/\d+: |started early|combined: )")
 DEFAULT_BUDGET_S = 1800.0
 DEFAULT_RTOL = DEFAULT_ATOL = 1e-5
 MAX_SHOWN_COMMAND = 8192  # characters: a recorded command longer than this, escaped, is not shown or run
@@ -120,7 +124,7 @@ class Command:
 
             with signals_stop_the_run(), Progress("fix", quiet=args.quiet, counts=NewestCapture(out.path).read,
                                                     counts_of="latest run") as progress:
-                doc = session.run(options, progress.stage)
+                doc = session.run(options, lambda text: (progress.stage if _STEP.match(text) else progress.note)(text))
         except BaselineFailed as failed:  # the program's own last words first, then what it means
             _say_program_lines(console, failed.last_lines)
             raise

@@ -67,6 +67,15 @@ def test_a_pipe_gets_one_line_per_phase_at_most(tmp_path):
     assert lines == ["dynscope: run 1/5: a remedy…"]
 
 
+def test_a_note_is_never_held_or_dropped():
+    out = io.StringIO()
+    with Progress("fix", stream=out, live=False) as progress:
+        progress.stage("run 1/2: a remedy")
+        progress.stage("run 2/2: another")  # held: too soon after the first
+        progress.note("outputs differ between two plain runs")
+    assert out.getvalue().splitlines() == ["dynscope: run 1/2: a remedy…", "dynscope: outputs differ between two plain runs"]
+
+
 def test_quiet_says_nothing():
     out = io.StringIO()
     with Progress("explain", stream=out, quiet=True, live=False) as progress:
