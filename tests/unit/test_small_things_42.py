@@ -88,3 +88,28 @@ def test_inline_code_in_torchs_prose_is_code():
     assert markdown_prose("a `x|y` cell") == r"a \`x\|y\` cell"  # a pipe would split a table cell: inert
     assert markdown_prose("`<img src=x>` and *not emphasis*") == r"`<img src=x>` and \*not emphasis\*"  # code is literal
     assert markdown_prose("an odd ` backtick") == r"an odd \` backtick"
+
+
+def test_the_readmes_first_setup_installs_what_the_examples_import():
+    """The README's first command sets up a venv and runs an example; every example it names
+    later (examples/source_breaks.py needs numpy) must run in that venv."""
+    import ast
+    import re
+    import sys
+
+    readme = (ROOT / "README.md").read_text()
+    setup = next(line for line in readme.splitlines() if "pip install" in line and "explain examples/" in line)
+    installed = set(re.search(r"pip install (.*?) &&", setup).group(1).split()) - {"-q", "-e", "."}
+    installed = {re.split(r"[=<>\[]", name)[0] for name in installed} | {"dynscope"}
+    local = {p.stem for p in (ROOT / "examples").glob("*.py")}
+    needed: dict[str, str] = {}
+    for example in sorted((ROOT / "examples").glob("*.py")):
+        for node in ast.walk(ast.parse(example.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level else []
+            for name in names:
+                top = name.split(".")[0]
+                if top not in sys.stdlib_module_names and top not in local:
+                    needed.setdefault(top, example.name)
+    missing = {top: where for top, where in needed.items() if top not in installed}
+    assert not missing, f"the README's first setup command does not install {missing}"
