@@ -79,6 +79,23 @@ def markdown_text(value: str) -> str:
     return _MD_SPECIAL.sub(r"\\\1", value)
 
 
+_PROSE_CODE = re.compile(r"`([^`\n|]+)`")  # `print` in torch's prose: a code span (not one holding a pipe)
+
+
+def markdown_prose(value: str) -> str:
+    """``markdown_text``, except that what the text itself puts in backticks (torch's messages
+    write `print`, `torch.cond`) becomes a code span, shown as code rather than as escaped
+    backticks; everything else stays inert."""
+    out: list[str] = []
+    at = 0
+    for span in _PROSE_CODE.finditer(value):
+        out.append(markdown_text(value[at:span.start()]))
+        out.append(markdown_code(span.group(1)))
+        at = span.end()
+    out.append(markdown_text(value[at:]))
+    return "".join(out)
+
+
 def markdown_code(value: str, *, cell: bool = False) -> str:
     """An inline code span that survives any backticks in the value (and stays on one line).
     A code span is literal: no HTML, no links. In a table cell a pipe must be escaped even

@@ -18,7 +18,7 @@ from dynscope.analysis.overview import not_understood_line
 from dynscope.analysis.run_view import RunView, run_view
 from dynscope.model import Capture
 from dynscope.reporters import ReportOptions
-from dynscope.safe_text import doc_url, markdown_code, markdown_fence, markdown_text, visible
+from dynscope.safe_text import doc_url, markdown_code, markdown_fence, markdown_prose, markdown_text, visible
 
 SIZE_CAP = 60_000
 _MAX_ITEMS = 50
@@ -50,7 +50,18 @@ def markdown_report(captures: Sequence[Capture], *, size_cap: int = SIZE_CAP, co
     if out.omitted:
         out.force(f"\n_{out.omitted} more items were left out to stay under {size_cap:,} characters; "
                   "the HTML report (`dynscope report CAPTURE -o report.html`) has everything._\n")
-    return out.text()
+    return _unrooted(out.text(), [c.run.cwd for c in captures])
+
+
+def _unrooted(markdown: str, directories: Sequence[str | None]) -> str:
+    """The report names files from the directory the program ran in, never by that directory's
+    absolute path (a comment on an issue or PR should not carry someone's home directory):
+    ``/home/me/proj/model.py`` in torch's texts, the command or a path becomes ``model.py``."""
+    for directory in sorted({d.rstrip("/") for d in directories if d and d.startswith("/") and d.strip("/")},
+                            key=len, reverse=True):
+        for form in dict.fromkeys((directory, visible(directory), markdown_text(directory))):
+            markdown = markdown.replace(form + "/", "")
+    return markdown
 
 
 def _compile_time_section(out: _Budget, view: RunView) -> None:
@@ -78,7 +89,7 @@ def _capture_section(out: _Budget, capture: Capture, *, titled: bool) -> None:
         out.add(f"\n### Rank {run.rank if run.rank is not None else '?'}\n")
     out.add(f"\ntorch {text(run.torch_version or '?')} · {run.outcome}"
             + (f" · {run.duration_s:.1f} s" if run.duration_s else "")
-            + f" · {code(command_line(run.command))} in {code(run.cwd or '?')}\n")
+            + f" · {code(command_line(run.command))}\n")  # (its directory is not named: see _unrooted)
     if capture.exception is not None:
         out.add(f"\nThe program raised **{text(capture.exception.type)}**: {text(first_line(capture.exception.message))}\n")
     if view.alerts:  # a wrong or slow run is not clean, whatever its compiles say: first
@@ -289,8 +300,9 @@ class _Budget:
         return "".join(self.parts)
 
 
-# The Markdown escaping rule is dynscope.safe_text's, like every other output's.
-text = markdown_text
+# The Markdown escaping rule is dynscope.safe_text's, like every other output's; what torch's own
+# prose puts in backticks stays code.
+text = markdown_prose
 code = markdown_code
 
 

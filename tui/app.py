@@ -10,12 +10,15 @@ other view is built the first time it is shown, and per-compile details load in 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+import time
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from textual import work
-from textual.app import App, ComposeResult
+from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
+from textual.screen import Screen
 from textual.widgets import Footer, TabbedContent, TabPane
 
 from dynscope.analysis.run_view import run_view
@@ -43,7 +46,9 @@ View = OverviewPane | CompilesPane | BreaksPane | GuardsPane | KernelsPane | Num
 class DynscopeApp(App[None]):
     CSS_PATH = "dynscope.tcss"
     TITLE = "dynscope"
-    COMMANDS = App.COMMANDS | {DynscopeCommands}
+    # dynscope's commands first, then Textual's own (keys, theme, quit...): one provider yields both in
+    # that order (providers run side by side, so two of them would list in whichever order they finish).
+    COMMANDS = {DynscopeCommands}
     # Narrow terminals stack lists above details instead of beside them (see dynscope.tcss).
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
     TABS = (("overview", "overview"), ("compiles", "compiles"), ("breaks", "graph breaks"),
@@ -200,6 +205,30 @@ class DynscopeApp(App[None]):
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen(numerics=self.run_view.numerics is not None))
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        """Textual's commands, its screenshot replaced by one that saves where it says (Textual's
+        own delivers to a Downloads folder that may not exist, then says only that it failed)."""
+        for command in super().get_system_commands(screen):
+            if command.title == "Screenshot":
+                yield SystemCommand("Screenshot", f"Save an SVG of this screen in {self.screenshot_directory()}",
+                                    lambda: self.set_timer(0.1, self.action_save_screenshot))
+            else:
+                yield command
+
+    def screenshot_directory(self) -> str:
+        return one_line(os.path.dirname(os.path.abspath(self.capture.path)))
+
+    def action_save_screenshot(self) -> None:
+        directory = os.path.dirname(os.path.abspath(self.capture.path))
+        name = f"{Path(self.capture.path).stem}-{time.strftime('%Y%m%d-%H%M%S')}.svg"
+        try:
+            path = self.save_screenshot(filename=name, path=directory)
+        except OSError as e:
+            self.notify(one_line(f"Screenshot not saved: {os.path.join(directory, name)}: {e.strerror or e}"),
+                        title="Screenshot", severity="error", markup=False)
+            return
+        self.notify(one_line(f"Saved {path}"), title="Screenshot", markup=False)
 
     def action_export(self) -> None:
         if self.export_html is None:

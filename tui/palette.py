@@ -47,13 +47,19 @@ class DynscopeCommands(Provider):
             where = location(g.location.file, g.location.line, cwd)
             yield name, partial(app.post_message, ShowBreak(g.first.event_id)), escape(visible(where))
 
+    def _system(self, *, discoverable_only: bool) -> Iterator[Command]:
+        """Textual's own commands (keys, theme, screenshot, quit), after dynscope's."""
+        for command in self.dynscope.get_system_commands(self.screen):
+            if command.discover or not discoverable_only:
+                yield command.title, command.callback, command.help
+
     async def discover(self) -> Hits:
-        for name, callback, help_text in self._views():
+        for name, callback, help_text in [*self._views(), *self._system(discoverable_only=True)]:
             yield DiscoveryHit(Content(name), callback, text=name, help=help_text)
 
     async def search(self, query: str) -> Hits:
         matcher = self.matcher(query)
-        for name, callback, help_text in [*self._views(), *self._records()]:
+        for name, callback, help_text in [*self._views(), *self._records(), *self._system(discoverable_only=False)]:
             score = matcher.match(name)
             if score > 0:
                 yield Hit(score, highlighted(matcher, name), callback, text=name, help=help_text)

@@ -43,7 +43,7 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
                              "then warm (a fresh process); the warm run is the capture, the cold one is recorded "
                              "beside it (<capture>.cold.dynscope); shows what the warm start saved and what it "
                              "still compiled, and why")
-    parser.add_argument("-q", "--quiet", action="store_true", help="print no summary (the capture is still written)")
+    parser.add_argument("-q", "--quiet", action="store_true", help="print no progress and no summary (the capture is still written)")
     parser.add_argument("--all-ranks", action="store_true", help="under torchrun, every rank prints its summary")
     parser.add_argument("--html", metavar="PATH", help="also write an HTML report of the run")
     parser.add_argument("--tui", action="store_true", help="open the terminal UI on the capture after the run")
@@ -89,18 +89,21 @@ def _split(argv: list[str]):
 
 def explain(program, args: argparse.Namespace, *, command: list[str]) -> int:
     from dynscope.runner.launcher import capture_path_for, exit_like, launch, rank_from_env
+    from dynscope.runner.program import check_runnable
     from dynscope.runner.spec import ChildSpec
 
     rank, world = rank_from_env()
     path = capture_path_for(program, args.output, rank=rank, world_size=world)
     profile = args.profile or args.vs_eager
-    if args.warm:
-        from dynscope.runner.warm_start import record_warm_start
+    check_runnable(program)  # a script that cannot run is said in one line, before any progress
+    with _progress(program, path, args, rank):
+        if args.warm:
+            from dynscope.runner.warm_start import record_warm_start
 
-        result = record_warm_start(program, path, command=tuple(command), profile=profile,
-                                   announce=rank in (None, 0) and not args.quiet)
-    else:
-        result = launch(ChildSpec(program, path, tuple(command), keep_caches=args.keep_caches, profile=profile))
+            result = record_warm_start(program, path, command=tuple(command), profile=profile,
+                                       announce=rank in (None, 0) and not args.quiet)
+        else:
+            result = launch(ChildSpec(program, path, tuple(command), keep_caches=args.keep_caches, profile=profile))
     if not result.capture_written:
         print("dynscope: no capture was written: the program ended before recording started", file=sys.stderr)
         return exit_like(result.returncode)
@@ -129,6 +132,17 @@ def explain(program, args: argparse.Namespace, *, command: list[str]) -> int:
 
         print(f"dynscope: {one_line(str(e))}", file=sys.stderr)
     return exit_like(result.returncode)
+
+
+def _progress(program, path: str, args: argparse.Namespace, rank: int | None):
+    """The live status while the program runs (-q: none; under torchrun rank 0 alone, a line per phase)."""
+    from dynscope.commands._progress import Progress
+    from dynscope.runner.live_counts import CaptureCounter
+
+    progress = Progress("explain", quiet=args.quiet or rank not in (None, 0), counts=CaptureCounter(path).read,
+                        live=False if rank is not None else None)
+    progress.stage(f"running {program.display}" + (" cold, then warm" if args.warm else ""))
+    return progress
 
 
 def _print_summary(path: str) -> None:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shlex
 import stat
 import sys
@@ -48,6 +49,9 @@ USAGE = """dynscope fix [OPTIONS] SCRIPT [ARGS...]
        dynscope fix [OPTIONS] -m MODULE [ARGS...]
        dynscope fix --from CAPTURE [OPTIONS]"""
 
+# What session.run says: these are its phases (a log gets one line per phase, at most every few
+# seconds); anything else (a warning, the second plain run's finding) is a note, always said.
+_STEP = re.compile(r"(baseline: |run \d+/\d+: |started early|combined: )")
 DEFAULT_BUDGET_S = 1800.0
 DEFAULT_RTOL = DEFAULT_ATOL = 1e-5
 MAX_SHOWN_COMMAND = 8192  # characters: a recorded command longer than this, escaped, is not shown or run
@@ -95,20 +99,23 @@ class Command:
                                  "the run with the same outputs, 1 otherwise; repeatable (each judged alone)")
         parser.add_argument("--diff", metavar="FILE",
                             help="write the verified source rewrites (those of the combined run) as one unified diff "
-                                 "`git apply` takes in the program's tree; changes to an installed library go to "
+                                 "(- for stdout) that `git apply` takes from the repository's root (or from here "
+                                 "outside a repository); changes to an installed library go to "
                                  "<package>-<version>.diff next to it")
         parser.add_argument("--apply", action="store_true",
                             help="write the verified source rewrites into the program's own files (shown first; each "
                                  "file kept as FILE.orig); never into an installed package")
         parser.add_argument("--out", metavar="DIR", help="where the runs' captures and output go (default: a new "
                                                          "<program>-fix-<date>-<time> directory per run)")
+        parser.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr (the result is still printed)")
         add_program_arguments(parser)
 
     def run(self, args: argparse.Namespace) -> int:
         from dataclasses import replace
 
-        from dynscope.commands.minify import LiveProgress
-        from dynscope.fix import outdir, session
+        from dynscope.commands._progress import Progress
+        from dynscope.fix import outdir, session, write_changes
+        from dynscope.fix.baseline_check import BaselineFailed
         from dynscope.fix.stopping import Stopped, signals_stop_the_run
         from dynscope.safe_console import safe_console
 
@@ -126,15 +133,25 @@ class Command:
         options = replace(options, out_dir=out.path)
         console = safe_console(stderr=True, highlight=False)
         try:
-            # On a terminal one live line (spinner, elapsed time) and a ✓ per finished step; in a log, one line each.
-            with signals_stop_the_run(), LiveProgress(console) as progress:
-                doc = session.run(options, progress.stage)
+            # On a terminal one live line (the step, run i/N, what the run in progress compiled so far, elapsed)
+            # and a ✓ per finished step; in a log, one line per step at most every few seconds.
+            from dynscope.runner.live_counts import NewestCapture
+
+            with signals_stop_the_run(), Progress("fix", quiet=args.quiet, counts=NewestCapture(out.path).read,
+                                                    counts_of="latest run") as progress:
+                doc = session.run(options, lambda text: (progress.stage if _STEP.match(text) else progress.note)(text))
+        except BaselineFailed as failed:  # the program's own last words first, then what it means
+            _say_program_lines(console, failed.last_lines)
+            raise
         except Stopped as stopped:
             raise DynscopeError(f"fix stopped by {stopped.name}: every run it started has ended "
                                 f"(their output so far: {out.path})", exit_code=stopped.exit_code) from None
         finally:
             out.release()
         from dynscope.reporters.fix_table import render_fix
+
+        # The change is named from where the user stands (the repository's root, else here): `git apply` takes it.
+        doc = write_changes.rebased(doc, write_changes.diff_base(os.getcwd()))
 
         render_fix(doc, console)
         if args.output:
@@ -174,7 +191,8 @@ def _write_changes(doc: FixDocument, args: argparse.Namespace, console: Console,
         files = write_changes.diff_files(args.diff, combined.edits)
         write_changes.write_diffs(files)
         for f in files:
-            console.print(f"dynscope: wrote {f.path} ({f.what})", markup=False)
+            where = "the diff to stdout" if f.path == write_changes.STDOUT else f.path
+            console.print(f"dynscope: wrote {where} ({f.what})", markup=False)
     for line in combined.settings:  # a setting is no diff: say it where the diff is written
         console.print(f"dynscope: the rewrites need this setting too (before torch.compile): {line}", markup=False)
     if args.apply:
@@ -186,6 +204,17 @@ def _write_changes(doc: FixDocument, args: argparse.Namespace, console: Console,
             console.print("".join(e.diff() for e in mine), markup=False, highlight=False, soft_wrap=True)
             written = write_changes.apply_edits(mine)
             console.print(f"dynscope: changed {', '.join(written)} (originals kept as *.orig)", markup=False)
+
+
+def _say_program_lines(console: Console, lines: tuple[str, ...]) -> None:
+    from rich.text import Text
+
+    from dynscope.safe_text import one_line
+
+    if lines:
+        console.print("dynscope: the program's stderr ended with:", markup=False, highlight=False)
+    for line in lines:
+        console.print(Text("  " + one_line(line)), soft_wrap=True, highlight=False)
 
 
 def _check_output(option: str, path: str | None, capture: str | None) -> None:

@@ -15,14 +15,13 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from typing import TYPE_CHECKING
 
 from dynscope.commands._common import add_program_arguments, program_from_args
 from dynscope.errors import DynscopeError
 
 if TYPE_CHECKING:
-    from rich.live import Live
+    pass
 
 USAGE = """dynscope minify [OPTIONS] SCRIPT [ARGS...]
        dynscope minify [OPTIONS] -m MODULE [ARGS...]
@@ -61,15 +60,20 @@ class Command:
                                  "instead of bisecting the whole graph")
         parser.add_argument("--backend", default="inductor",
                             help="with --from: the backend that fails (a capture does not record it; default inductor)")
+        parser.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr (the result is still printed)")
         add_program_arguments(parser)
 
     def run(self, args: argparse.Namespace) -> int:
         options = _options(args)
+        from dynscope.commands._progress import Progress
         from dynscope.minifier import session
+        from dynscope.runner.live_counts import NewestCapture
         from dynscope.safe_console import safe_console
 
         console = safe_console(stderr=True, highlight=False)
-        with LiveProgress(console) as progress:
+        # the counts: of the program's run (its capture in the output directory), while it runs
+        with Progress("minify", quiet=args.quiet, counts=NewestCapture(options.out_dir).read,
+                      counts_of="program run") as progress:
             outcome = session.run(options, progress)
         print_outcome(console, outcome)
         return 0 if outcome.verified else 1
@@ -122,83 +126,6 @@ def _options(args: argparse.Namespace):
     return Options(out_dir=out, timeout=args.timeout, accuracy=accuracy, program=program, capture=args.capture,
                    compile_id=args.compile_id, backend=args.backend, resume=args.resume, suspect=suspect,
                    command=["dynscope", "minify", *sys.argv[2:]])
-
-
-class LiveProgress:
-    """One live line on stderr: stage, checks made, nodes left, what is being tried. On a
-    terminal it redraws in place; otherwise each stage is printed once as it starts."""
-
-    def __init__(self, console) -> None:
-        self.console = console
-        self._started = time.monotonic()
-        self._stage = ""
-        self._stage_started = self._started
-        self._checks = 0
-        self._nodes_before: int | None = None
-        self._nodes: int | None = None
-        self._detail = ""
-        self._live: Live | None = None
-
-    def __enter__(self) -> LiveProgress:
-        if self.console.is_terminal:
-            from rich.live import Live
-
-            live = Live(self._render(), console=self.console, transient=True, refresh_per_second=8)
-            live.__enter__()
-            self._live = live
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._live is not None:
-            self._live.__exit__(None, None, None)
-        if exc[0] is None and self._stage:
-            self._done()
-
-    def stage(self, text: str) -> None:
-        if self._stage:
-            self._done()
-        self._stage, self._stage_started, self._detail = text, time.monotonic(), ""
-        if self._live is None:
-            from rich.text import Text
-
-            self.console.print(Text(f"dynscope: {text}…"), soft_wrap=True)  # a recorded command: text, not markup
-        self._refresh()
-
-    def update(self, *, checks: int | None = None, nodes: int | None = None, detail: str | None = None) -> None:
-        if checks is not None:
-            self._checks = checks
-        if nodes is not None:
-            self._nodes_before = nodes if self._nodes_before is None else self._nodes_before
-            self._nodes = nodes
-        if detail is not None:
-            self._detail = detail
-        self._refresh()
-
-    def _done(self) -> None:
-        if self._live is not None:
-            from rich.text import Text
-
-            self.console.print(Text.assemble(("✓", "green"), f" {self._stage} ",
-                                             (f"({time.monotonic() - self._stage_started:.1f} s)", "dim")))
-
-    def _refresh(self) -> None:
-        if self._live is not None:
-            self._live.update(self._render())
-
-    def _render(self):
-        from rich.spinner import Spinner
-        from rich.text import Text
-
-        parts = [self._stage or "starting"]
-        if self._checks:
-            parts.append(f"{self._checks} checks")
-        if self._nodes is not None:
-            parts.append(f"nodes {self._nodes_before} → {self._nodes}" if self._nodes != self._nodes_before
-                         else f"{self._nodes} nodes")
-        if self._detail:
-            parts.append(self._detail)
-        parts.append(f"{time.monotonic() - self._started:.0f} s")
-        return Spinner("dots", text=Text(" · ".join(parts)))  # a str would be parsed as markup
 
 
 def print_outcome(console, outcome) -> None:

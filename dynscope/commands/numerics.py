@@ -62,6 +62,7 @@ class Command:
                             help="when a node is suspect, rerun the program once per numerics remedy of the table "
                                  "(Inductor settings, torch.compiler.disable) with the check on, and report the "
                                  "suspect's error and the program's time before -> after (exit 0 when one is verified)")
+        parser.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr (the result is still printed)")
         add_program_arguments(parser)
 
     def run(self, args: argparse.Namespace) -> int:
@@ -101,7 +102,14 @@ class Command:
         # extension with no remedy to apply writes FixFeatures), so the table can choose among them.
         remedy_features = (TrialRemedies(()).extension(),) if args.try_remedies else ()
         spec = ChildSpec(program, path, command, workdir=cwd, extensions=(*remedy_features, options.extension()))
-        result = launch(spec, popen_kwargs={"stdin": subprocess.DEVNULL} if args.capture else None)
+        from dynscope.commands._progress import Progress
+        from dynscope.runner.live_counts import CaptureCounter
+        from dynscope.runner.program import check_runnable
+
+        check_runnable(program)  # a script that cannot run is said in one line, before any progress
+        with Progress("numerics", quiet=args.quiet, counts=CaptureCounter(path).read) as progress:
+            progress.stage(f"running {program.display} with every Inductor graph checked")
+            result = launch(spec, popen_kwargs={"stdin": subprocess.DEVNULL} if args.capture else None)
         record = _recorded(path) if result.capture_written else None
         if record is None or (record.graphs_checked == 0 and not record.notes):
             raise DynscopeError(f"the program ended (status {result.returncode}) with no Inductor graph checked: "

@@ -28,6 +28,7 @@ from dynscope.analysis.fix_view import fix_problems
 from dynscope.analysis.remedies import FixProblem, Remedy, select
 from dynscope.errors import DynscopeError
 from dynscope.events import DisableFunction, FixFamily
+from dynscope.fix.baseline_check import check_baseline
 from dynscope.fix.combined_step import Proven, combined_step
 from dynscope.fix.early import CachedRemedies
 from dynscope.fix.judging import Judge, won_on
@@ -146,9 +147,8 @@ def _checked_baseline(baseline: TrialRun, options: Options, say: Callable[[str],
     if baseline.facts is None or not baseline.facts.ran:
         raise DynscopeError(f"the baseline run wrote no capture (see {os.path.join(options.out_dir, 'baseline.stderr')})")
     base = baseline.facts
-    if base.exit_code not in (0, None) and not baseline.compiled:
-        say(f"warning: the program exited with status {base.exit_code} before compiling anything "
-            f"(its output: {os.path.join(options.out_dir, 'baseline.stderr')}); dynscope's options go before the script")
+    check_baseline(base.exit_code, baseline.compiled, any(p.kind == "error" for p in baseline.problems),
+                   os.path.join(options.out_dir, "baseline.stderr"))
     return base
 
 

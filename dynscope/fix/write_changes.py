@@ -2,7 +2,8 @@
 
 Only what the combined run proved is written (its verdict fixed or improved, outputs equal).
 ``--diff FILE`` writes the changes to the program's own files as one unified diff that
-``git apply`` takes in the program's tree; the changes to an installed library go to a diff of
+``git apply`` takes where the user stands: paths from the repository's root (``git rev-parse
+--show-toplevel``), or from the current directory outside a repository (``rebased``); the changes to an installed library go to a diff of
 their own beside it, ``<package>-<version>.diff`` (paths from the library's top, as an upstream
 pull request wants them). ``--apply`` writes the changes into the program's own files, each kept
 first as ``FILE.orig``; never a file of an installed package, never one outside the program's
@@ -14,15 +15,19 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+import subprocess
 import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from dynscope.analysis.fix_document import FixDocument
 from dynscope.analysis.source_edits import SourceEdit
 from dynscope.errors import DynscopeError
 from dynscope.fix.source_reader import MAX_SOURCE_BYTES
 from dynscope.fix.unified_diff import read_regular
 from dynscope.store.lock import file_kind
+
+STDOUT = "-"  # `--diff -`
 
 
 @dataclass(frozen=True)
@@ -33,6 +38,37 @@ class DiffFile:
     named_here: bool = False  # <package>-<version>.diff: a name the user did not give; never written through a link
 
 
+def diff_base(cwd: str) -> str:
+    """Where ``git apply`` will be run: the root of the repository holding ``cwd``, else ``cwd``."""
+    try:
+        done = subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=cwd, capture_output=True, text=True,
+                              stdin=subprocess.DEVNULL, timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError):  # no git here: the current directory
+        return cwd
+    top = done.stdout.strip()
+    return top if done.returncode == 0 and top and os.path.isdir(top) else cwd
+
+
+def rebased(doc: FixDocument, base: str) -> FixDocument:
+    """``doc`` with the program's own files named from ``base`` in the combined change (its edits
+    and the patch shown), so the printed change and ``--diff`` apply from there; an installed
+    library's files keep their names from the package on."""
+    combined = doc.combined
+    if combined is None or not combined.edits:
+        return doc
+    patch = combined.patch
+    edits: list[SourceEdit] = []
+    for e in combined.edits:
+        shown = os.path.relpath(e.file.path, base).replace(os.sep, "/")
+        # a file outside ``base`` keeps its name in the program's tree (`git apply` refuses "../")
+        if e.file.package is None and not shown.startswith("../"):
+            moved = replace(e, file=replace(e.file, shown=shown))
+            patch = patch.replace(e.diff().rstrip("\n"), moved.diff().rstrip("\n"))
+            e = moved
+        edits.append(e)
+    return replace(doc, combined=replace(combined, patch=patch, edits=tuple(edits)))
+
+
 def diff_files(path: str, edits: Sequence[SourceEdit]) -> list[DiffFile]:
     """The diffs to write for ``--diff path``: the program's own files in ``path``, each installed
     package's in ``<package>-<version>.diff`` next to it."""
@@ -40,6 +76,8 @@ def diff_files(path: str, edits: Sequence[SourceEdit]) -> list[DiffFile]:
     out: list[DiffFile] = []
     if own:
         out.append(DiffFile(path, "".join(e.diff() for e in own), "the program's files"))
+    if path == STDOUT:  # `--diff -`: the libraries' diffs go to the current directory
+        path = os.path.join(os.getcwd(), "fix.diff")
     packages: dict[str, list[SourceEdit]] = {}
     for e in edits:
         if e.file.package is not None:
@@ -58,7 +96,13 @@ def _plain(name: str) -> str:
 
 
 def write_diffs(files: Sequence[DiffFile]) -> None:
+    import sys
+
     for f in files:
+        if f.path == STDOUT:
+            sys.stdout.write(f.text)
+            sys.stdout.flush()
+            continue
         try:
             _write_regular(f.path, f.text, follow_link=not f.named_here)
         except OSError as e:

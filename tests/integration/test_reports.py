@@ -14,6 +14,7 @@ import pytest
 from browser import Browser, open_browser
 from conftest import EXAMPLES, needs_program, run_dynscope
 from markdown_it import MarkdownIt
+from recorded_tui import recorded
 
 from dynscope.model import Capture
 from dynscope.reporters.markdown import markdown_report
@@ -206,10 +207,11 @@ def test_hostile_strings_in_markdown_stay_text(hostile_capture):
 
 
 # -- Markdown, JSON, check -----------------------------------------------------------------------
+# (on recorded captures, tests/data/tui: graph_breaks.py with aot_eager, recompiles.py with eager)
 
 
-def test_markdown_renders_as_a_github_issue_would_show_it(make_capture):
-    with Capture.open(str(make_capture("graph_breaks.py", "--backend", "aot_eager"))) as capture:
+def test_markdown_renders_as_a_github_issue_would_show_it():
+    with Capture.open(str(recorded("breaks"))) as capture:
         text = markdown_report([capture])
         tokens = MarkdownIt("commonmark", {"html": True}).enable("table").parse(text)
         breaks = capture.graph_breaks()
@@ -227,8 +229,8 @@ def test_markdown_renders_as_a_github_issue_would_show_it(make_capture):
     assert text.count("<details>") == text.count("</details>") == 4 + 1
 
 
-def test_markdown_stays_under_its_size_cap_and_says_what_it_left_out(make_capture):
-    with Capture.open(str(make_capture("graph_breaks.py", "--backend", "aot_eager"))) as capture:
+def test_markdown_stays_under_its_size_cap_and_says_what_it_left_out():
+    with Capture.open(str(recorded("breaks"))) as capture:
         full = markdown_report([capture])
         small = markdown_report([capture], size_cap=1500)
     assert len(small) <= 1500 < len(full)
@@ -236,8 +238,8 @@ def test_markdown_stays_under_its_size_cap_and_says_what_it_left_out(make_captur
     assert small.count("<details>") == small.count("</details>")
 
 
-def test_json_report_and_check_for_ci(make_capture, tmp_path):
-    capture = make_capture("graph_breaks.py", "--backend", "aot_eager")
+def test_json_report_and_check_for_ci(tmp_path):
+    capture = recorded("breaks")
     out = tmp_path / "r.json"
     assert run_dynscope("report", str(capture), "-o", str(out)).returncode == 0
     doc = json.loads(out.read_text())
@@ -254,7 +256,7 @@ def test_json_report_and_check_for_ci(make_capture, tmp_path):
     assert over.returncode == 1
     assert "4 graph breaks (at most 3 allowed): FAIL" in over.stdout and "0 recompiles (at most 0 allowed): ok" in over.stdout
     assert run_dynscope("check", str(capture), "--max-graph-breaks", "4").returncode == 0
-    recompiles = make_capture("recompiles.py", "--backend", "eager")
+    recompiles = recorded("recompiles")
     assert run_dynscope("check", str(recompiles), "--max-recompiles", "3").returncode == 1
 
 
@@ -265,9 +267,9 @@ def test_json_report_and_check_for_ci(make_capture, tmp_path):
     (["report", "{capture}", "--format", "html"], "an HTML report needs a file"),
     (["report", "{notes}", "-o", "r.html"], "is not a dynscope capture"),
 ])
-def test_report_and_check_bad_input_gets_one_line(make_capture, tmp_path, args, expected):
+def test_report_and_check_bad_input_gets_one_line(tmp_path, args, expected):
     (tmp_path / "notes.txt").write_text("hello\n")
-    values = {"capture": make_capture("recompiles.py", "--backend", "eager"), "notes": tmp_path / "notes.txt"}
+    values = {"capture": recorded("recompiles"), "notes": tmp_path / "notes.txt"}
     result = run_dynscope(*[a.format(**values) for a in args], cwd=tmp_path)
     assert result.returncode == 2
     assert result.stderr.startswith("dynscope: ") and result.stderr.count("\n") == 1 and expected in result.stderr

@@ -1,4 +1,5 @@
-"""The terminal UI, driven by real key presses (Textual's Pilot) on real captures of the examples.
+"""The terminal UI, driven by real key presses (Textual's Pilot) on recorded captures of the examples
+(tests/data/tui: real runs, recorded once, read here without compiling).
 
 Every expectation is taken from the model or from the example's source, then looked for on
 the screen's widgets: the UI must show what the capture holds, and take the user from a
@@ -14,8 +15,10 @@ from pathlib import Path
 
 import pytest
 from conftest import EXAMPLES, run_dynscope
+from recorded_tui import SNAPSHOT_ROOT, recorded
 from textual.widgets import DataTable, OptionList, Static, TabbedContent, Tree
-from tui_pilot import drive, settle, text_of
+from tui_pilot import drive as pilot_drive
+from tui_pilot import settle, text_of
 
 from dynscope.analysis.breaks import group_breaks
 from dynscope.analysis.diff import previous_recorded
@@ -37,19 +40,25 @@ from dynscope.tui.source import SourceScreen
 GRAPH_BREAKS = (EXAMPLES / "graph_breaks.py").read_text().splitlines()
 
 
+# Recorded captures (tests/data/tui): the UI is tested on what a run recorded, without compiling.
 @pytest.fixture(scope="module")
-def breaks_path(make_capture) -> Path:
-    return make_capture("graph_breaks.py", "--backend", "aot_eager")
-
-
-@pytest.fixture(scope="module")
-def recompiles_path(make_capture) -> Path:
-    return make_capture("recompiles.py", "--backend", "eager")
+def breaks_path() -> Path:
+    return recorded("breaks")  # examples/graph_breaks.py --backend aot_eager
 
 
 @pytest.fixture(scope="module")
-def conv_path(make_capture) -> Path:
-    return make_capture("conv_net.py", "--backend", "inductor")
+def recompiles_path() -> Path:
+    return recorded("recompiles")  # examples/recompiles.py --backend eager
+
+
+@pytest.fixture(scope="module")
+def conv_path() -> Path:
+    return recorded("conv")  # examples/conv_net.py --backend inductor
+
+
+def drive(path: Path, script, **options) -> None:
+    """tui_pilot.drive, the recorded programs' directory allowed as a source root."""
+    pilot_drive(path, script, **{"source_roots": (str(SNAPSHOT_ROOT),), **options})
 
 
 async def press(app: DynscopeApp, pilot, *keys: str) -> None:
@@ -351,7 +360,6 @@ def test_e_without_a_reporter_says_so(recompiles_path):
 # -- kernels and inductor stages (one shared inductor capture) ------------------------------
 
 
-@pytest.mark.inductor
 @pytest.mark.parametrize("size", [(80, 24), (160, 40)], ids=["80x24", "160x40"])
 def test_kernel_tree_never_cuts_a_line_number(conv_path, size):
     """Each compile's label in the kernels tree shows its whole file:line at 80 and 160 columns."""
@@ -374,7 +382,6 @@ def test_kernel_tree_never_cuts_a_line_number(conv_path, size):
     drive(conv_path, script, size=size)
 
 
-@pytest.mark.inductor
 def test_from_a_kernel_to_its_fx_nodes_and_source_line(conv_path):
     with Capture.open(str(conv_path)) as capture:
         kernels = capture.kernels("0/0")
@@ -406,7 +413,6 @@ def test_from_a_kernel_to_its_fx_nodes_and_source_line(conv_path):
     drive(conv_path, script, size=(200, 60))
 
 
-@pytest.mark.inductor
 def test_inductor_stages_step_to_the_kernels_with_diffs(conv_path):
     with Capture.open(str(conv_path)) as capture:
         stages = capture.stages("0/0")
@@ -429,7 +435,6 @@ def test_inductor_stages_step_to_the_kernels_with_diffs(conv_path):
     drive(conv_path, script)
 
 
-@pytest.mark.inductor
 def test_search_finds_kernels_by_name_and_opens_them(conv_path):
     async def script(app, pilot):
         found = (await search(app, pilot, "cpp_fused")).hits

@@ -1,26 +1,26 @@
 """What the terminal UI's main screens look like: snapshots at 80x24 and 200x60, and capture
 strings that look like markup shown as the literal text they are.
 
-The captures here are made from one fixed directory (SNAPSHOT_ROOT, a copy of the programs),
-so the screens show the same paths wherever the checkout is: python gives a script its
-absolute path, and torch's texts (FX graph comments, guards) carry it. The app's ``hide_volatile`` option leaves
+The captures are recorded ones (tests/data/tui, tests/integration/recorded_tui.py), made from one
+fixed directory (SNAPSHOT_ROOT, a copy of the programs), so the screens show the same paths
+wherever the checkout is: python gives a script its absolute path, and torch's texts (FX graph
+comments, guards) carry it. The app's ``hide_volatile`` option leaves
 out what changes between runs and machines (timings, the torch version, the capture's
 directory, object ids in guards). Kernel code depends on the CPU's vector ISA, so kernels
 are checked by the Pilot tests in test_tui.py, not by snapshot.
 
     pytest tests/integration/test_tui_screens.py --snapshot-update    # after an intended change of a screen
+                                                                      # (or tests/data/tui/record.sh)
 """
 
 from __future__ import annotations
 
 import asyncio
 import io
-import os
-import shutil
 from pathlib import Path
 
 import pytest
-from conftest import REPO, run_dynscope
+from recorded_tui import SNAPSHOT_ROOT, recorded
 from rich.console import Console
 from textual.widgets import Static
 
@@ -30,47 +30,12 @@ from dynscope.tui.code_view import CodeView
 from dynscope.tui.search import SearchScreen
 
 NARROW, WIDE = (80, 24), (200, 60)
-RUNS = {
-    "breaks": ("examples/graph_breaks.py", "--backend", "aot_eager"),
-    "recompiles": ("examples/recompiles.py", "--backend", "eager"),
-    "markup": ("tests/programs/tui_markup.py",),
-}
-
-
-SNAPSHOT_ROOT = Path("/tmp/dynscope-snapshots")
-
-
-def snapshot_root() -> Path:
-    """The programs of RUNS, copied to SNAPSHOT_ROOT (file by file, atomically: xdist workers share it)."""
-    for run in RUNS.values():
-        source, target = REPO / run[0], SNAPSHOT_ROOT / run[0]
-        if not target.exists() or target.read_bytes() != source.read_bytes():
-            target.parent.mkdir(parents=True, exist_ok=True)
-            partial = target.with_suffix(f".{os.getpid()}.partial")
-            shutil.copyfile(source, partial)
-            os.replace(partial, target)
-    return SNAPSHOT_ROOT
-
-
-class FixedCaptures:
-    """Captures made once per session, run from SNAPSHOT_ROOT (the same paths on every machine)."""
-
-    def __init__(self, directory: Path) -> None:
-        self.directory = directory
-        self.made: dict[str, Path] = {}
-
-    def __call__(self, name: str) -> Path:
-        if name not in self.made:
-            path = self.directory / f"{name}.dynscope"
-            result = run_dynscope("explain", "-q", "-o", str(path), *RUNS[name], cwd=snapshot_root())
-            assert result.returncode == 0, result.stderr[-4000:]
-            self.made[name] = path
-        return self.made[name]
 
 
 @pytest.fixture(scope="module")
-def fixed_capture(tmp_path_factory) -> FixedCaptures:
-    return FixedCaptures(tmp_path_factory.mktemp("fixed-captures"))
+def fixed_capture():
+    """The recorded captures (tests/data/tui): no program is compiled to have a screen to show."""
+    return recorded
 
 
 def app_for(path: Path) -> DynscopeApp:
