@@ -5,13 +5,20 @@ tests/integration/test_hatches_run.py compiles the texts for real."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from dynscope.analysis.fix_problems import ProblemKey
-from dynscope.analysis.remedies import BreakFacts, FixProblem, remedies_for, select
-from dynscope.fix.plan import plan_trials
+from dynscope.analysis.fix_verdict import RunFacts, metrics_of
+from dynscope.analysis.fix_view import fix_problems, problem_counts
+from dynscope.analysis.remedies import BreakFacts, FixProblem, Remedy, remedies_for, select
+from dynscope.analysis.run_view import run_view
+from dynscope.events import ChangeSource
+from dynscope.fix.judging import Judge
+from dynscope.fix.plan import Plan, fixed_by_first, plan_trials
 from dynscope.fix.source_reader import reader_for
-from dynscope.model.fix import Features
+from dynscope.model import Capture
+from dynscope.model.fix import Features, program_seconds, trial_outputs
 from dynscope.rewrites import BreakSite, Offers
 from dynscope.rewrites.catalogue import HATCHES, RULES, rewrites_for
 
@@ -226,3 +233,32 @@ def forward(x):
     hatch_rows = [t for t in plan.trials if t.remedy.rule == "nonstrict-trace"]
     assert plan.fallbacks_to_run({problem.key}) == tuple(t for t in plan.trials if not t.waits)  # fixed: not run
     assert hatch_rows[0] in plan.fallbacks_to_run(set())  # still broken: run
+
+
+def test_a_break_only_moved_to_eager_leaves_the_hatch_its_run():
+    """disable-numpy-helper backs the hatch on its break; if it only moved the break to eager (the
+    graphs did not fall), the break is not fixed and the hatch, which would keep it in the graph, runs."""
+    data = Path(__file__).resolve().parent.parent / "data" / "fix"
+    with Capture.open(str(data / "fix_model.baseline.dynscope")) as capture:
+        view = run_view(capture)
+        problems = fix_problems(view)
+        base = RunFacts(True, capture.run.exit_code, capture.run.signal, "total: 1\n",
+                        metrics_of(view, program_seconds(capture)), problem_counts(problems), tuple(trial_outputs(capture)))
+    problem = next(p for p in problems if p.kind == "graph_break")
+    gone = replace(base, problems={k: n for k, n in base.problems.items() if k != problem.key})  # graphs as many
+    judge = Judge(base, 1e-5, 1e-5, check_stdout=True, compare_time=False)
+
+    def plan(leaves: bool) -> Plan:
+        specific = Remedy("rewrite:disable-numpy-helper:m.py:3", "disable", "source", ChangeSource(()), "",
+                          rule="disable-numpy-helper", leaves_graph=leaves)
+        hatch = Remedy("rewrite:nonstrict-trace:m.py:3", "hatch", "source", ChangeSource(()), "", fallback=True,
+                       rule="nonstrict-trace")
+        return plan_trials([(specific, [problem]), (hatch, [problem])], {})
+
+    moved = plan(True)
+    assert [t.waits for t in moved.trials] == [False, True]  # the hatch waits for the specific rule
+    assert fixed_by_first(moved, judge, {"rewrite:disable-numpy-helper:m.py:3": gone}) == set()
+    assert moved.trials[1] in moved.fallbacks_to_run(set())
+    traceable = plan(False)  # the same run, from a rewrite that made the code traceable
+    fixed = fixed_by_first(traceable, judge, {"rewrite:disable-numpy-helper:m.py:3": gone})
+    assert fixed == {problem.key} and traceable.trials[1] not in traceable.fallbacks_to_run(fixed)
