@@ -23,6 +23,7 @@ import libcst as cst
 
 from dynscope.rewrites import BreakSite, Offers, Rewrite
 from dynscope.rewrites.locate import ensure_import, functions_around, positions, replace, replace_run, walk
+from dynscope.rewrites.numpy_calls import is_numpy_helper, numpy_names
 
 _NOT_TENSORS = frozenset({"int", "float", "str", "bool", "None", "bytes", "complex"})
 _HATCH_DECORATORS = ("nonstrict_trace", "leaf_function", "disable", "allow_in_graph", "custom_op")
@@ -72,11 +73,14 @@ def takes_and_returns_tensors(function: cst.FunctionDef, *, method: bool) -> boo
 def hatch_target(module: cst.Module, site: BreakSite, offers: Offers, *, methods: bool) -> cst.FunctionDef | None:
     """The function to decorate: the outermost one around the break line (a nested function would be
     decorated again at every call of its parent), when it takes and returns tensors and is not a
-    function the program gave torch.compile (that would make the whole compiled call opaque)."""
+    function the program gave torch.compile (that would make the whole compiled call opaque), nor a
+    host-side NumPy helper."""
     around = functions_around(module, site.line)
     if not around:
         return None
     function = around[0]
+    if is_numpy_helper(function, numpy_names(module)):
+        return None  # arrays in, arrays out: disable-numpy-helper's (a hatch carries tensors)
     top_level = any(statement is function for statement in module.body)
     if function.name.value in offers.compiled or (not top_level and not methods):
         return None

@@ -262,3 +262,22 @@ def test_a_break_only_moved_to_eager_leaves_the_hatch_its_run():
     traceable = plan(False)  # the same run, from a rewrite that made the code traceable
     fixed = fixed_by_first(traceable, judge, {"rewrite:disable-numpy-helper:m.py:3": gone})
     assert fixed == {problem.key} and traceable.trials[1] not in traceable.fallbacks_to_run(fixed)
+
+
+def test_a_host_side_numpy_helper_is_left_to_disable_numpy_helper():
+    source = '''import numpy as np
+import torch
+
+
+def block_rand_mask(n, k):
+    rand_attn = np.zeros((n, k), dtype=np.int64)
+    for i in range(n):
+        rand_attn[i, :] = np.random.permutation(n)[:k]
+    return rand_attn
+
+
+def forward(x):
+    return x + torch.tensor(block_rand_mask(4, 2)).sum()
+'''
+    rules = [r.rule for r in rewrites_for(source, BreakSite(8, "", ""), BOTH)]
+    assert "disable-numpy-helper" in rules and not {"nonstrict-trace", "leaf-function"} & set(rules)
