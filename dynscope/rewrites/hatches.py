@@ -11,6 +11,7 @@ graph keeps it as one opaque call instead of breaking around it.
   ``leaf_function_validate_outputs``, so a function whose output differs in shape, dtype or
   layout fails its trial instead of being believed.
 
+Anchored at the ``def`` line: every break in one function is served by one remedy (one trial).
 Both are torch's private names (the remedy says so: a public change that passes goes first), and
 each is offered only where the installed torch has it (``Offers``). The order of preference
 (docs/fix.md): a change that keeps the graph whole, then an opaque call in the graph (these), then
@@ -109,7 +110,7 @@ def nonstrict_trace(module: cst.Module, _source: str, site: BreakSite, offers: O
     name, line = function.name.value, positions(module)[function].start.line
     return Rewrite("nonstrict-trace", f"keep {name}() in the graph as one opaque call: @torch._dynamo.nonstrict_trace "
                    f"on its def (line {line})",
-                   f"{name}() holds code Dynamo cannot trace; AOT autograd traces it whole", site.line,
+                   f"{name}() holds code Dynamo cannot trace; AOT autograd traces it whole", line,
                    rewritten.code, opaque=True)
 
 
@@ -127,7 +128,7 @@ def leaf_function(module: cst.Module, _source: str, site: BreakSite, offers: Off
     rewritten = ensure_import(replace_run(module, function, 1, [decorated, fake]), "torch._dynamo.decorators")
     return Rewrite("leaf-function", f"run {name}() as one opaque call in the graph: "
                    f"@torch._dynamo.decorators.leaf_function on its def (line {line}), its output shaped like {first}",
-                   f"{name}() holds code Dynamo cannot trace; it runs as Python at every call", site.line,
+                   f"{name}() holds code Dynamo cannot trace; it runs as Python at every call", line,
                    rewritten.code, settings=("leaf_function_validate_outputs",), opaque=True)
 
 

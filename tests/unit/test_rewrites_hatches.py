@@ -281,3 +281,14 @@ def forward(x):
 '''
     rules = [r.rule for r in rewrites_for(source, BreakSite(8, "", ""), BOTH)]
     assert "disable-numpy-helper" in rules and not {"nonstrict-trace", "leaf-function"} & set(rules)
+
+
+def test_every_break_in_one_function_is_one_hatch_trial(tmp_path: Path):
+    two = LOCKED.replace("        return x * w\n", "        y = x * w\n    with _LOCK:\n        return y + 1\n")
+    (tmp_path / "model.py").write_text(two)
+    path = str(tmp_path / "model.py")
+    problems = [_problem(path, line, "Unsupported context manager", "a lock", "with _LOCK:", "scaled") for line in (12, 14)]
+    features = Features(FEATURES.configs, FEATURES.functions, (("forward", path),), str(tmp_path))
+    chosen = select(problems, features, read=reader_for(str(tmp_path), libraries=[]))
+    hatches = [(r.key, [p.line for p in ps]) for r, ps in chosen if r.rule in ("nonstrict-trace", "leaf-function")]
+    assert hatches == [("rewrite:nonstrict-trace:model.py:10", [12, 14]), ("rewrite:leaf-function:model.py:10", [12, 14])]
