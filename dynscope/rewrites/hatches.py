@@ -73,9 +73,9 @@ def takes_and_returns_tensors(function: cst.FunctionDef, *, method: bool) -> boo
 
 def hatch_target(module: cst.Module, site: BreakSite, offers: Offers, *, methods: bool) -> cst.FunctionDef | None:
     """The function to decorate: the outermost one around the break line (a nested function would be
-    decorated again at every call of its parent), when it takes and returns tensors and is not a
-    function the program gave torch.compile (that would make the whole compiled call opaque), nor a
-    host-side NumPy helper."""
+    decorated again at every call of its parent), when it takes and returns tensors, is not a host-side
+    NumPy helper, and neither it nor one around the line is a function the program gave torch.compile
+    (the whole compiled call would be opaque, or the decorated function would never run compiled)."""
     around = functions_around(module, site.line)
     if not around:
         return None
@@ -83,7 +83,7 @@ def hatch_target(module: cst.Module, site: BreakSite, offers: Offers, *, methods
     if is_numpy_helper(function, numpy_names(module)):
         return None  # arrays in, arrays out: disable-numpy-helper's (a hatch carries tensors)
     top_level = any(statement is function for statement in module.body)
-    if function.name.value in offers.compiled or (not top_level and not methods):
+    if any(f.name.value in offers.compiled for f in around) or (not top_level and not methods):
         return None
     if not top_level and not _in_class_body(module, function):
         return None

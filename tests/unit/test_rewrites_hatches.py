@@ -112,6 +112,13 @@ def test_only_the_hatches_the_installed_torch_has():
 def test_never_on_a_function_given_to_torch_compile():
     assert _hatches(LOCKED, SITE, Offers(BOTH.hatches, frozenset({"scaled"}))) == {}
     assert _hatches(LOCKED, BreakSite(17, "", "")) == {}  # the break in forward itself
+    # a compiled function defined inside the one around it: the outer one never runs compiled
+    inner = LOCKED.replace("def forward(x, w):\n    return scaled(x + 1, w) - 1\n",
+                           "def build(x, w):\n    def forward(v):\n        with _LOCK:\n            return v * w\n"
+                           "    return forward(x)\n")
+    assert "def build(x, w):\n    def forward(v):" in inner
+    assert _hatches(inner, BreakSite(18, "", "")) == {}
+    assert set(_hatches(inner, BreakSite(18, "", ""), Offers(BOTH.hatches))) == {"nonstrict-trace", "leaf-function"}
 
 
 def test_the_outermost_function_around_the_break_that_takes_and_returns_tensors():
