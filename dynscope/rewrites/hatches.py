@@ -27,7 +27,6 @@ from dynscope.rewrites.locate import ensure_import, functions_around, positions,
 from dynscope.rewrites.numpy_calls import is_numpy_helper, numpy_names
 
 _NOT_TENSORS = frozenset({"int", "float", "str", "bool", "None", "bytes", "complex"})
-_HATCH_DECORATORS = ("nonstrict_trace", "leaf_function", "disable", "allow_in_graph", "custom_op")
 
 
 def _annotation(node: cst.Annotation | None) -> str:
@@ -133,5 +132,5 @@ def leaf_function(module: cst.Module, _source: str, site: BreakSite, offers: Off
 
 
 def _signature(function: cst.FunctionDef) -> str:
-    """The parameter list of ``function`` as written, without annotations' effect on the fake (kept as they are)."""
+    """The parameter list of ``function`` as written (the fake takes the same arguments)."""
     return "(" + cst.Module(body=[]).code_for_node(function.params) + ")"
