@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import os
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -37,7 +38,8 @@ from dynscope.events import (
     ShowOnly,
     _json_value,
 )
-from dynscope.model.fix import Features
+from dynscope.model.fix import HATCH_FEATURES, Features
+from dynscope.rewrites import BreakSite, Offers
 
 AppliesAs = Literal["config", "wrap", "code", "source"]
 
@@ -92,14 +94,15 @@ def logging_remedy(p: FixProblem, _features: Features) -> Remedy:
 MAX_REWRITES_PER_BREAK = 3  # candidates tried for one break: each is a run
 
 
-def rewrite_remedies(p: FixProblem, _features: Features, read: SourceReader) -> list[Remedy]:
+def rewrite_remedies(p: FixProblem, features: Features, read: SourceReader) -> list[Remedy]:
     """The catalogue's rewrites of the file the break is in (dynscope/rewrites), each a remedy
     run through the trial's shadow. Tried in the first batch beside the settings on the same break
     (both a setting and a code change are proven; the combined change prefers the rewrite on a
     tie), and before ``torch.compiler.disable`` is believed: that one
     only moves the code to eager. A library's file is rewritten where it is (the user ran fix
-    to have its breaks fixed); the title names the package and its version."""
-    from dynscope.rewrites import BreakSite
+    to have its breaks fixed); the title names the package and its version. Torch's escape hatches
+    (``Rewrite.opaque``) come after the specific rules' first few, as fallbacks: they wait for the
+    other trials on the break and run only if none fixed it."""
     from dynscope.rewrites.bounded import bounded_rewrites
 
     assert isinstance(p.facts, BreakFacts) and p.file and p.line  # rewrite_applies said so
@@ -107,8 +110,9 @@ def rewrite_remedies(p: FixProblem, _features: Features, read: SourceReader) -> 
     if source is None:
         return []
     site = BreakSite(p.line, p.facts.gb_type, p.facts.reason, p.function)
+    found = bounded_rewrites(source.text, site, source.shown, source.budget, _offers(features, source.path))
     remedies = []
-    for rewrite in bounded_rewrites(source.text, site, source.shown, source.budget)[:MAX_REWRITES_PER_BREAK]:
+    for rewrite in [r for r in found if not r.opaque][:MAX_REWRITES_PER_BREAK] + [r for r in found if r.opaque]:
         edit = SourceEdit(source, rewrite.source)
         where = f" in {source.library}" if source.library else ""
         settings = tuple(SetConfig(DYNAMO_CONFIG, name, True) for name in rewrite.settings)
@@ -119,8 +123,16 @@ def rewrite_remedies(p: FixProblem, _features: Features, read: SourceReader) -> 
             f"{rewrite.title}{with_settings}{where} ({base_name(source.shown)})", "source",
             ChangeSource(((source.path, rewrite.source),)), (f"import torch\n{head}\n" if head else "") + edit.diff(),
             edits=(edit,), rule=rewrite.rule, cause=rewrite.cause, also=settings,
-            leaves_graph=rewrite.leaves_graph, private=private_names(edit.diff())))
+            leaves_graph=rewrite.leaves_graph, private=private_names(edit.diff()), fallback=rewrite.opaque))
     return remedies
+
+
+def _offers(features: Features, path: str) -> Offers:
+    """The escape hatches this torch has, and the functions of this file given to torch.compile."""
+    here = os.path.normcase(os.path.abspath(path))
+    return Offers(frozenset(name for name in HATCH_FEATURES if features.has(name)),
+                  frozenset(fn.rpartition(".")[2] for fn, file in features.compiled_callables
+                            if file and os.path.normcase(os.path.abspath(file)) == here))
 
 
 # torch's names with an underscore that its documentation gives users: the settings modules, the

@@ -3,7 +3,7 @@
 The scheduler (dynscope/fix/scheduler.py) asks this module every question whose answer decides a
 run: which trials run first and which wait as fallbacks (``plan_trials``), what the combined
 guess is (``Plan.guess``), when a second plain run is needed (``second_baseline_reason``), when
-the guess is dead (``loses_the_guess``), which fallbacks still run (``Plan.fallbacks_to_run``)
+the guess is dead (``loses_the_guess``), which fallbacks still run (``fixed_by_first``, ``Plan.fallbacks_to_run``)
 and which trade-offs are retried on top of the winners (``stack_candidates``). Each answer is a
 function of the selection and of the runs' recorded facts, so tests/unit/test_fix_plan.py checks
 them from recorded captures.
@@ -11,7 +11,7 @@ them from recorded captures.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from dynscope.analysis.fix_document import ProblemRow
@@ -96,6 +96,15 @@ class Plan:
         """The rows kept once the first trials are judged (``fixed``: the problem keys some first
         trial fixed): a fallback only while one of its problems is still not fixed."""
         return tuple(t for t in self.trials if not t.waits or any(p.key not in fixed for p in t.targets))
+
+
+def fixed_by_first(plan: Plan, judge: Judge, facts: Mapping[str, RunFacts | None]) -> set[ProblemKey]:
+    """The problems some first trial fixed (``facts``: each remedy's run), so that the fallbacks for
+    them do not run. A break only moved to eager (disable-numpy-helper) is not fixed: an escape hatch
+    that keeps the code in the graph is still worth its run."""
+    return {p.key for t in plan.trials if not t.waits and t.name is not None
+            for run in [facts.get(t.remedy.key)] if run is not None
+            for p in t.targets if judge(run, [p.key], leaves_graph=leaves_graph(t.remedy)).verdict == "fixed"}
 
 
 def plan_trials(selection: Selection, tried_by_user: dict[str, str]) -> Plan:

@@ -17,7 +17,15 @@ from dynscope.events import Action
 from dynscope.fix.combine import combine
 from dynscope.fix.early import Partial, baseline_with_early_trials, trial_actions
 from dynscope.fix.judging import Judge
-from dynscope.fix.plan import DIFFERS, Plan, PlannedTrial, Selection, loses_the_guess, second_baseline_reason
+from dynscope.fix.plan import (
+    DIFFERS,
+    Plan,
+    PlannedTrial,
+    Selection,
+    fixed_by_first,
+    loses_the_guess,
+    second_baseline_reason,
+)
 from dynscope.fix.speculation import Speculation, Speculations
 from dynscope.fix.trials import RunPool, Starter, TrialRun, run_all
 from dynscope.runner.program import Program
@@ -184,13 +192,11 @@ class Scheduler:
     # -- the fallbacks ---------------------------------------------------------------------------------
 
     def fallbacks(self) -> Plan:
-        """Fallbacks (maybe_mark_dynamic after mark_dynamic) run only for problems still not fixed:
-        the plan without the others."""
+        """Fallbacks (maybe_mark_dynamic after mark_dynamic, an escape hatch after a specific rewrite) run
+        only for problems still not fixed (``fixed_by_first``): the plan without the others."""
         assert self.judge is not None
         judge = self.judge
-        fixed = {p.key for t in self.plan.trials if not t.waits and t.name is not None
-                 for run in [self.trial_of[t.remedy.key]] if run.facts is not None
-                 for p in t.targets if judge(run.facts, [p.key]).verdict == "fixed"}
+        fixed = fixed_by_first(self.plan, judge, {key: run.facts for key, run in self.trial_of.items()})
         self.plan = replace(self.plan, trials=self.plan.fallbacks_to_run(fixed))
         self.later = [self.trial_of[t.remedy.key] for t in self.plan.trials if t.waits and t.name is not None]
         if self.later:

@@ -937,8 +937,19 @@ def remedy_features() -> dict[str, Any]:
     features["maybe_mark_dynamic"] = hasattr(torch._dynamo, "maybe_mark_dynamic")
     features["compiler_disable"] = hasattr(getattr(torch, "compiler", None), "disable")
     features["torch_check"] = hasattr(torch, "_check")
+    features.update(_escape_hatch_features())
     features.update(_inductor_remedy_features())
     return features
+
+
+def _escape_hatch_features() -> dict[str, bool]:
+    """The decorators the escape-hatch rewrites write (dynscope/rewrites/hatches.py), present or not:
+    ``torch._dynamo.nonstrict_trace``, ``torch._dynamo.decorators.leaf_function``."""
+    import torch._dynamo
+
+    decorators = getattr(torch._dynamo, "decorators", None)
+    return {"nonstrict_trace": callable(getattr(torch._dynamo, "nonstrict_trace", None)),
+            "leaf_function": callable(getattr(decorators, "leaf_function", None))}
 
 
 # Inductor settings the numerics remedies try, recorded under their full dotted names (the remedy

@@ -42,3 +42,16 @@ class Rewrite:
     # the change runs the breaking code in eager (torch.compiler.disable) rather than making it traceable:
     # fix calls a break it removes while the graphs do not fall "moved to eager"
     leaves_graph: bool = False
+    # an escape hatch (dynscope/rewrites/hatches.py): the breaking function stays in the graph as one opaque
+    # call; fix tries it as a fallback, only where no specific rule or setting fixed the break
+    opaque: bool = False
+
+
+@dataclass(frozen=True)
+class Offers:
+    """What the escape hatches may use: the decorators the installed torch has (recorded by the child,
+    probes/compat.remedy_features: "nonstrict_trace", "leaf_function"), and the names of the functions
+    the program gave torch.compile (a hatch on one of those would make the whole compiled call opaque)."""
+
+    hatches: frozenset[str] = frozenset()
+    compiled: frozenset[str] = frozenset()

@@ -30,7 +30,7 @@ import tokenize
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from dynscope.rewrites import BreakSite, Rewrite
+from dynscope.rewrites import BreakSite, Offers, Rewrite
 
 MAX_SOURCE_BYTES = 1 << 20  # transformers' largest file (modeling_utils.py) is 280 KB
 MAX_NESTING = 200  # the deepest of torch's and transformers' 5,197 files: 94; libcst fails from about 350 (elif)
@@ -47,21 +47,23 @@ class RewriteBudget:
     deadline: float | None = None  # time.time() at which fix's --budget ends; None: FILE_SECONDS alone
     say: Callable[[str], None] | None = None
     # each file and break asked about once: fix asks again on every partial read of the baseline
-    known: dict[tuple[str, int, BreakSite], list[Rewrite]] = field(default_factory=dict, compare=False, repr=False)
+    known: dict[tuple[str, int, BreakSite, Offers], list[Rewrite]] = field(default_factory=dict, compare=False, repr=False)
     spent: list[str] = field(default_factory=list, compare=False, repr=False)  # the file at which the time ran out
 
 
-def bounded_rewrites(source: str, site: BreakSite, shown: str, budget: RewriteBudget | None = None) -> list[Rewrite]:
+def bounded_rewrites(source: str, site: BreakSite, shown: str, budget: RewriteBudget | None = None,
+                     offers: Offers | None = None) -> list[Rewrite]:
     """The catalogue's candidates for the break at ``site`` in ``source`` (the file ``shown``), made
     within the bounds above; [] with one line said when the file or the step is declined."""
     budget = budget or RewriteBudget()
-    key = (shown, hash(source), site)
+    offers = offers or Offers()
+    key = (shown, hash(source), site, offers)
     if key not in budget.known:
-        budget.known[key] = _bounded(source, site, shown, budget)
+        budget.known[key] = _bounded(source, site, shown, budget, offers)
     return list(budget.known[key])
 
 
-def _bounded(source: str, site: BreakSite, shown: str, budget: RewriteBudget) -> list[Rewrite]:
+def _bounded(source: str, site: BreakSite, shown: str, budget: RewriteBudget, offers: Offers) -> list[Rewrite]:
     name = shown if shown.isprintable() else repr(shown)  # a file named with a line end is still one line
 
     def say(why: str) -> None:
@@ -85,6 +87,7 @@ def _bounded(source: str, site: BreakSite, shown: str, budget: RewriteBudget) ->
                 say("no time left in --budget (nor for any file after it)")
             return []
     request = json.dumps({"source": source, "site": dataclasses.asdict(site), "rule_seconds": RULE_SECONDS,
+                          "offers": {"hatches": sorted(offers.hatches), "compiled": sorted(offers.compiled)},
                           "structure_seconds": STRUCTURE_SECONDS,
                           "max_nesting": MAX_NESTING, "memory_bytes": WORKER_MEMORY_BYTES},
                          ensure_ascii=False).encode("utf-8", "surrogatepass")

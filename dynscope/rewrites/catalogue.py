@@ -10,9 +10,11 @@ import libcst as cst
 
 from dynscope.rewrites import (
     BreakSite,
+    Offers,
     Rewrite,
     checks,
     compiling_clauses,
+    hatches,
     iterators,
     library_ports,
     logging_calls,
@@ -49,6 +51,14 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("drop-compiling-clause", compiling_clauses.drop_compiling_clause),
 )
 
+# torch's escape hatches (dynscope/rewrites/hatches.py): the general fallback after every specific rule,
+# each with the decorator it needs (Offers.hatches: only where the installed torch has it)
+HatchRule = Callable[[cst.Module, str, BreakSite, Offers], "Rewrite | None"]
+HATCHES: tuple[tuple[str, str, HatchRule], ...] = (
+    ("nonstrict-trace", "nonstrict_trace", hatches.nonstrict_trace),
+    ("leaf-function", "leaf_function", hatches.leaf_function),
+)
+
 # rules whose match already is the hidden cause (they say it more exactly than cause_of can)
 _NAME_THEIR_CAUSE = frozenset({"numpy-int-math", "floor-div-ints", "library-port"})
 # rules whose cause says why, where cause_of says what failed: both are shown
@@ -59,10 +69,15 @@ def _call(_name: str, call: Callable[[], Rewrite | None]) -> Rewrite | None:
     return call()
 
 
-def rewrites_for(source: str, site: BreakSite, run_rule: RuleRunner = _call,
+def _given(hatch: HatchRule, offers: Offers) -> Rule:
+    return lambda module, source, site: hatch(module, source, site, offers)
+
+
+def rewrites_for(source: str, site: BreakSite, offers: Offers | None = None, run_rule: RuleRunner = _call,
                  module: cst.Module | None = None) -> list[Rewrite]:
     """Every rule's candidate for the break at ``site`` in ``source`` (a file's text; ``module``: its
-    tree, when parsed already), in catalogue order; [] when the file does not parse or no rule matches.
+    tree, when parsed already), in catalogue order, then the escape hatches ``offers`` allows
+    (``Rewrite.opaque``); [] when the file does not parse or no rule matches.
     Unbounded: a stranger's file goes through dynscope/rewrites/bounded.py, which runs this in a worker."""
     if module is None:
         try:
@@ -72,7 +87,10 @@ def rewrites_for(source: str, site: BreakSite, run_rule: RuleRunner = _call,
     lines = source.splitlines()
     named = cause_of(site.gb_type, site.reason, lines[site.line - 1] if 0 < site.line <= len(lines) else "")
     found: list[Rewrite] = []
-    for name, rule in RULES:
+    offered = offers or Offers()
+    rules: list[tuple[str, Rule]] = list(RULES)
+    rules += [(name, _given(hatch, offered)) for name, needs, hatch in HATCHES if needs in offered.hatches]
+    for name, rule in rules:
         rewrite = run_rule(name, functools.partial(rule, module, source, site))
         if rewrite is not None and rewrite.source != source:
             if named is not None and rewrite.rule in _ADD_TO_THEIR_CAUSE:

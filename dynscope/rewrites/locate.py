@@ -123,7 +123,7 @@ def block_of(function: cst.FunctionDef) -> list[cst.BaseStatement]:
 
 def ensure_import(module: cst.Module, name: str) -> cst.Module:
     """``module`` with ``import <name>`` added after its leading imports, unless it already binds ``name``
-    at its top level (``import name``, ``import name.sub``)."""
+    at its top level (``import name``, ``import name.sub``); ``name`` may be dotted (``torch._dynamo``)."""
     body = list(module.body)
     insert_at = 0
     after_plain_import = 0  # stdlib names go with the plain imports (`import numpy as np`), not after `from . import x`
@@ -132,7 +132,7 @@ def ensure_import(module: cst.Module, name: str) -> cst.Module:
             break
         first = statement.body[0] if statement.body else None
         if isinstance(first, cst.Import):
-            if any(alias.asname is None and dotted_name(alias.name).split(".")[0] == name for alias in first.names):
+            if any(alias.asname is None and _imports(alias, name) for alias in first.names):
                 return module
             insert_at = after_plain_import = index + 1
         elif isinstance(first, cst.ImportFrom):
@@ -157,6 +157,11 @@ def ensure_import(module: cst.Module, name: str) -> cst.Module:
     return module.with_changes(body=body)
 
 
+def _imports(alias: cst.ImportAlias, name: str) -> bool:
+    """``import a.b.c`` makes ``a``, ``a.b`` and ``a.b.c`` usable: whether ``name`` is one of them."""
+    return (dotted_name(alias.name) + ".").startswith(name + ".")
+
+
 def _binds_anywhere_at_top(module: cst.Module, name: str) -> bool:
     """A top-level ``import name`` further down, or inside a top-level ``if``/``try`` (transformers'
     ``if is_torch_available(): import torch``)."""
@@ -165,7 +170,7 @@ def _binds_anywhere_at_top(module: cst.Module, name: str) -> bool:
             if isinstance(inner, (cst.FunctionDef, cst.ClassDef)):
                 break
             if isinstance(inner, cst.Import) and any(
-                    alias.asname is None and dotted_name(alias.name).split(".")[0] == name for alias in inner.names):
+                    alias.asname is None and _imports(alias, name) for alias in inner.names):
                 return True
             if isinstance(inner, cst.ImportAlias) and inner.asname is not None and isinstance(inner.asname.name, cst.Name) \
                     and inner.asname.name.value == name:

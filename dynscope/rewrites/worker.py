@@ -1,7 +1,7 @@
 """The rewrite worker: the catalogue on one file, in a process of its own (dynscope/rewrites/bounded.py
 starts it and says what its bounds are for).
 
-Reads one JSON request on stdin ({source, site, rule_seconds, max_nesting, memory_bytes}) and writes
+Reads one JSON request on stdin ({source, site, offers, rule_seconds, max_nesting, memory_bytes}) and writes
 one JSON answer on stdout: {"rewrites": [...], "notes": [...]} or {"declined": "why"}. Nothing it
 reads is run: the source is text to libcst, as in fix's own process before.
 """
@@ -18,14 +18,15 @@ from collections.abc import Callable
 from types import FrameType
 from typing import Any
 
-from dynscope.rewrites import BreakSite, Rewrite
+from dynscope.rewrites import BreakSite, Offers, Rewrite
 
 
 def main() -> None:
     request = json.loads(sys.stdin.buffer.read().decode("utf-8", "surrogatepass"))
     _cap_memory(int(request["memory_bytes"]))
     try:
-        answer = _rewrite(request["source"], BreakSite(**request["site"]), float(request["rule_seconds"]),
+        offers = Offers(frozenset(request["offers"]["hatches"]), frozenset(request["offers"]["compiled"]))
+        answer = _rewrite(request["source"], BreakSite(**request["site"]), offers, float(request["rule_seconds"]),
                           float(request["structure_seconds"]), int(request["max_nesting"]))
     except MemoryError:
         answer = {"declined": f"needed more than {int(request['memory_bytes']) >> 30} GiB"}
@@ -49,7 +50,7 @@ def nesting(tree: ast.AST) -> int:
     return deepest
 
 
-def _rewrite(source: str, site: BreakSite, rule_seconds: float, structure_seconds: float,
+def _rewrite(source: str, site: BreakSite, offers: Offers, rule_seconds: float, structure_seconds: float,
              max_nesting: int) -> dict[str, Any]:
     import libcst as cst
 
@@ -75,7 +76,7 @@ def _rewrite(source: str, site: BreakSite, rule_seconds: float, structure_second
     _Timed(structure_seconds, notes)("reading the file's structure", lambda: (positions(module), parents(module)) and None)
     if notes:
         return {"declined": notes[0]}
-    rewrites = rewrites_for(source, site, _Timed(rule_seconds, notes), module)
+    rewrites = rewrites_for(source, site, offers, _Timed(rule_seconds, notes), module)
     return {"rewrites": [dataclasses.asdict(r) for r in rewrites], "notes": notes}
 
 

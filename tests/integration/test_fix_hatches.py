@@ -1,0 +1,36 @@
+"""dynscope fix tries torch's escape hatches where no specific rule answers a break:
+tests/programs/fix_hatch.py (a helper that takes a lock), backend eager. One fix run (about 15 s):
+nonstrict_trace and leaf_function each remove the break with the graph whole ("fixed", outputs
+equal), torch.compiler.disable only moves the helper to eager, and the change to make is the hatch
+that keeps the graph whole, first in catalogue order. The program's file is not touched."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+from conftest import REPO, python_file_hashes, run_dynscope
+
+PROGRAMS = REPO / "tests" / "programs"
+
+
+def test_a_hatch_keeps_the_helper_in_the_graph_where_disable_moves_it_to_eager(tmp_path):
+    shutil.copy(PROGRAMS / "fix_hatch.py", tmp_path / "prog.py")
+    before = python_file_hashes(tmp_path)
+    result = run_dynscope("fix", "-o", "fix.json", "prog.py", cwd=tmp_path, timeout=400)
+    assert result.returncode == 0, result.stderr[-3000:]
+    doc = json.loads((tmp_path / "fix.json").read_text())
+    rows = {t["rewrite"]["rule"] if "rewrite" in t else t["applies_as"]: t for t in doc["trials"]}
+    assert sorted(rows) == ["leaf-function", "nonstrict-trace", "wrap"]
+    for rule in ("nonstrict-trace", "leaf-function"):
+        row = rows[rule]
+        assert row["verdict"] == "fixed" and row["correct"] is True, row
+        assert row["after"]["count"] == 0 and row["after"]["graph_breaks"] == 0 and row["after"]["graphs"] == 1
+    assert rows["leaf-function"]["patch"].count("+@scaled.register_fake\n") == 1
+    assert rows["wrap"]["verdict"] == "moved to eager"  # opaque in the graph > moved to eager
+    combined = doc["combined"]
+    assert combined["verdict"] == "fixed" and combined["correct"] is True and combined["after"]["graph_breaks"] == 0
+    assert combined["remedies"] == [rows["nonstrict-trace"]["remedy"]]
+    assert "+import torch._dynamo\n" in combined["patch"] and "+@torch._dynamo.nonstrict_trace\n def scaled(x, w):" in combined[
+        "patch"]
+    assert python_file_hashes(tmp_path) == before
