@@ -62,7 +62,7 @@ class FixedCaptures:
     def __call__(self, name: str) -> Path:
         if name not in self.made:
             path = self.directory / f"{name}.dynscope"
-            result = run_dynscope("explain", "-q", "-o", str(path), *RUNS[name], cwd=snapshot_root())
+            result = run_dynscope("explain", "--cold", "-q", "-o", str(path), *RUNS[name], cwd=snapshot_root())
             assert result.returncode == 0, result.stderr[-4000:]
             self.made[name] = path
         return self.made[name]
