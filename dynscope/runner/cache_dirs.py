@@ -13,6 +13,8 @@ baseline). The directory is made fresh and removed after, whatever happened in b
 from __future__ import annotations
 
 import contextlib
+import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 
@@ -22,3 +24,42 @@ def private_cache_dir(purpose: str) -> Iterator[str]:
     """A fresh, empty cache directory for the runs inside the block; removed at its end."""
     with tempfile.TemporaryDirectory(prefix=f"dynscope-{purpose}-caches-", ignore_cleanup_errors=True) as directory:
         yield directory
+
+
+def cache_environment(directory: str) -> dict[str, str]:
+    """The variables that put Inductor's and Triton's caches in ``directory`` (as the recording
+    child sets them from ``ChildSpec.cache_dir``)."""
+    return {"TORCHINDUCTOR_CACHE_DIR": directory, "TRITON_CACHE_DIR": os.path.join(directory, "triton")}
+
+
+@contextlib.contextmanager
+def caches_in(directory: str | None) -> Iterator[None]:
+    """This process's environment names ``directory`` for the compile caches inside the block (for
+    a helper process started there, such as a fork server, which imports torch with it); None:
+    unchanged."""
+    if directory is None:
+        yield
+        return
+    saved = {name: os.environ.get(name) for name in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")}
+    os.environ.update(cache_environment(directory))
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+class SharedCacheDir:
+    """One private cache directory for all the runs of one tool session (fix's baseline and
+    trials): the first run's compiles fill it and every later run reads it, so a trial that leaves
+    a graph unchanged loads it instead of compiling it again, while one whose setting changes the
+    cache key misses, as it should. Made at once; ``remove()`` deletes it."""
+
+    def __init__(self, purpose: str) -> None:
+        self.path = tempfile.mkdtemp(prefix=f"dynscope-{purpose}-caches-")
+
+    def remove(self) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
