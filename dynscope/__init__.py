@@ -34,20 +34,20 @@ from typing import TYPE_CHECKING, Any  # noqa: E402
 from dynscope._version import __version__  # noqa: E402
 
 if TYPE_CHECKING:
+    from dynscope.block_capture import BlockCapture
     from dynscope.model import Capture
-    from dynscope.recorder import Recorder
 
 __all__ = ["__version__", "capture", "load_ipython_extension", "open_capture"]
 
 
-def capture(path: str, *, keep_caches: bool = False, profile: bool = False) -> "Recorder":
+def capture(path: str, *, keep_caches: bool = False, profile: bool = False) -> "BlockCapture":
     """Record what torch.compile does inside a ``with`` block into the capture file ``path``.
 
     ``profile=True`` also times every compiled graph, graph break and torch.compile'd entry
     point (functions and modules compiled inside the block)."""
-    from dynscope.recorder import Recorder
+    from dynscope.block_capture import BlockCapture
 
-    return Recorder(path, keep_caches=keep_caches, profile=profile)
+    return BlockCapture(path, keep_caches=keep_caches, profile=profile)
 
 
 def open_capture(path: str) -> "Capture":

@@ -24,8 +24,8 @@ from dynscope.errors import CaptureError
 from dynscope.store.writer import CaptureWriter
 
 if TYPE_CHECKING:
-    from dynscope.model import Capture
     from dynscope.probes import InstalledProbes
+    from dynscope.runner.spawned import SpawnedSpec
 
 # Probe errors are recorded, but a broken probe firing on every event must not flood the file.
 _MAX_RECORDED_PROBE_ERRORS = 20
@@ -83,7 +83,7 @@ class Recorder:
         from dynscope.runner.spawned import SpawnedSpec, send_to_spawned_children
 
         family = self._family
-        self._stop_sending = send_to_spawned_children(SpawnedSpec(
+        self._stop_sending = send_to_spawned_children(record_in_spawned_child, SpawnedSpec(
             family.root_path, family.root_pid, family.root_started, keep_caches=self.keep_caches,
             command=self.command, profile=self.profile, force_eager=self.force_eager))
         return self
@@ -175,19 +175,10 @@ class Recorder:
             self.record_exception(exc)
         self.stop(exit_code=0 if exc is None else 1)
 
-    def load(self) -> Capture:
-        from dynscope.model import Capture
-
-        return Capture.open(self.path)
-
-    def _repr_html_(self) -> str | None:
-        """In a notebook, ``cap`` after ``with dynscope.capture(path) as cap:`` shows the capture's
-        summary (dynscope.notebook); while it records, or once its file is gone, the plain repr."""
-        if self._writer is not None or not os.path.isfile(self.path):
-            return None
-        from dynscope.notebook.display import CaptureView
-
-        return CaptureView(self.path)._repr_html_()
+    @property
+    def recording(self) -> bool:
+        """Whether the capture file is open for writing."""
+        return self._writer is not None
 
     # -- Sink ---------------------------------------------------------------------------------
 
@@ -246,6 +237,20 @@ class Recorder:
         self.probe_errors = 0
         self._opening = threading.Lock()  # another thread may have held it at the fork
         self._open_on_first_event = self._probes is not None
+
+
+def record_in_spawned_child(spec: SpawnedSpec) -> None:
+    """In a multiprocessing spawn/forkserver child, when it first imports torch._dynamo
+    (dynscope.runner.spawned): a recorder of the program's family, writing a capture of its own."""
+    from dynscope.runner.children import child_capture_path
+
+    family = Family(spec.root_path, spec.root_pid, spec.root_started)
+    recorder = Recorder(child_capture_path(spec.root_path, os.getpid()), keep_caches=spec.keep_caches,
+                        command=spec.command, profile=spec.profile, force_eager=spec.force_eager, family=family)
+    try:
+        recorder.start()
+    except Exception as e:  # noqa: BLE001  the child runs on unrecorded rather than fail inside its import of torch
+        print(f"dynscope: not recording child process {os.getpid()}: {e}", file=sys.stderr)
 
 
 # Recorders between start() and stop() in this process, for the fork hooks.

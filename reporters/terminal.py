@@ -513,8 +513,11 @@ def _footer(view: RunView, console: Console) -> None:
     run = view.run
     console.print()
     if not run.keep_caches:
-        console.print("[dim]dynscope disabled the Inductor/AOTAutograd caches so every stage ran and was recorded "
-                      "(--keep-caches keeps them).[/]")
+        console.print("[dim]The Inductor/AOTAutograd caches were off while recording (explain --cold), so every "
+                      "stage ran and was recorded.[/]")
+    elif view.caches.count("hit"):
+        console.print("[dim]Stages a cache hit skipped are marked \"not run: cache hit\" (explain --cold records "
+                      "every stage, in a private cache directory).[/]")
     missing = [name for name, ok in run.probes.items() if not ok]
     if missing and run.imported is None:
         why = [f"{name} ({run.probe_details[name]})" if run.probe_details.get(name) else name for name in missing]

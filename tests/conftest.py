@@ -31,11 +31,13 @@ EXAMPLES = REPO / "examples"
 # compile: every stage still runs and is recorded, but gcc does not build the same kernels and
 # precompiled header again in each of the suite's compiles. The directory is this session's
 # (made by the process that loads this file first: the xdist controller), unless the caller set one.
-os.environ.setdefault("DYNSCOPE_TEST_KEEP_KERNEL_BUILDS", "1")
+# The knob names that directory, so that a run in a private cache directory (explain --cold)
+# keeps its kernel builds there too.
 _SESSION_INDUCTOR_CACHE: str | None = None
 if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
     _SESSION_INDUCTOR_CACHE = tempfile.mkdtemp(prefix="dynscope-tests-inductor-")
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = _SESSION_INDUCTOR_CACHE
+os.environ.setdefault("DYNSCOPE_TEST_KEEP_KERNEL_BUILDS", os.environ["TORCHINDUCTOR_CACHE_DIR"])
 # Inductor compiles in the process that compiles, not in a pool of worker processes (one per
 # core) that each start by importing torch: xdist's two workers already keep both cores busy.
 os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
@@ -156,6 +158,13 @@ def run_dynscope(*args: str, cwd: str | os.PathLike | None = None, timeout: floa
     )
 
 
+def as_a_user_runs(env: dict[str, str]) -> dict[str, str]:
+    """The whole environment for a run that must behave as a user's does: ``env`` over this
+    session's, without the test-only kernel-build knob (a test about what a run leaves in a cache
+    directory)."""
+    return {k: v for k, v in {**os.environ, **env}.items() if k != "DYNSCOPE_TEST_KEEP_KERNEL_BUILDS"}
+
+
 def copy_fix_program(directory: Path) -> Path:
     """tests/programs/fix_model.py and the module it imports, copied into ``directory`` (dynscope fix tests)."""
     for name in ("fix_model.py", "fix_helpers.py"):
@@ -206,7 +215,8 @@ class CaptureFactory:
                 done = path.with_name(f"{name}.done")  # written only after a whole, successful run
                 if not done.exists():
                     path.unlink(missing_ok=True)  # what a failed run in another worker left
-                    result = run_dynscope("explain", "-q", "-o", str(path), str(EXAMPLES / example), *args)
+                    # --cold: every stage recorded, whatever the session's caches hold
+                    result = run_dynscope("explain", "--cold", "-q", "-o", str(path), str(EXAMPLES / example), *args)
                     assert result.returncode == 0, result.stderr[-4000:]
                     done.touch()
             self._made[key] = path

@@ -45,12 +45,17 @@ PAGES_BY_COMMAND: dict[str, Page] = {
         "dynscope's probes on torch.compile, records everything into a capture file as it happens, and prints "
         "a summary on stderr at the end: graph breaks with their cause and hint, recompiles with the guard that "
         "failed, compile errors, and where compile time went. `--profile` also measures what each problem costs "
-        "at run time. `--warm` runs the program cold then warm with the compile caches on, in a fresh cache "
-        "directory, and shows what the warm start saved and why anything still missed ([caches.md](../caches.md)).",
+        "at run time. The compile caches are used as you have them: each cache lookup is recorded (hit, miss, "
+        "bypass, and the key component that changed), a hit's output code and kernels too, and a stage a hit "
+        "skipped is shown as \"not run: cache hit\"; `--cold` records every stage, with the caches off in a "
+        "private cache directory (yours is neither read nor written). `--warm` runs the program cold then warm "
+        "with the compile caches on, in a fresh cache directory, and shows what the warm start saved and why "
+        "anything still missed ([caches.md](../caches.md)).",
         ((0, "the program's own exit status: dynscope exits as the program did (a program killed by a signal "
              "kills dynscope with the same signal)"),),
         "dynscope explain -o run.dynscope train.py --epochs 1\n"
         "dynscope explain --profile -o timed.dynscope -m mypkg.train --steps 10\n"
+        "dynscope explain --cold -o every-stage.dynscope train.py --epochs 1\n"
         "dynscope explain --warm -o warm.dynscope train.py --epochs 1"),
     "summary": Page(
         "Prints a capture's summary again: the run, its graph breaks (most frequent or most costly first), "

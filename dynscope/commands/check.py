@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 # Exit status when a check fails (2 is taken by bad input, as everywhere in dynscope).
 LIMIT_EXCEEDED = 1
 
-CACHES_OFF = "caches were off while recording (explain --keep-caches or --warm shows them)"
+CACHES_OFF = "caches were off while recording (explain without --cold, or --warm, shows them)"
 _KINDS = {"graph_break": "graph breaks", "recompile": "recompiles", "error": "compile errors"}
 
 
@@ -55,7 +55,7 @@ class Command:
                                  "frames Dynamo gave up on and ran in eager are not errors)")
         parser.add_argument("--max-cache-misses", type=_count, metavar="N",
                             help="compile-cache misses allowed (every layer's: AOTAutograd, Inductor FX graph, ...; "
-                                 "only a run recorded with caches on logs them: explain --keep-caches or --warm); "
+                                 "only a run recorded with caches on logs them: explain without --cold, or --warm); "
                                  "with --baseline, a run with more misses than its baseline fails too")
         parser.add_argument("--max-compile-seconds", type=_seconds, metavar="S",
                             help="compile time allowed, in seconds (every compile, backward graphs included)")

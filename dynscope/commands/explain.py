@@ -36,8 +36,12 @@ class Command:
 def _add_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", metavar="PATH",
                         help="capture file to write (default: <script>-<time>.dynscope in the current directory)")
+    parser.add_argument("--cold", action="store_true",
+                        help="record every stage: Inductor's and AOTAutograd's caches off, in a fresh private cache "
+                             "directory (removed after: your own caches are neither read nor written). By default "
+                             "the caches are used as you have them, and a cache hit skips the stages it covers")
     parser.add_argument("--keep-caches", action="store_true",
-                        help="leave Inductor/AOTAutograd caches on (cache hits then skip the stages they cover)")
+                        help="accepted for old scripts: the caches are kept by default now")
     parser.add_argument("--warm", action="store_true",
                         help="run the program twice with the compile caches on, in a fresh cache directory: cold, "
                              "then warm (a fresh process); the warm run is the capture, the cold one is recorded "
@@ -95,6 +99,11 @@ def explain(program, args: argparse.Namespace, *, command: list[str]) -> int:
     rank, world = rank_from_env()
     path = capture_path_for(program, args.output, rank=rank, world_size=world)
     profile = args.profile or args.vs_eager
+    if args.cold and (args.warm or args.keep_caches):
+        raise DynscopeError(f"--cold turns the caches off; it cannot go with {'--warm' if args.warm else '--keep-caches'}")
+    if args.keep_caches and rank in (None, 0):
+        print("dynscope: --keep-caches is the default now (--cold records every stage with the caches off)",
+              file=sys.stderr)
     check_runnable(program)  # a script that cannot run is said in one line, before any progress
     with _progress(program, path, args, rank):
         if args.warm:
@@ -102,8 +111,14 @@ def explain(program, args: argparse.Namespace, *, command: list[str]) -> int:
 
             result = record_warm_start(program, path, command=tuple(command), profile=profile,
                                        announce=rank in (None, 0) and not args.quiet)
+        elif args.cold:
+            from dynscope.runner.cache_dirs import private_cache_dir
+
+            with private_cache_dir("cold") as cache_dir:
+                result = launch(ChildSpec(program, path, tuple(command), keep_caches=False, profile=profile,
+                                          cache_dir=cache_dir))
         else:
-            result = launch(ChildSpec(program, path, tuple(command), keep_caches=args.keep_caches, profile=profile))
+            result = launch(ChildSpec(program, path, tuple(command), keep_caches=True, profile=profile))
     if not result.capture_written:
         print("dynscope: no capture was written: the program ended before recording started", file=sys.stderr)
         return exit_like(result.returncode)

@@ -70,6 +70,7 @@ class Command:
         from dynscope.commands.fix import confirm_recorded, recorded_program
         from dynscope.fix.trial_payload import TrialRemedies
         from dynscope.numerics.child import NumericsOptions
+        from dynscope.runner.cache_dirs import private_cache_dir
         from dynscope.runner.launcher import capture_path_for, launch
         from dynscope.runner.spec import ChildSpec
 
@@ -101,14 +102,18 @@ class Command:
         # --try-remedies: the baseline also records what this torch offers the remedies (fix's trial
         # extension with no remedy to apply writes FixFeatures), so the table can choose among them.
         remedy_features = (TrialRemedies(()).extension(),) if args.try_remedies else ()
-        spec = ChildSpec(program, path, command, workdir=cwd, extensions=(*remedy_features, options.extension()))
         from dynscope.commands._progress import Progress
         from dynscope.runner.live_counts import CaptureCounter
         from dynscope.runner.program import check_runnable
 
         check_runnable(program)  # a script that cannot run is said in one line, before any progress
-        with Progress("numerics", quiet=args.quiet, counts=CaptureCounter(path).read) as progress:
+        # Caches off in a private directory: the check sees every graph Inductor compiles (a cache
+        # hit would skip the compile it hooks), and the user's cache is neither read nor written.
+        with private_cache_dir("numerics") as caches, \
+                Progress("numerics", quiet=args.quiet, counts=CaptureCounter(path).read) as progress:
             progress.stage(f"running {program.display} with every Inductor graph checked")
+            spec = ChildSpec(program, path, command, workdir=cwd, cache_dir=caches,
+                             extensions=(*remedy_features, options.extension()))
             result = launch(spec, popen_kwargs={"stdin": subprocess.DEVNULL} if args.capture else None)
         record = _recorded(path) if result.capture_written else None
         if record is None or (record.graphs_checked == 0 and not record.notes):

@@ -40,6 +40,7 @@ def try_remedies(program: Program, cwd: str | None, path: str, record: NumericsC
     from dynscope.model import Capture
     from dynscope.model.fix import applied_actions, program_seconds, trial_features
     from dynscope.numerics.remedy_trials import candidates, judge, numbers
+    from dynscope.runner.cache_dirs import private_cache_dir
     from dynscope.runner.launcher import launch
     from dynscope.runner.spec import ChildSpec
 
@@ -62,10 +63,11 @@ def try_remedies(program: Program, cwd: str | None, path: str, record: NumericsC
         print(f"dynscope numerics: trial {i}/{len(chosen)}: {candidate.remedy.title}", file=sys.stderr)
         trial = _trial_path(path, candidate.entry)
         command = ("dynscope", "numerics", *program_argv(program))
-        spec = ChildSpec(program, trial, command, workdir=cwd,
-                         extensions=(TrialRemedies((candidate.remedy.action,)).extension(), options.extension()))
-        result = launch(spec, popen_kwargs={"stdin": subprocess.DEVNULL, "stdout": subprocess.DEVNULL}
-                        if from_capture else {"stdout": subprocess.DEVNULL})
+        with private_cache_dir("numerics") as caches:  # caches off, as the first run's (dynscope numerics)
+            spec = ChildSpec(program, trial, command, workdir=cwd, cache_dir=caches,
+                             extensions=(TrialRemedies((candidate.remedy.action,)).extension(), options.extension()))
+            result = launch(spec, popen_kwargs={"stdin": subprocess.DEVNULL, "stdout": subprocess.DEVNULL}
+                            if from_capture else {"stdout": subprocess.DEVNULL})
         after, applied = None, False
         if result.capture_written:
             with Capture.open(trial) as capture:

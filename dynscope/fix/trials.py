@@ -1,8 +1,11 @@
 """Run ``dynscope explain`` on the program once per remedy set, several at a time, within a budget.
 
-Each run is a recording child (caches off, as ``explain``) forked from the runner's fork server,
-its ChildSpec naming the remedies it applies as the child extension dynscope.fix.apply. This
-process never imports torch: it reads each run's capture through the model.
+Each run is a recording child forked from the runner's fork server, its ChildSpec naming the
+remedies it applies as the child extension dynscope.fix.apply. The runs share one private cache
+directory with the compile caches on (dynscope.runner.cache_dirs.SharedCacheDir): the baseline
+fills it, and a trial that leaves a graph unchanged loads it instead of compiling it again (a
+trial whose setting changes the cache key misses). This process never imports torch: it reads
+each run's capture through the model.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from dynscope.fix import scratch
 from dynscope.fix.trial_payload import EXTENSION as TRIAL_EXTENSION
 from dynscope.fix.trial_payload import TrialRemedies
 from dynscope.model.fix import Features, applied_actions, program_seconds, program_started_at, trial_features, trial_outputs
+from dynscope.runner.cache_dirs import SharedCacheDir
 from dynscope.runner.launcher import finish_capture
 from dynscope.runner.program import Program
 from dynscope.runner.runs import ProgramRuns, RunHandle
@@ -248,27 +252,34 @@ def _explain_argv(program: Program, run: TrialRun) -> list[str]:
             *program_argv(program)]
 
 
-def child_spec(program: Program, run: TrialRun) -> ChildSpec:
-    """The run's recording child: caches off (as ``explain``), the remedies as its extension."""
-    return ChildSpec(program, run.capture, tuple(_explain_argv(program, run)), keep_caches=False, profile=run.profile,
-                     workdir=run.workdir, extensions=(TrialRemedies(tuple(run.actions)).extension(),))
+def child_spec(program: Program, run: TrialRun, *, keep_caches: bool = True) -> ChildSpec:
+    """The run's recording child: the remedies as its extension; the caches on (the runs' shared
+    private directory is the Starter's) unless every run records with them off."""
+    return ChildSpec(program, run.capture, tuple(_explain_argv(program, run)), keep_caches=keep_caches,
+                     profile=run.profile, workdir=run.workdir,
+                     extensions=(TrialRemedies(tuple(run.actions)).extension(),))
 
 
 class Starter:
     """Starts each run's recording child: forked from the runner's fork server, which has
     imported torch once (on CUDA builds too: it creates no CUDA context), or a fresh process
-    where it cannot fork; this side records how each run ended, as ``explain`` does."""
+    where it cannot fork; this side records how each run ended, as ``explain`` does. Every run
+    uses one private cache directory, removed by ``close()``: shared with the caches on, or with
+    ``cold`` the caches off in every run (each stage recorded; no run reuses another's work)."""
 
-    def __init__(self, log_path: str, *, fork: bool = True) -> None:
+    def __init__(self, log_path: str, *, fork: bool = True, cold: bool = False) -> None:
         self._log = new_file(log_path)
-        self.runs = ProgramRuns(self._log.fileno(), fork=fork, preload=(TRIAL_EXTENSION,))
+        self._caches = SharedCacheDir("fix")
+        self._keep_caches = not cold
+        self.runs = ProgramRuns(self._log.fileno(), fork=fork, preload=(TRIAL_EXTENSION,), cache_dir=self._caches.path)
 
     def start(self, program: Program, run: TrialRun, deadline: float) -> RunHandle | None:
         """None: not started by ``deadline`` (the fork server was still starting)."""
         run.requested_at = time.time()
         with new_file(os.path.join(run.out_dir, f"{run.name}.stdout")) as stdout, \
                 new_file(os.path.join(run.out_dir, f"{run.name}.stderr")) as stderr:
-            handle = self.runs.start(child_spec(program, run), stdout=stdout.fileno(), stderr=stderr.fileno(),
+            handle = self.runs.start(child_spec(program, run, keep_caches=self._keep_caches), stdout=stdout.fileno(),
+                                     stderr=stderr.fileno(),
                                      cwd=run.cwd, deadline=deadline)
         if handle is not None:
             run.pid = handle.pid
@@ -286,6 +297,7 @@ class Starter:
     def close(self) -> None:
         self.runs.close()
         self._log.close()
+        self._caches.remove()
 
 
 SERVER_LOG = "fork-server.log"
@@ -293,9 +305,12 @@ SERVER_LOG = "fork-server.log"
 
 def starter_for(out_dir: str) -> Starter:
     """Forked runs where fork exists (POSIX), else one fresh process per run
-    (``DYNSCOPE_FIX_NO_FORK=1`` asks for fresh processes: a way to compare the two)."""
+    (``DYNSCOPE_FIX_NO_FORK=1`` asks for fresh processes: a way to compare the two); the runs
+    share their compile caches (``DYNSCOPE_FIX_COLD_TRIALS=1`` runs each with the caches off, as
+    fix did before: a way to compare the two, bench/fix.py --cold-trials)."""
     fork = hasattr(os, "fork") and os.environ.get("DYNSCOPE_FIX_NO_FORK") != "1"
-    return Starter(os.path.join(out_dir, SERVER_LOG), fork=fork)
+    cold = os.environ.get("DYNSCOPE_FIX_COLD_TRIALS") == "1"
+    return Starter(os.path.join(out_dir, SERVER_LOG), fork=fork, cold=cold)
 
 
 def _relocation(actions: list[Action]) -> Relocate:

@@ -60,7 +60,8 @@ def _says(text: str) -> Callable[[MissingStage], str]:
     return lambda _: text
 
 
-_FX_CACHE_HIT = "skipped: Inductor FX graph cache hit (run without --keep-caches to record it)"
+# A stage a cache hit skipped: the one flag that records it (explain --cold: caches off, in a private directory).
+_FX_CACHE_HIT = "not run: cache hit (Inductor FX graph cache; explain --cold records it)"
 
 MISSING_STAGE_RULES: tuple[MissingRule, ...] = (
     MissingRule("run ended mid-compile", lambda s: s.compile.status == "incomplete",
@@ -74,7 +75,7 @@ MISSING_STAGE_RULES: tuple[MissingRule, ...] = (
     MissingRule("no graph", lambda s: s.compile.graph_op_count == 0 or s.compile.status == "skipped",
                 _says("no graph: Dynamo found no tensor operations to compile in this frame")),
     MissingRule("AOTAutograd cache hit", lambda s: s.name.startswith("aot_") and AOT_CACHE_HIT in s.event_names,
-                _says("skipped: AOTAutograd cache hit (run without --keep-caches to record it)")),
+                _says("not run: cache hit (AOTAutograd cache; explain --cold records it)")),
     MissingRule("backend without AOTAutograd", lambda s: s.name.startswith("aot_"),
                 _says('not run: the backend does not use AOTAutograd (e.g. backend="eager")')),
     MissingRule("no Inductor: FX graph cache hit", lambda s: not s.has_inductor and FX_GRAPH_CACHE_HIT in s.event_names,

@@ -124,12 +124,7 @@ class RuntimeProfile:
 
 
 def last_snapshot(reader: CaptureReader, name: str = PROFILE_EVENT) -> JsonObject | None:
-    events = reader.events([name])
-    for event in reversed(events):
-        value = reader.json_payload(event.payload_hash)
-        if isinstance(value, dict):
-            return value
-    return None
+    return reader.last_json_object(name)
 
 
 def read_profile(reader: CaptureReader) -> RuntimeProfile | None:

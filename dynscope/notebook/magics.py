@@ -57,7 +57,7 @@ def _recording_parser(prog: str) -> _Parser:
     parser = _Parser(prog=prog, add_help=False)
     parser.add_argument("-o", "--output", metavar="PATH", help="the capture file (default: one under dynscope-notebook/)")
     parser.add_argument("--profile", action="store_true", help="also time every compiled graph (as explain --profile)")
-    parser.add_argument("--keep-caches", action="store_true", help="keep torch's compile caches (as explain --keep-caches)")
+    parser.add_argument("--keep-caches", action="store_true", help="keep torch's compile caches on (as explain does by default)")
     return parser
 
 

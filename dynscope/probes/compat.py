@@ -14,7 +14,7 @@ import logging
 import sys
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -126,7 +126,7 @@ def disable_compile_caches() -> Callable[[], None]:
     saved = [(c, c.force_disable_caches) for c in configs]
     for config in configs:
         config.force_disable_caches = True
-    stop_keeping = keep_kernel_builds_for_tests()
+    stop_keeping = keep_kernel_builds_for_tests(in_named_directory=True)
     # Torch then warns that profile-guided dynamic shapes are off. That warning is about
     # our switch, not the user's program: keep it off their stderr, without a warnings filter
     # the program could see (torch's warn_once stays silent for a message it holds).
@@ -183,22 +183,42 @@ def cache_info_counts(info: Any) -> dict[str, int]:
 KEEP_KERNEL_BUILDS_FOR_TESTS = "DYNSCOPE_TEST_KEEP_KERNEL_BUILDS"
 
 
-def keep_kernel_builds_for_tests() -> Callable[[], None]:
-    """Only where the environment has DYNSCOPE_TEST_KEEP_KERNEL_BUILDS=1 (tests/conftest.py sets it):
-    Inductor's kernel builds (C++ libraries, their precompiled header, Python modules) stay in
-    TORCHINDUCTOR_CACHE_DIR from one compile and run to the next, instead of going to a fresh
-    directory per compile, so gcc does not build the same kernel again in every test. The
-    force_disable_caches switch stays on: the FX graph, AOTAutograd, PGO and autotune caches are
-    still off and every stage still runs and is recorded; only kernel compile times get shorter.
+def keep_kernel_builds_for_tests(*, in_named_directory: bool = False) -> Callable[[], None]:
+    """Only where the environment has DYNSCOPE_TEST_KEEP_KERNEL_BUILDS (tests/conftest.py sets it):
+    Inductor's kernel builds (C++ libraries, their precompiled header, Python modules) stay in one
+    directory from one compile and run to the next, instead of going to a fresh directory per
+    compile, so gcc does not build the same kernel again in every test. They stay in
+    TORCHINDUCTOR_CACHE_DIR; with ``in_named_directory`` (a recording with caches off, which
+    explain --cold runs in a fresh private cache directory), in the directory the setting names
+    (the test session's) when it names one rather than saying ``1``. The force_disable_caches switch
+    stays on: the FX graph, AOTAutograd, PGO and autotune caches are still off and every stage
+    still runs and is recorded; only kernel compile times get shorter.
     Returns the function that stops waiting for Inductor's import (the replacement stays)."""
     import os
 
-    if os.environ.get(KEEP_KERNEL_BUILDS_FOR_TESTS) != "1":
+    value = os.environ.get(KEEP_KERNEL_BUILDS_FOR_TESTS)
+    if not value:
         return lambda: None
+    keep_in = os.path.abspath(value) if in_named_directory and value != "1" else None
+
+    @contextlib.contextmanager
+    def builds_in_kept_directory() -> Iterator[None]:
+        if keep_in is None:
+            yield
+            return
+        saved = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = keep_in  # as torch's fresh_cache sets it, for the compile
+        try:
+            yield
+        finally:
+            if saved is None:
+                os.environ.pop("TORCHINDUCTOR_CACHE_DIR", None)
+            else:
+                os.environ["TORCHINDUCTOR_CACHE_DIR"] = saved
 
     def install(compile_fx: Any) -> None:
         if hasattr(compile_fx, "with_fresh_cache_if_config"):  # torch >= 2.2: a fresh cache per compile
-            compile_fx.with_fresh_cache_if_config = contextlib.nullcontext
+            compile_fx.with_fresh_cache_if_config = builds_in_kept_directory
 
     return _on_import("torch._inductor.compile_fx", install) or (lambda: None)
 

@@ -14,6 +14,7 @@ import sys
 
 from dynscope.errors import DynscopeError
 from dynscope.recorder import Recorder
+from dynscope.runner.cache_dirs import cache_environment
 from dynscope.runner.extensions import ChildHooks, remove_all, start_extensions, stop_for
 from dynscope.runner.interrupts import report_sigints
 from dynscope.runner.program import UserProgramError, run_program
@@ -23,8 +24,7 @@ from dynscope.runner.spec import ChildSpec, SpecError, spec_text
 def start_recording(spec: ChildSpec) -> Recorder:
     """The recorder the spec asks for, started (or one line and exit if it can't be)."""
     if spec.cache_dir is not None:  # before torch reads them (and before the probes save the environment)
-        os.environ["TORCHINDUCTOR_CACHE_DIR"] = spec.cache_dir
-        os.environ["TRITON_CACHE_DIR"] = os.path.join(spec.cache_dir, "triton")
+        os.environ.update(cache_environment(spec.cache_dir))
     recorder = Recorder(spec.capture, keep_caches=spec.keep_caches, command=list(spec.command),
                         profile=spec.profile, force_eager=spec.force_eager)
     try:

@@ -17,8 +17,7 @@ import time
 from typing import Any
 
 from dynscope.errors import CaptureError
-from dynscope.events import EagerTwinRun, write
-from dynscope.model.runtime import PROFILE_EVENT, last_snapshot
+from dynscope.events import EagerTwinRun, RuntimeSnapshot, write
 from dynscope.runner.launcher import launch
 from dynscope.runner.program import Program
 from dynscope.runner.spec import ChildSpec
@@ -55,6 +54,6 @@ def record_eager_twin(program: Program, capture_path: str, *, command: list[str]
 def _last_profile(path: str) -> dict[str, Any] | None:
     try:
         with CaptureReader(path) as reader:
-            return last_snapshot(reader, PROFILE_EVENT)
+            return reader.last_json_object(RuntimeSnapshot.KIND)
     except CaptureError:
         return None

@@ -12,12 +12,14 @@ The caller records how a run ended (launcher.finish_capture): no launcher proces
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import subprocess
 import time
 from dataclasses import dataclass
 
+from dynscope.runner.cache_dirs import caches_in
 from dynscope.runner.fork_client import CHILD_MODULE, ForkedChild, ForkServer, ServerGone
 from dynscope.runner.launcher import start_fresh_child
 from dynscope.runner.spec import ChildSpec
@@ -36,11 +38,14 @@ class RunHandle:
 
 class ProgramRuns:
     """``fork``: False starts every run as a fresh process (no server at all). ``preload``:
-    modules of dynscope the server imports before its first fork (the extensions the runs name)."""
+    modules of dynscope the server imports before its first fork (the extensions the runs name).
+    ``cache_dir``: the compile caches' directory of every run whose spec names none (a private
+    one the runs share: dynscope.runner.cache_dirs.SharedCacheDir)."""
 
     def __init__(self, log_fd: int, *, fork: bool = True, preload: tuple[str, ...] = (),
-                 server_command: list[str] | None = None) -> None:
+                 server_command: list[str] | None = None, cache_dir: str | None = None) -> None:
         self._log_fd = log_fd
+        self._cache_dir = cache_dir
         self._preload = preload
         self._server_command = server_command  # tests: a stand-in server without torch
         self._server: ForkServer | None = self._new_server() if fork and hasattr(os, "fork") else None
@@ -53,6 +58,8 @@ class ProgramRuns:
 
     def start(self, spec: ChildSpec, *, stdout: int, stderr: int, cwd: str | None, deadline: float) -> RunHandle | None:
         """The run started, or None if the server was still starting when ``deadline`` passed."""
+        if spec.cache_dir is None and self._cache_dir is not None:
+            spec = dataclasses.replace(spec, cache_dir=self._cache_dir)
         while self._server is not None:
             server = self._server
             try:
@@ -110,7 +117,8 @@ class ProgramRuns:
         self._server = self._new_server()
 
     def _new_server(self) -> ForkServer:
-        return ForkServer(self._log_fd, self._preload, command=self._server_command)
+        with caches_in(self._cache_dir):  # its import of torch touches no other cache directory
+            return ForkServer(self._log_fd, self._preload, command=self._server_command)
 
     def _fresh_from_now_on(self, why: str) -> None:
         if self._server is not None:

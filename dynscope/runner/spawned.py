@@ -3,7 +3,8 @@
 Such a child is a fresh interpreter: nothing of the program's recorder is in it. multiprocessing
 sends it a dict of "preparation data" (pickled) before anything else; while the program is
 recorded, that dict also carries a small object whose unpickling starts a recorder in the child
-(``_RecordInChild``). Its probes are installed when the child first imports ``torch._dynamo``
+(``_RecordInChild``), naming the function that starts it (``dynscope.recorder`` passes its own:
+this module imports no recorder). Its probes are installed when the child first imports ``torch._dynamo``
 (a worker that never compiles, a DataLoader worker, pays nothing), and its capture is created by
 its first event, beside the program's (dynscope.runner.children).
 
@@ -14,7 +15,6 @@ not recorded.
 from __future__ import annotations
 
 import dataclasses
-import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -37,38 +37,25 @@ class SpawnedSpec:
 
 
 class _RecordInChild:
-    """Unpickled in the child as a call to ``record_in_child(spec)``."""
+    """Unpickled in the child as a call to ``record_in_child(start, spec)``; ``start`` is a
+    module-level function, pickled by its name."""
 
-    def __init__(self, spec: SpawnedSpec) -> None:
+    def __init__(self, start: Callable[[SpawnedSpec], None], spec: SpawnedSpec) -> None:
+        self.start = start
         self.spec = spec
 
     def __reduce__(self) -> tuple[Callable[..., Any], tuple[Any, ...]]:
-        return record_in_child, (dataclasses.asdict(self.spec),)
+        return record_in_child, (self.start, dataclasses.asdict(self.spec))
 
 
-def record_in_child(spec: dict[str, Any]) -> None:
+def record_in_child(start: Callable[[SpawnedSpec], None], spec: dict[str, Any]) -> None:
     """In the spawned child, while multiprocessing reads its preparation data."""
-    when_imported(_WHEN_COMPILING, lambda _module: _start(SpawnedSpec(**spec)))
+    when_imported(_WHEN_COMPILING, lambda _module: start(SpawnedSpec(**spec)))
 
 
-def _start(spec: SpawnedSpec) -> None:
-    import os
-
-    from dynscope.recorder import Family, Recorder
-    from dynscope.runner.children import child_capture_path
-
-    family = Family(spec.root_path, spec.root_pid, spec.root_started)
-    recorder = Recorder(child_capture_path(spec.root_path, os.getpid()), keep_caches=spec.keep_caches,
-                        command=spec.command, profile=spec.profile, force_eager=spec.force_eager, family=family)
-    try:
-        recorder.start()
-    except Exception as e:  # noqa: BLE001  the child runs on unrecorded rather than fail inside its import of torch
-        print(f"dynscope: not recording child process {os.getpid()}: {e}", file=sys.stderr)
-
-
-def send_to_spawned_children(spec: SpawnedSpec) -> Callable[[], None]:
-    """While recording: every spawn/forkserver child multiprocessing starts gets a recorder.
-    Returns the undo."""
+def send_to_spawned_children(start: Callable[[SpawnedSpec], None], spec: SpawnedSpec) -> Callable[[], None]:
+    """While recording: every spawn/forkserver child multiprocessing starts calls ``start(spec)``
+    when it first imports torch._dynamo. Returns the undo."""
     patched: list[Any] = []
 
     def patch(spawn: Any) -> None:
@@ -76,7 +63,7 @@ def send_to_spawned_children(spec: SpawnedSpec) -> Callable[[], None]:
 
         def get_preparation_data(name: str) -> dict[str, Any]:
             data: dict[str, Any] = original(name)
-            data["dynscope_recording"] = _RecordInChild(spec)
+            data["dynscope_recording"] = _RecordInChild(start, spec)
             return data
 
         spawn.get_preparation_data = get_preparation_data

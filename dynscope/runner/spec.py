@@ -84,8 +84,8 @@ class ChildSpec:
     profile: bool = False  # explain --profile: time every compiled call
     force_eager: bool = False  # the eager twin: every torch.compile'd function runs eager
     workdir: str | None = None  # where the program runs (fix: a scratch copy); None: here
-    # explain --warm: the compile caches' directory (Inductor's and Triton's), whatever the user's
-    # environment says; None: the user's own
+    # The compile caches' directory (Inductor's and Triton's), whatever the user's environment says:
+    # a private one (dynscope.runner.cache_dirs: explain --cold and --warm, the tools' trials); None: the user's own
     cache_dir: str | None = None
     sigint_notes_fd: int | None = None  # the launcher's SIGINT relay (dynscope/runner/interrupts.py)
     extensions: tuple[ChildExtension, ...] = field(default=())

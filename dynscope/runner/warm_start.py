@@ -13,10 +13,10 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import tempfile
 import time
 
 from dynscope.events import WarmStart, write
+from dynscope.runner.cache_dirs import private_cache_dir
 from dynscope.runner.launcher import RunResult, launch
 from dynscope.runner.program import Program
 from dynscope.runner.spec import ChildSpec
@@ -36,7 +36,7 @@ def record_warm_start(program: Program, path: str, *, command: tuple[str, ...], 
                       announce: bool) -> RunResult:
     """Run cold then warm; returns the warm run's result (the one ``explain`` reports)."""
     cold_path = cold_capture_path(path)
-    with tempfile.TemporaryDirectory(prefix="dynscope-caches-") as cache_dir:
+    with private_cache_dir("warm") as cache_dir:
         if announce:
             print("dynscope: --warm: the cold run (caches on, in a fresh cache directory)...", file=sys.stderr)
         started = time.time()

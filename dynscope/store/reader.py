@@ -24,7 +24,7 @@ from typing import Any, TypeVar
 from dynscope.errors import CaptureError
 from dynscope.store import json_text
 from dynscope.store.header import expected_size, file_size, header_from_fd, read_header, special_file_kind
-from dynscope.store.json_text import JsonValue
+from dynscope.store.json_text import JsonObject, JsonValue
 from dynscope.store.payloads import DEFAULT_LIMIT, Payload, decode, truncation_note
 from dynscope.store.schema import APPLICATION_ID, SCHEMA_VERSION
 from dynscope.store.schema_check import check_schema
@@ -195,6 +195,15 @@ class CaptureReader:
             raise CaptureError(f"payload {digest[:12]} is {found.size:,} bytes of JSON, over the "
                                f"{limit:,}-byte limit for structured data: not read")
         return json_text.loads(found.text, f"{self.path}: payload {digest[:12]}")
+
+    def last_json_object(self, name: str) -> JsonObject | None:
+        """The payload of the last ``name`` event that is a JSON object (a cumulative snapshot's
+        latest state), or None when there is none."""
+        for event in reversed(self.events([name])):
+            value = self.json_payload(event.payload_hash)
+            if isinstance(value, dict):
+                return value
+        return None
 
     def payload_record(self, digest: str | None, *, limit: int = DEFAULT_LIMIT) -> Payload | None:
         if digest is None:

@@ -7,6 +7,7 @@ torch's own counters, graph-break reasons and guard failures (tests/programs/tor
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -21,6 +22,18 @@ from dynscope.model import Capture
 RECORDER = Path(__file__).parent.parent / "programs" / "torch_record.py"
 
 
+def _record(directory: Path, example: str, args: tuple[str, ...], *, keep_caches: bool = False,
+            env: dict[str, str] | None = None) -> tuple[Capture, dict]:
+    capture_path, out = directory / "run.dynscope", directory / "torch.json"
+    result = subprocess.run(
+        [sys.executable, str(RECORDER), *(["--keep-caches"] if keep_caches else []), str(capture_path), str(out),
+         str(EXAMPLES / example), *args],
+        capture_output=True, text=True, cwd=REPO, timeout=900, env={**os.environ, **(env or {})},
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return Capture.open(str(capture_path)), json.loads(out.read_text())
+
+
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory):
     made: dict[tuple[str, ...], tuple[Capture, dict]] = {}
@@ -28,14 +41,29 @@ def recorded(tmp_path_factory):
     def record(example: str, *args: str) -> tuple[Capture, dict]:
         key = (example, *args)
         if key not in made:
-            directory = tmp_path_factory.mktemp("fidelity")
-            capture_path, out = directory / "run.dynscope", directory / "torch.json"
-            result = subprocess.run(
-                [sys.executable, str(RECORDER), str(capture_path), str(out), str(EXAMPLES / example), *args],
-                capture_output=True, text=True, cwd=REPO, timeout=900,
-            )
-            assert result.returncode == 0, result.stderr[-3000:]
-            made[key] = (Capture.open(str(capture_path)), json.loads(out.read_text()))
+            made[key] = _record(tmp_path_factory.mktemp("fidelity"), example, args)
+        return made[key]
+
+    return record
+
+
+@pytest.fixture(scope="module")
+def recorded_warm(tmp_path_factory):
+    """(cold capture, warm capture, torch's record of the warm run): the example recorded with the
+    caches off, then twice with the caches on in one fresh cache directory (the first fills it,
+    the second is the warm run), as ``explain --cold`` and ``explain`` record it."""
+    made: dict[tuple[str, ...], tuple[Capture, Capture, dict]] = {}
+
+    def record(example: str, *args: str) -> tuple[Capture, Capture, dict]:
+        key = (example, *args)
+        if key not in made:
+            cold, _ = _record(tmp_path_factory.mktemp("fidelity-cold"), example, args)
+            caches = tmp_path_factory.mktemp("fidelity-caches")
+            env = {"TORCHINDUCTOR_CACHE_DIR": str(caches), "TRITON_CACHE_DIR": str(caches / "triton")}
+            _record(tmp_path_factory.mktemp("fidelity-fill"), example, args, keep_caches=True, env=env)
+            warm, torch_record = _record(tmp_path_factory.mktemp("fidelity-warm"), example, args, keep_caches=True,
+                                         env=env)
+            made[key] = (cold, warm, torch_record)
         return made[key]
 
     return record
@@ -109,6 +137,10 @@ def test_break_details_are_structured(recorded):
 
 def test_recompiles_match_torch_guard_failures(recorded):
     capture, torch_record = recorded("recompiles.py", "--backend", "eager")
+    _recompiles_match_torch(capture, torch_record)
+
+
+def _recompiles_match_torch(capture: Capture, torch_record: dict) -> None:
     torch_reasons = Counter()
     for entry in torch_record["guard_failures"]:
         for reason in entry["reasons"]:
@@ -148,6 +180,51 @@ def test_summary_json_schema_on_a_real_run(make_capture):
         assert set(item) >= {"reason", "gb_type", "gb_id", "file", "line", "function", "count", "compile_ids"}
         assert item["count"] == 1 and item["file"].endswith("graph_breaks.py")
     assert doc["recompiles"] == [] and doc["errors"] == []
+
+
+# -- warm: what Dynamo decides is recorded the same with the caches on -------------------------
+
+def _same_in_any_process(text: str | None) -> str | None:
+    """Object ids and addresses (an ID_MATCH guard's) differ from one process to the next."""
+    return None if text is None else re.sub(r"\b(0x[0-9a-f]+|\d{7,})\b", "<id>", text)
+
+
+def _decisions(capture: Capture) -> dict[str, list]:
+    """Everything Dynamo decides, comparable between two runs: its breaks, each compile's guards
+    and its recompiles."""
+    same = _same_in_any_process
+    compiles = capture.compiles()
+    return {
+        "compiles": [(c.compile_id, c.function, c.line, c.status) for c in compiles],
+        "breaks": sorted((b.location.file, b.location.line, b.reason) for b in capture.graph_breaks()),
+        "guards": [(c.compile_id, sorted((g.kind, same(g.source), same(g.check)) for g in capture.guards(c.compile_id)))
+                   for c in compiles],
+        "recompiles": [(r.compile_id, r.function, same(r.reason),
+                        [(same(f.guard), same(f.expected), same(f.actual)) for f in r.failures])
+                       for r in capture.recompiles()],
+    }
+
+
+@pytest.mark.inductor
+@pytest.mark.parametrize("example", ["graph_breaks.py", "recompiles.py"])
+def test_a_warm_run_records_what_dynamo_decides_as_a_cold_one_and_as_torch(recorded_warm, example):
+    cold, warm, torch_record = recorded_warm(example, "--backend", "inductor")
+    lookups = warm.cache_lookups()
+    assert lookups and all(x.state == "hit" for x in lookups), [(x.layer, x.state) for x in lookups]  # really warm
+    assert not cold.cache_lookups() and not cold.run.keep_caches  # really cold
+    assert _decisions(warm) == _decisions(cold)
+    assert all(_decisions(warm)["guards"][i][1] for i in range(len(warm.compiles())))  # guards were recorded
+    # and against torch's own record of the warm run
+    torch_breaks = [r for r in torch_record["graph_break_reasons"] if r["graph_break"]]
+    assert sorted((b.location.file, b.location.line) for b in warm.graph_breaks()) == \
+        sorted((r["file"], r["line"]) for r in torch_breaks)
+    if example == "recompiles.py":
+        _recompiles_match_torch(warm, torch_record)
+    else:
+        assert len(torch_breaks) == 4
+    # On a hit the output code and kernels are the cache entry's: recorded all the same.
+    assert all(warm.stage(c.compile_id, "output_code").recorded and warm.kernels(c.compile_id)
+               for c in warm.compiles() if c.graph_op_count)
 
 
 def _strip(reason: str) -> str:

@@ -21,7 +21,7 @@ NOT_IN_A_LOG = {"bytecode", "scheduler_ir"}
 def explained_and_imported(tmp_path: Path, example: str, *args: str) -> tuple[Capture, Capture]:
     logs = tmp_path / "logs"
     explained, imported = tmp_path / "explained.dynscope", tmp_path / "imported.dynscope"
-    result = run_dynscope("explain", "-q", "-o", str(explained), str(EXAMPLES / example), *args,
+    result = run_dynscope("explain", "--cold", "-q", "-o", str(explained), str(EXAMPLES / example), *args,
                           env={"TORCH_TRACE": str(logs)})
     assert result.returncode == 0, result.stderr[-3000:]
     result = run_dynscope("import", str(logs), "-o", str(imported))

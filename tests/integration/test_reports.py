@@ -132,7 +132,8 @@ def hostile_capture(tmp_path_factory) -> Path:
     run_dir.mkdir()
     shutil.copy(PROGRAMS / "hostile_strings.py", script_dir)
     capture = run_dir / "run.dynscope"
-    result = run_dynscope("explain", "-q", "-o", str(capture), str(script_dir / "hostile_strings.py"), cwd=run_dir)
+    result = run_dynscope("explain", "--cold", "-q", "-o", str(capture), str(script_dir / "hostile_strings.py"),
+                          cwd=run_dir)
     assert result.returncode == 0, result.stderr[-3000:]
     tamper(capture, {'"name":"relu"': '"name":"relu</textarea><script>window.__pwned=1</script>"',
                      "#include": "// </textarea><script>window.__pwned=1</script>\n#include"})

@@ -214,20 +214,22 @@ def test_graph_command_without_graphviz_leaves_the_dot_text(make_capture, tmp_pa
 
 
 @pytest.mark.inductor
-def test_keep_caches_names_the_cache_hit_as_the_reason_a_stage_is_missing(tmp_path):
+def test_explain_names_the_cache_hit_as_the_reason_a_stage_is_missing(tmp_path):
     # warm_start.py: one small inference graph (no backward to compile; the kernels of a fresh cache
     # directory are built by gcc in the cold run), enough for every stage the assertions name.
     env = {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor-cache")}
     for name in ("cold", "warm"):
-        result = run_dynscope("explain", "--keep-caches", "-o", str(tmp_path / f"{name}.dynscope"),
+        result = run_dynscope("explain", "-o", str(tmp_path / f"{name}.dynscope"),  # the caches kept: the default
                               str(EXAMPLES / "warm_start.py"), env=env)
         assert result.returncode == 0, result.stderr[-2000:]
-        assert "disabled the Inductor/AOTAutograd caches" not in result.stderr
+        assert "caches were off" not in result.stderr
     cold, warm = (Capture.open(str(tmp_path / f"{n}.dynscope")) for n in ("cold", "warm"))
     unlogged = unlogged_stages(cold)
     assert all(cold.stage("0/0", k).recorded for k in ("pre_grad", "scheduler_ir") if k not in unlogged)
     missing = {s.key: s.missing_reason for s in warm.stages("0/0") if not s.recorded}
-    assert all("cache hit" in missing[k] for k in ("pre_grad", "scheduler_ir") if k not in unlogged)
+    assert all(missing[k].startswith("not run: cache hit") and "--cold" in missing[k]
+               for k in ("pre_grad", "scheduler_ir") if k not in unlogged)
+    assert "explain --cold records every stage" in result.stderr  # the summary names the flag once
     assert warm.stage("0/0", "output_code").recorded
     # Newer torch replays the post-grad graph from the cache; 2.6 does not, and the capture says why.
     post_grad = warm.stage("0/0", "post_grad")

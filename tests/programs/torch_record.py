@@ -1,9 +1,11 @@
 """Run an example under dynscope.capture() and dump torch's own record of the same run.
 
-    python torch_record.py CAPTURE OUT_JSON SCRIPT [ARGS...]
+    python torch_record.py [--keep-caches] CAPTURE OUT_JSON SCRIPT [ARGS...]
 
 OUT_JSON gets torch's counters, graph_break_reasons and guard_failures, which the
-fidelity tests compare with what the capture says.
+fidelity tests compare with what the capture says. With --keep-caches the compile caches stay
+on (as ``dynscope explain`` has them by default): run twice on one cache directory, the second
+run is a warm one.
 """
 
 import json
@@ -14,9 +16,10 @@ import torch
 
 import dynscope
 
-capture_path, out_path, script, *args = sys.argv[1:]
+keep_caches = sys.argv[1] == "--keep-caches"
+capture_path, out_path, script, *args = sys.argv[1 + keep_caches:]
 sys.argv = [script, *args]
-with dynscope.capture(capture_path):
+with dynscope.capture(capture_path, keep_caches=keep_caches):
     runpy.run_path(script, run_name="__main__")
 
 from torch._dynamo.utils import counters  # noqa: E402

@@ -149,7 +149,7 @@ def test_check_gates_on_cache_misses(data):
 
 def test_check_says_when_caches_were_off():
     code, text = _run("check", "--max-cache-misses", "0", str(CACHES_OFF))
-    assert code == 0 and "caches were off while recording (explain --keep-caches or --warm shows them)" in text
+    assert code == 0 and "caches were off while recording (explain without --cold, or --warm, shows them)" in text
 
 
 def test_a_warm_capture_without_its_cold_run_says_so(data, tmp_path):

@@ -5,6 +5,7 @@ imported torch, and on a GPU, is tested in tests/integration/test_fix_forks.py a
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -209,6 +210,28 @@ def test_a_dead_server_is_replaced_and_the_next_run_goes_on(log, tmp_path):
         while runs.poll(second) is None and time.time() < deadline:
             time.sleep(0.02)
         assert runs.poll(second) == 0
+    finally:
+        runs.close()
+
+
+def test_the_runs_share_the_cache_directory_given_unless_their_spec_names_one(log, tmp_path):
+    """fix's runs: one private cache directory for all (dynscope.runner.cache_dirs.SharedCacheDir),
+    given to every child in its spec."""
+    runs = ProgramRuns(log.fileno(), server_command=COMMAND, cache_dir=str(tmp_path / "shared"))
+    plain = ChildSpec(Program("script", "prog.py", []), str(tmp_path / "run.dynscope"), ("dynscope", "fix"))
+    own = dataclasses.replace(plain, cache_dir=str(tmp_path / "own"))
+    try:
+        for name, spec in (("plain", plain), ("own", own)):
+            out, err = _files(tmp_path, name)
+            with out, err:
+                run = runs.start(spec, stdout=out.fileno(), stderr=err.fileno(), cwd=None, deadline=time.time() + 60)
+            assert run is not None
+            deadline = time.time() + 30
+            while runs.poll(run) is None and time.time() < deadline:
+                time.sleep(0.02)
+            assert runs.poll(run) == 0
+        assert ChildSpec.from_json((tmp_path / "plain.out").read_text().strip()).cache_dir == str(tmp_path / "shared")
+        assert ChildSpec.from_json((tmp_path / "own.out").read_text().strip()).cache_dir == str(tmp_path / "own")
     finally:
         runs.close()
 

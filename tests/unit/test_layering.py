@@ -58,6 +58,12 @@ RULES = (
     # the ChildSpec and imported by that name (dynscope/runner/extensions.py), never statically.
     Rule("the runner imports no tool and no analysis", ("dynscope.runner",),
          ("dynscope.fix", "dynscope.minifier", "dynscope.analysis", "dynscope.commands", *VIEWS)),
+    # The runner and the recorder write captures and start children; they stand below what reads
+    # captures (the model, the analyses) and what hosts them (the notebook, the agents' server,
+    # the commands, dynscope.capture()'s BlockCapture, the views).
+    Rule("the runner and the recorder know no model and no host", ("dynscope.runner", "dynscope.recorder"),
+         ("dynscope.model", "dynscope.analysis", "dynscope.notebook", "dynscope.agents", "dynscope.commands",
+          "dynscope.block_capture", *VIEWS)),
     # The tools side by side: each reads the view and runs children through the runner.
     Rule("fix imports no other tool and no view", ("dynscope.fix",),
          ("dynscope.minifier", "dynscope.commands", "dynscope.tui", "dynscope.reporters")),
@@ -211,7 +217,15 @@ def test_a_forbidden_import_is_caught(tmp_path):
     records.write_text(records.read_text() + "\n\ndef _late():\n    from ..reporters import terminal\n")
     child = tmp_path / "dynscope" / "runner" / "child.py"  # the upward arrow an environment flag once made
     child.write_text(child.read_text() + "\n\ndef _trial():\n    from dynscope.fix.apply import start_in_child\n")
+    twin = tmp_path / "dynscope" / "runner" / "eager_twin.py"  # what eager_twin.py once imported
+    twin.write_text(twin.read_text() + "\nfrom dynscope.model.runtime import last_snapshot\n")
+    recorder = tmp_path / "dynscope" / "recorder.py"  # what Recorder.load() once imported
+    recorder.write_text(recorder.read_text() + "\n\ndef _load():\n    from dynscope.notebook.display import CaptureView\n")
     found = violations(import_graph(tmp_path))
+    assert any(v.startswith("the runner and the recorder know no model and no host: dynscope.runner.eager_twin "
+                            "imports dynscope.model.runtime") for v in found), found
+    assert any(v.startswith("the runner and the recorder know no model and no host: dynscope.recorder "
+                            "imports dynscope.notebook.display") for v in found), found
     assert any(v.startswith("nothing below dynscope.commands imports it: dynscope.tui.text imports "
                             "dynscope.commands._common") for v in found), found
     assert any(v.startswith("the model imports no analysis and no view: dynscope.model.records imports "
@@ -226,6 +240,14 @@ def test_no_import_circles_in_the_core():
     core = ("dynscope.model", "dynscope.store", "dynscope.analysis", "dynscope.events")
     graph = repository_graph()
     circles = [c for c in cycles(graph) if any(_within(m, core) for m in c)]
+    assert circles == []
+
+
+def test_no_import_circles_in_the_runner():
+    """The recorder starts the runner's spawned children and the runner's child starts a recorder:
+    one way each (recorder.py and runner/spawned.py once imported each other)."""
+    below = ("dynscope.runner", "dynscope.recorder")
+    circles = [c for c in cycles(repository_graph()) if any(_within(m, below) for m in c)]
     assert circles == []
 
 

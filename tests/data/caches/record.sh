@@ -7,9 +7,9 @@
 # as a user would run it:
 #   warm.dynscope, warm.cold.dynscope   explain --warm (cold then warm, one fresh cache directory);
 #                                       the program saves torch's portable cache artifacts
-#   changed.dynscope                    explain --keep-caches, fresh cache directory: compiles, changes
+#   changed.dynscope                    explain (caches kept), fresh cache directory: compiles, changes
 #                                       one Inductor setting (comment_origin), compiles again
-#   loaded.dynscope                     explain --keep-caches, fresh cache directory: the program first
+#   loaded.dynscope                     explain (caches kept), fresh cache directory: the program first
 #                                       loads the portable cache artifacts the warm run saved
 set -euo pipefail
 python=${1:-python}
@@ -25,9 +25,9 @@ cd "$repo"
 explain() { "$python" -m dynscope explain -q "$@"; }
 explain --warm -o "$out/warm.dynscope" examples/warm_start.py --save-cache "$scratch/portable.bin"
 TORCHINDUCTOR_CACHE_DIR="$scratch/changed" TRITON_CACHE_DIR="$scratch/changed/triton" \
-    explain --keep-caches -o "$out/changed.dynscope" examples/warm_start.py --then-comment-origin
+    explain -o "$out/changed.dynscope" examples/warm_start.py --then-comment-origin
 TORCHINDUCTOR_CACHE_DIR="$scratch/loaded" TRITON_CACHE_DIR="$scratch/loaded/triton" \
-    explain --keep-caches -o "$out/loaded.dynscope" examples/warm_start.py --load-cache "$scratch/portable.bin"
+    explain -o "$out/loaded.dynscope" examples/warm_start.py --load-cache "$scratch/portable.bin"
 for capture in "$out"/*.dynscope; do
     "$python" - "$capture" <<'PY'
 import sqlite3, sys

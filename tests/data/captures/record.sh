@@ -18,9 +18,9 @@ cd "$repo"   # captures record paths relative to the program's directory as the 
 made=()  # one README line per capture
 record() {  # name, example, args...
     local name=$1 example=$2; shift 2
-    made+=("- \`$name.dynscope\`: \`dynscope explain -q -o $name.dynscope examples/$example $*\`")
+    made+=("- \`$name.dynscope\`: \`dynscope explain --cold -q -o $name.dynscope examples/$example $*\`")
     rm -f "$out/$name.dynscope"
-    "$python" -m dynscope explain -q -o "$out/$name.dynscope" "examples/$example" "$@"
+    "$python" -m dynscope explain --cold -q -o "$out/$name.dynscope" "examples/$example" "$@"
     "$python" - "$out/$name.dynscope" <<'PY'
 import sqlite3, sys
 # Small and self-contained: fold the WAL into the file and drop free pages.

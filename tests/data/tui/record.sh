@@ -17,9 +17,9 @@ record() {  # name, program, args...
     local name=$1 program=$2; shift 2
     mkdir -p "$root/$(dirname "$program")"
     cp "$repo/$program" "$root/$program"
-    made+=("- \`$name.dynscope\`: \`dynscope explain -q -o $name.dynscope $program $*\` (in $root)")
+    made+=("- \`$name.dynscope\`: \`dynscope explain --cold -q -o $name.dynscope $program $*\` (in $root)")
     rm -f "$here/$name.dynscope"
-    (cd "$root" && "$python" -m dynscope explain -q -o "$here/$name.dynscope" "$program" "$@")
+    (cd "$root" && "$python" -m dynscope explain --cold -q -o "$here/$name.dynscope" "$program" "$@")
     "$python" - "$here/$name.dynscope" <<'PY'
 import sqlite3, sys
 # Small and self-contained: fold the WAL into the file and drop free pages.
