@@ -35,7 +35,6 @@ class DiffFile:
     path: str
     text: str
     what: str  # "the program's files" or "transformers 5.24.0"
-    named_here: bool = False  # <package>-<version>.diff: a name the user did not give; never written through a link
 
 
 def diff_base(cwd: str) -> str:
@@ -86,8 +85,7 @@ def diff_files(path: str, edits: Sequence[SourceEdit]) -> list[DiffFile]:
     for library, changed in packages.items():
         first = changed[0].file
         name = f"{first.package}-{first.version}.diff" if first.version else f"{first.package}.diff"
-        out.append(DiffFile(os.path.join(directory, _plain(name)), "".join(e.diff() for e in changed), library,
-                            named_here=True))
+        out.append(DiffFile(os.path.join(directory, _plain(name)), "".join(e.diff() for e in changed), library))
     return out
 
 
@@ -103,16 +101,19 @@ def write_diffs(files: Sequence[DiffFile]) -> None:
             sys.stdout.write(f.text)
             sys.stdout.flush()
             continue
+        if os.path.islink(f.path):  # a name planted in a stranger's tree: its target is never written
+            raise DynscopeError(f"cannot write {f.path}: it is a symbolic link (remove it, or name another file)")
         try:
-            _write_regular(f.path, f.text, follow_link=not f.named_here)
+            _write_regular(f.path, f.text)
         except OSError as e:
             raise DynscopeError(f"cannot write {f.path}: {e.strerror}") from None
 
 
-def _write_regular(path: str, text: str, *, follow_link: bool) -> None:
+def _write_regular(path: str, text: str) -> None:
     """Write ``text`` to ``path``, a regular file or none yet: a FIFO or device there is refused
-    (opened without blocking, checked with fstat), and a name dynscope made up is never a link's."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK | (0 if follow_link else os.O_NOFOLLOW)
+    (opened without blocking, checked with fstat), and a link is never followed (O_NOFOLLOW: one
+    swapped in after the check above fails the open)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK | os.O_NOFOLLOW
     descriptor = os.open(path, flags, 0o644)
     with os.fdopen(descriptor, "w", encoding="utf-8", newline="") as out:
         mode = os.fstat(descriptor).st_mode
