@@ -27,6 +27,9 @@ Rule = Callable[[cst.Module, str, BreakSite], "Rewrite | None"]
 RULES: tuple[tuple[str, Rule], ...] = (
     # first: a port is proven on the exact code it matches, and fix tries only the first few candidates
     ("library-port", library_ports.library_port),
+    # by the code's shape, whatever torch's label: a number read out of a tensor to choose; one tensor given twice
+    ("item-where", tensor_branches.item_where),
+    ("clone-repeated-input", tensor_idioms.clone_repeated_input),
     ("guard-logging", logging_calls.guard_logging),
     ("traced-print", logging_calls.traced_print),
     ("tensor-where", tensor_branches.tensor_where),

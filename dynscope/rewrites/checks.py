@@ -12,6 +12,15 @@ not choices, so they can become checks torch keeps inside the graph:
 Either way a failed check raises RuntimeError, not the original exception: the guard's title
 says so. Declined: messages the operator cannot carry (an f-string for a tensor check),
 exceptions raised with anything but one message, ``if`` statements with an ``else``.
+
+By shape, whatever torch's label: a condition that reads a number out of a tensor
+(``assert lengths.max().item() <= slen, "too long"``; ``if int(t.sum()) == 0: raise``) becomes
+the same check on the tensor, the read dropped (``torch._assert_async(lengths.max() <= slen,
+"too long")``): no setting needed, the graph stays whole. ``torch._check(u <= slen, lambda: msg)``
+would need ``capture_scalar_outputs`` and, like the operator, takes only a constant message:
+torch 2.13 cannot convert a closure that formats values ("Can't convert torch._check*() message
+closure", gb9158), so a computed message is left out and the title says so.
+Declined there: ``and`` / ``not`` / chained comparisons around the number.
 """
 
 from __future__ import annotations
@@ -30,7 +39,9 @@ from dynscope.rewrites.locate import (
     mentions,
     replace_run,
     statements_at,
+    walk,
 )
+from dynscope.rewrites.scalar_sizes import without_scalar_reads
 
 Form = Literal["tensor", "symbolic"]
 _TENSOR_WORDS = ("data-dependent branching", "generic_jump", "jump")
@@ -82,14 +93,46 @@ def _statement(code: str, like: cst.SimpleStatementLine | cst.If) -> cst.SimpleS
     return statement.with_changes(leading_lines=[*like.leading_lines, *comment_lines(like.test, like.body)])
 
 
+_READ_CAUSE = "the condition reads a number out of a tensor (.item(), int(t)), which ends the graph"
+
+
+def _on_read_number(condition: cst.BaseExpression, message: cst.BaseExpression | None, *, negate: bool) -> str | None:
+    """``torch._assert_async`` on ``condition`` (negated for a guard) with its reads of numbers out of tensors
+    dropped, when it has any; None when it has none, or mixes in Python logic a tensor cannot stand for. A
+    computed message is left out: torch 2.13 converts only a constant message closure (gb9158)."""
+    kept = without_scalar_reads(condition)
+    if kept is None or any(isinstance(node, (cst.BooleanOperation, cst.Not, cst.IfExp)) or (
+            isinstance(node, cst.Comparison) and len(node.comparisons) > 1) for node in walk(kept)):
+        return None  # `and`, `not`, `a < b < c` on a tensor ask Python for a bool again
+    tensor = expression_code(kept.with_changes(lpar=[], rpar=[]) if isinstance(kept, cst.Comparison) else kept)
+    tensor = f"torch.logical_not({tensor})" if negate else tensor
+    text = f", {expression_code(message)}" if isinstance(message, _STRINGS) else ""
+    return f"torch._assert_async({tensor}{text})"
+
+
+def _dropped(message: cst.BaseExpression | None) -> str:
+    return "" if message is None or isinstance(message, _STRINGS) else \
+        "; its computed message is left out (torch's checks take only a constant one)"
+
+
+def _assert_on_read(module: cst.Module, statement: cst.SimpleStatementLine, check: cst.Assert, line: int) -> Rewrite | None:
+    code = _on_read_number(check.test, check.msg, negate=False)
+    if code is None:
+        return None
+    rewritten = ensure_import(replace_run(module, statement, 1, [_statement(code, statement)]), "torch")
+    return Rewrite("assert-to-check", "assert with torch._assert_async on the tensor instead of Python's assert on a "
+                   f"number read out of it (line {line}){_dropped(check.msg)}", _READ_CAUSE, line, rewritten.code)
+
+
 def assert_to_check(module: cst.Module, _source: str, site: BreakSite) -> Rewrite | None:
     form = _form(site)
-    if form is None:
-        return None
     for statement in statements_at(module, site.line):
         if len(statement.body) != 1 or not isinstance(statement.body[0], cst.Assert):
             continue
         check = statement.body[0]
+        by_shape = _assert_on_read(module, statement, check, site.line)
+        if by_shape is not None or form is None:
+            return by_shape
         if form == "tensor" and isinstance(check.test, cst.BooleanOperation):
             return None  # `a and b` on tensors asks Python for a bool again
         code = _check_call(form, expression_code(check.test), check.msg, negate_tensor=False)
@@ -121,15 +164,27 @@ def _raised_message(branch: cst.If) -> tuple[str, cst.BaseExpression | None] | N
     return name, (raised.args[0].value if raised.args else None)
 
 
+def _guard_on_read(module: cst.Module, branch: cst.If, exception: str, message: cst.BaseExpression | None,
+                   line: int) -> Rewrite | None:
+    code = _on_read_number(branch.test, message, negate=True)
+    if code is None:
+        return None
+    rewritten = ensure_import(replace_run(module, branch, 1, [_statement(code, branch)]), "torch")
+    return Rewrite("guard-to-check", f"check with torch._assert_async on the tensor instead of raising {exception} on a "
+                   f"number read out of it (line {line}); under compile a failed check raises RuntimeError, not {exception}"
+                   f"{_dropped(message)}", _READ_CAUSE, line, rewritten.code)
+
+
 def guard_to_check(module: cst.Module, _source: str, site: BreakSite) -> Rewrite | None:
     form = _form(site)
-    if form is None:
-        return None
     for branch in reversed(ifs_at(module, site.line)):
         raised = _raised_message(branch)
         if raised is None:
             continue
         exception, message = raised
+        by_shape = _guard_on_read(module, branch, exception, message, site.line)
+        if by_shape is not None or form is None:
+            return by_shape
         if form == "tensor":
             if isinstance(branch.test, cst.BooleanOperation):
                 return None

@@ -75,6 +75,29 @@ def plainly_tensor(expression: cst.BaseExpression) -> bool:
     return False
 
 
+class _DropReads(cst.CSTTransformer):
+    def __init__(self) -> None:
+        self.dropped = 0
+
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
+        tensor = scalar_read(updated_node)
+        if tensor is None:
+            return updated_node
+        self.dropped += 1
+        return tensor
+
+
+def without_scalar_reads(expression: cst.BaseExpression) -> cst.BaseExpression | None:
+    """``expression`` with every ``t.item()`` / ``int(t)`` / ``float(t)`` replaced by the tensor ``t``
+    (``lengths.max().item() <= n`` → ``lengths.max() <= n``): the same comparison, kept a tensor; None
+    when it reads no number out of a tensor."""
+    dropping = _DropReads()
+    kept = expression.visit(dropping)
+    if dropping.dropped == 0 or not isinstance(kept, cst.BaseExpression):
+        return None
+    return kept
+
+
 # ---- keep-tensor ---------------------------------------------------------------------------------
 
 def _arithmetic_operand(node: cst.CSTNode, holders: Mapping[cst.CSTNode, cst.CSTNode]) -> bool:
@@ -238,4 +261,4 @@ def _plain_statement(code: str) -> cst.SimpleStatementLine:
     return statement
 
 
-__all__ = ["check_size", "expression_code", "keep_tensor", "scalar_read"]
+__all__ = ["check_size", "expression_code", "keep_tensor", "scalar_read", "without_scalar_reads"]

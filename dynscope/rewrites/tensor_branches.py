@@ -10,6 +10,11 @@ Dynamo cannot know which arm runs without the value, so it stops the graph at th
   when the arms are a few plain assignments ending in the same name (or a return); only the
   taken arm runs, but both must give tensors of one shape.
 
+- ``item-where``: by shape, whatever torch's label: the same ``torch.where`` for a branch whose
+  condition reads a number out of a tensor (``if y.sum().item() > 0: return a`` / ``return b``),
+  the read dropped so the condition stays a tensor. It assumes both arms are tensors of one shape
+  (its cause says so; the trial's equal outputs prove it); arms that are both bare numbers decline.
+
 Declined: ``and`` / ``or`` conditions (Python short-circuits on a Python value first),
 ``elif`` chains, arms with comments or statements other than plain assignments.
 """
@@ -35,6 +40,7 @@ from dynscope.rewrites.locate import (
     walk,
 )
 from dynscope.rewrites.locate import ensure_import as _ensure_import
+from dynscope.rewrites.scalar_sizes import without_scalar_reads
 
 _BREAK_WORDS = ("data-dependent branching", "generic_jump", "jump")
 _CAUSE = "Python branches on a tensor's value, which Dynamo cannot know while tracing"
@@ -101,10 +107,11 @@ def _statement_line(small: cst.BaseSmallStatement, branch: cst.If, *also: cst.CS
     return cst.SimpleStatementLine(body=[small], leading_lines=[*branch.leading_lines, *comments])
 
 
-def _where_for_if(module: cst.Module, branch: cst.If) -> tuple[int, cst.SimpleStatementLine] | None:
+def _where_for_if(module: cst.Module, branch: cst.If, test: cst.BaseExpression | None = None
+                  ) -> tuple[int, cst.SimpleStatementLine] | None:
     """(how many statements from the ``if`` on to replace, the statement replacing them) for an ``if``
-    whose arms give one expression each."""
-    predicate = _predicate(branch.test)
+    whose arms give one expression each; ``test`` stands for the ``if``'s condition when given."""
+    predicate = _predicate(branch.test if test is None else test)
     if predicate is None or isinstance(branch.orelse, cst.If):
         return None
     then = _single(branch.body)
@@ -277,3 +284,57 @@ def _locals_used_after(module: cst.Module, branch: cst.If, *arms: cst.FunctionDe
 
 def _rewrite(rule: str, title: str, site: BreakSite, module: cst.Module) -> Rewrite:
     return Rewrite(rule, title, _CAUSE, site.line, _ensure_import(module, "torch").code)
+
+
+_ITEM_CAUSE = ("the branch reads a number out of a tensor (.item(), int(t)) to choose, which ends the graph; "
+               "torch.where computes both arms and picks, assuming both are tensors of one shape")
+
+
+def _numbers_only(*arms: cst.BaseExpression) -> bool:
+    """Both arms bare numbers: the original gives a Python number, torch.where a tensor."""
+    return all(isinstance(arm, (cst.Integer, cst.Float)) or (isinstance(arm, cst.UnaryOperation) and
+               isinstance(arm.expression, (cst.Integer, cst.Float))) for arm in arms)
+
+
+def _arms_of(statement: cst.SimpleStatementLine) -> list[cst.BaseExpression]:
+    return [node.value for node in statement.body if isinstance(node, (cst.Assign, cst.Return)) and node.value is not None]
+
+
+def _tensor_condition(test: cst.BaseExpression) -> cst.BaseExpression | None:
+    """``test`` with its reads of numbers out of tensors dropped; None when it reads none, or keeps Python
+    logic inside (``a < t < b``, ``and``) that would ask for a bool again."""
+    kept = without_scalar_reads(test)
+    if kept is None or any(isinstance(node, cst.BooleanOperation) or (isinstance(node, cst.Comparison) and
+                                                                      len(node.comparisons) > 1) for node in walk(kept)):
+        return None
+    return kept
+
+
+def item_where(module: cst.Module, _source: str, site: BreakSite) -> Rewrite | None:
+    for branch in reversed(ifs_at(module, site.line)):
+        kept = _tensor_condition(branch.test)
+        if kept is None:
+            continue
+        change = _where_for_if(module, branch, kept)
+        if change is None:
+            continue
+        count, new = change
+        call = _arms_of(new)[0]
+        assert isinstance(call, cst.Call)
+        if _numbers_only(call.args[1].value, call.args[2].value):
+            continue
+        rewritten = replace_run(module, branch, count, [new])
+        return Rewrite("item-where", f"pick with torch.where on the tensor instead of branching on a number read out of it "
+                       f"(line {site.line}; both arms must be tensors of one shape)", _ITEM_CAUSE, site.line,
+                       _ensure_import(rewritten, "torch").code)
+    for conditional in reversed(_ifexp_at(module, site.line)):
+        kept = _tensor_condition(conditional.test)
+        predicate = _predicate(kept) if kept is not None else None
+        if predicate is None or has_comment(conditional) or _slices(conditional.body) or _slices(conditional.orelse) \
+                or _numbers_only(conditional.body, conditional.orelse):
+            continue
+        where_call = _call("torch.where", predicate, conditional.body, conditional.orelse)
+        return Rewrite("item-where", f"pick with torch.where on the tensor instead of a conditional expression on a number "
+                       f"read out of it (line {site.line}; both arms must be tensors of one shape)", _ITEM_CAUSE, site.line,
+                       _ensure_import(replace(module, conditional, where_call), "torch").code)
+    return None

@@ -1,0 +1,221 @@
+"""Rewrite rules that match the code's shape, whatever torch's label (issue 40, item 2).
+
+Each case gives the file before, the line torch named, and the file after, exactly; the break text
+is varied (torch's own label, another label, none at all) to show the code alone decides. The
+generated code must compile; negative cases show where a rule must not fire.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from dynscope.rewrites import BreakSite, Rewrite
+from dynscope.rewrites.catalogue import RULES, rewrites_for
+
+ITEM = "Unsupported Tensor.item() call with capture_scalar_outputs=False"
+GUARD = "Could not guard on data-dependent expression"
+DUPLICATE = "autograd.Function.apply: duplicate tensor input"
+# a label that names none of these shapes: the code must decide
+OTHER = "Unsupported method call"
+LABELS = [ITEM, GUARD, OTHER, ""]
+
+
+def _src(text: str) -> str:
+    return textwrap.dedent(text).lstrip("\n")
+
+
+def candidate(before: str, line: int, gb_type: str, rule: str) -> Rewrite | None:
+    found = {r.rule: r for r in rewrites_for(_src(before), BreakSite(line=line, gb_type=gb_type, reason=""))}
+    return found.get(rule)
+
+
+def check(before: str, line: int, gb_type: str, rule: str, after: str) -> Rewrite:
+    rewrite = candidate(before, line, gb_type, rule)
+    assert rewrite is not None, f"{rule} did not fire at line {line} for {gb_type!r}"
+    assert rewrite.source == _src(after)
+    compile(rewrite.source, "<rewritten>", "exec")
+    assert rewrite.line == line and rewrite.title and rewrite.cause
+    return rewrite
+
+
+def test_the_shape_rules_are_registered_after_the_library_port() -> None:
+    names = [name for name, _rule in RULES]
+    assert names[0] == "library-port"
+    assert {"item-where", "clone-repeated-input"} <= set(names)
+
+
+# ---- assert / if-raise on a number read out of a tensor ----------------------------------------
+
+LENGTHS = '''
+    import torch
+
+    def embed(tokens, lengths, table):
+        slen = tokens.shape[1]
+        assert lengths.max().item() <= slen, "lengths exceed the padded sequence"
+        return table[tokens]
+    '''
+
+
+@pytest.mark.parametrize("label", LABELS)
+def test_an_assert_on_item_becomes_an_assert_on_the_tensor_whatever_the_label(label: str) -> None:
+    rewrite = check(LENGTHS, 5, label, "assert-to-check", '''
+        import torch
+
+        def embed(tokens, lengths, table):
+            slen = tokens.shape[1]
+            torch._assert_async(lengths.max() <= slen, "lengths exceed the padded sequence")
+            return table[tokens]
+        ''')
+    assert rewrite.settings == () and "torch._assert_async" in rewrite.title
+    assert "number" in rewrite.cause
+
+
+def test_an_assert_on_int_of_a_tensor_with_a_computed_message_leaves_the_message_out_and_says_so() -> None:
+    rewrite = check('''
+        def pool(x, counts):
+            assert int(counts.sum()) == x.shape[0], f"counts cover {counts.sum()} rows of {x.shape[0]}"
+            return x.mean(0)
+        ''', 2, ITEM, "assert-to-check", '''
+        import torch
+        def pool(x, counts):
+            torch._assert_async(counts.sum() == x.shape[0])
+            return x.mean(0)
+        ''')
+    assert rewrite.settings == () and "computed message is left out" in rewrite.title
+
+
+@pytest.mark.parametrize("label", [ITEM, OTHER])
+def test_a_guard_on_item_becomes_an_assert_on_the_negated_tensor(label: str) -> None:
+    rewrite = check('''
+        import torch
+
+        def attend(scores, mask):
+            if mask.sum(-1).min().item() == 0:
+                raise ValueError("a query attends to no key")  # softmax over nothing
+            return scores.masked_fill(~mask, float("-inf")).softmax(-1)
+        ''', 4, label, "guard-to-check", '''
+        import torch
+
+        def attend(scores, mask):
+            # softmax over nothing
+            torch._assert_async(torch.logical_not(mask.sum(-1).min() == 0), "a query attends to no key")
+            return scores.masked_fill(~mask, float("-inf")).softmax(-1)
+        ''')
+    assert rewrite.settings == () and "RuntimeError" in rewrite.title and "ValueError" in rewrite.title
+
+
+@pytest.mark.parametrize("condition", [
+    "lengths.max().item() <= slen and slen > 0",  # Python logic around the number
+    "0 < lengths.max().item() <= slen",  # a chained comparison asks for a bool twice
+    "not lengths.max().item()",
+])
+def test_assert_on_item_declines_python_logic(condition: str) -> None:
+    source = f"def f(lengths, slen):\n    assert {condition}, 'bad'\n    return lengths\n"
+    assert candidate(source, 2, ITEM, "assert-to-check") is None
+
+
+def test_a_guard_on_item_with_a_computed_message_leaves_it_out() -> None:
+    source = "def f(x):\n    if x.max().item() > 10:\n        raise ValueError(f'{x.max()} too big')\n    return x\n"
+    rewrite = candidate(source, 2, ITEM, "guard-to-check")
+    assert rewrite is not None and "computed message is left out" in rewrite.title
+    assert "    torch._assert_async(torch.logical_not(x.max() > 10))\n" in rewrite.source
+
+
+def test_an_assert_reading_no_number_still_answers_by_label_only() -> None:
+    source = "def f(x):\n    assert x.all()\n    return x\n"
+    assert candidate(source, 2, ITEM, "assert-to-check") is None  # as before: a .item() label on a tensor assert
+
+
+# ---- item-where: choosing on a number read out of a tensor -------------------------------------
+
+@pytest.mark.parametrize("label", LABELS)
+def test_an_early_return_on_item_becomes_one_torch_where_return(label: str) -> None:
+    rewrite = check('''
+        import torch
+
+        def gate(hidden, residual, score):
+            if score.sigmoid().mean().item() > 0.5:
+                return hidden + residual
+            return residual
+        ''', 4, label, "item-where", '''
+        import torch
+
+        def gate(hidden, residual, score):
+            return torch.where(score.sigmoid().mean() > 0.5, hidden + residual, residual)
+        ''')
+    assert "one shape" in rewrite.cause and "one shape" in rewrite.title and rewrite.settings == ()
+
+
+def test_an_if_else_assignment_on_int_of_a_tensor_becomes_torch_where_and_torch_is_imported() -> None:
+    check('''
+        def normalise(x, steps):
+            if int(steps.sum()) > 100:
+                y = x / x.norm(dim=-1, keepdim=True)
+            else:
+                y = x * 0.5
+            return y
+        ''', 2, ITEM, "item-where", '''
+        import torch
+        def normalise(x, steps):
+            y = torch.where(steps.sum() > 100, x / x.norm(dim=-1, keepdim=True), x * 0.5)
+            return y
+        ''')
+
+
+def test_a_conditional_expression_on_item_becomes_torch_where() -> None:
+    check('''
+        import torch
+
+        def scale(x, flag):
+            return x * 2 if flag.float().mean().item() > 0.5 else x
+        ''', 4, ITEM, "item-where", '''
+        import torch
+
+        def scale(x, flag):
+            return torch.where(flag.float().mean() > 0.5, x * 2, x)
+        ''')
+
+
+@pytest.mark.parametrize("body", [
+    "if x.sum().item() > 0:\n        return 1.0\n    return -1.0",  # both arms numbers: the original returns no tensor
+    "if x.sum().item() > 0 and x.shape[0] > 2:\n        return x\n    return -x",  # Python logic
+    "if x.sum().item() > 0:\n        return x[:, :2]\n    return x",  # a slice: another shape
+    "if x.sum() > 0:\n        return x\n    return -x",  # no number read: tensor-where's, by its label
+    "if x.sum().item() > 0:\n        y = x\n        z = x\n    return x",  # not one expression per arm
+])
+def test_item_where_declines(body: str) -> None:
+    assert candidate(f"def f(x):\n    {body}\n", 2, ITEM, "item-where") is None
+
+
+# ---- clone-repeated-input -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("label", [DUPLICATE, OTHER, ""])
+def test_one_tensor_given_twice_to_a_function_apply_is_cloned_where_it_repeats(label: str) -> None:
+    rewrite = check('''
+        class GatedProduct(torch.autograd.Function):
+            pass
+
+        def mix(x, mask, self_gate):
+            out = GatedProduct.apply(mask, mask, x, self_gate.weight, self_gate.weight, 0.1)
+            return out
+        ''', 5, label, "clone-repeated-input", '''
+        class GatedProduct(torch.autograd.Function):
+            pass
+
+        def mix(x, mask, self_gate):
+            out = GatedProduct.apply(mask, mask.clone(), x, self_gate.weight, self_gate.weight.clone(), 0.1)
+            return out
+        ''')
+    assert "mask" in rewrite.title and "self_gate.weight" in rewrite.title
+
+
+@pytest.mark.parametrize("line", [
+    "out = GatedProduct.apply(mask, x, 0.1)",  # nothing repeats
+    "out = GatedProduct.apply(mask.float(), mask.float())",  # calls: fresh tensors already
+    "out = GatedProduct.apply(None, None, mask)",
+    "out = combine(mask, mask)",  # not an apply
+])
+def test_clone_repeated_input_declines(line: str) -> None:
+    assert candidate(f"def mix(x, mask):\n    {line}\n    return out\n", 2, DUPLICATE, "clone-repeated-input") is None
