@@ -76,22 +76,27 @@ def plainly_tensor(expression: cst.BaseExpression) -> bool:
 
 
 class _DropReads(cst.CSTTransformer):
-    def __init__(self) -> None:
+    def __init__(self, int_of_any: bool) -> None:
         self.dropped = 0
+        self.int_of_any = int_of_any
 
     def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
         tensor = scalar_read(updated_node)
+        if tensor is None and self.int_of_any and dotted_name(updated_node.func) == "int" and len(updated_node.args) == 1 \
+                and updated_node.args[0].keyword is None and not updated_node.args[0].star:
+            tensor = updated_node.args[0].value
         if tensor is None:
             return updated_node
         self.dropped += 1
         return tensor
 
 
-def without_scalar_reads(expression: cst.BaseExpression) -> cst.BaseExpression | None:
+def without_scalar_reads(expression: cst.BaseExpression, *, int_of_any: bool = False) -> cst.BaseExpression | None:
     """``expression`` with every ``t.item()`` / ``int(t)`` / ``float(t)`` replaced by the tensor ``t``
     (``lengths.max().item() <= n`` → ``lengths.max() <= n``): the same comparison, kept a tensor; None
-    when it reads no number out of a tensor."""
-    dropping = _DropReads()
+    when it reads no number out of a tensor. ``int_of_any``: ``int(n)`` of a plain name too, where the
+    result is used as an int either way (a shift, an offset: a Python int works in the tensor form)."""
+    dropping = _DropReads(int_of_any)
     kept = expression.visit(dropping)
     if dropping.dropped == 0 or not isinstance(kept, cst.BaseExpression):
         return None

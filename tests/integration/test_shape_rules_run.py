@@ -1,13 +1,14 @@
 """The shape rules (issue 40, item 2) on real torch.compile runs: a small model-like program breaks,
 torch names the line, the catalogue rewrites the file, and the rewritten program compiles with no
-break (explain) and whole (fullgraph=True), its outputs (and gradients, where it trains) equal to the
-original's in eager, on inputs that take each branch. The site handed to the catalogue is the one
+break (torch's graph-break log) and whole (fullgraph=True), its outputs (and gradients, where it
+trains) equal to the original's in eager, on inputs that take each branch. The site handed to the catalogue is the one
 torch reported. backend="eager": the test is about Dynamo.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import logging
 import re
 import textwrap
 from collections.abc import Callable
@@ -59,6 +60,15 @@ def _gate_shut() -> tuple[torch.Tensor, ...]:
 def _gated_inputs() -> tuple[torch.Tensor, ...]:
     return (torch.linspace(-1.0, 1.0, 6).reshape(2, 3).requires_grad_(),
             torch.tensor([[0.5, 1.0, 0.0], [1.0, 0.25, 1.0]]).requires_grad_())
+
+
+def _heads() -> tuple[torch.Tensor, ...]:
+    torch.manual_seed(2)
+    return torch.randn(2, 4, 3, 3), torch.tensor([3, 0, 2])
+
+
+def _tokens_and_offset() -> tuple[torch.Tensor, ...]:
+    return torch.arange(24.0).reshape(2, 6, 2), torch.tensor(2)
 
 
 PROGRAMS = [
@@ -144,6 +154,40 @@ PROGRAMS = [
         def forward(x, mask):
             return GatedProduct.apply(x, mask, mask).sum(-1)
         ''', (_gated_inputs,), "GatedProduct.apply(x, mask, mask.clone())", trains=True),
+    Program("index-select-comprehension", '''
+        import torch
+
+
+        class HeadPruner(torch.nn.Module):
+            """Keeps the attention heads an index tensor names, in its order."""
+
+            def forward(self, attn, kept_heads):
+                heads = [attn[:, kept_heads[i]] for i in range(len(kept_heads))]
+                return torch.stack(heads, 1).softmax(-1)
+
+
+        _MODEL = HeadPruner()
+
+
+        def forward(attn, kept_heads):
+            return _MODEL(attn, kept_heads)
+        ''', (_heads,), "heads = list(attn.index_select(1, kept_heads).unbind(1))"),
+    Program("tensor-offset", '''
+        import torch
+
+
+        def forward(hidden, offset):
+            shifted = torch.roll(hidden, shifts=-int(offset), dims=1)
+            return shifted * 2 + hidden
+        ''', (_tokens_and_offset,), "torch.arange(hidden.shape[1], device=hidden.device) - (-offset)"),
+    Program("tensor-offset-narrow", '''
+        import torch
+
+
+        def forward(hidden, offset):
+            window = hidden.narrow(1, offset.item(), 3)
+            return window.mean(1)
+        ''', (_tokens_and_offset,), "window = hidden.narrow(1, offset, 3)"),
 ]
 
 
@@ -155,18 +199,36 @@ def _load(path: Path, name: str) -> ModuleType:
     return module
 
 
+class _Breaks(logging.Handler):
+    """The graph breaks torch logs (torch._logging's graph_breaks artifact), as they come."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+_LOGGED = re.compile(r"Graph break in user code at (?P<file>.+?):(?P<line>\d+)\nGraph Break Reason: [^\n]*\n\n(?P<text>.*)", re.DOTALL)
+
+
 def _sites(path: Path, forward: Callable[..., torch.Tensor], inputs: tuple[torch.Tensor, ...]) -> list[BreakSite]:
-    """The breaks torch reports in ``path`` (explain), as the capture would give them; a break torch raises
-    instead of resuming (fullgraph's error names the frames) counts too."""
+    """The breaks torch reports in ``path`` on a plain compile (its graph-break log: explain and fullgraph
+    capture scalars that a plain run does not), then any break fullgraph's error names there."""
+    breaks = _Breaks()
+    logger = logging.getLogger("torch._dynamo")
+    logger.addHandler(breaks)
+    torch._logging.set_logs(graph_breaks=True)
     torch._dynamo.reset()
     try:
-        explained = torch._dynamo.explain(forward)(*inputs)
+        torch.compile(forward, backend="eager")(*inputs)
         sites = []
-        for reason in explained.break_reasons:
-            frames = [frame for frame in reason.user_stack if Path(frame.filename) == path]
-            if frames:
-                headline, _, rest = reason.reason.partition("\n")
-                sites.append(BreakSite(line=frames[-1].lineno, gb_type=headline, reason=rest or headline))
+        for message in breaks.messages:
+            logged = _LOGGED.match(message)
+            if logged is not None and Path(logged.group("file")) == path:
+                headline, _, rest = logged.group("text").partition("\n")
+                sites.append(BreakSite(line=int(logged.group("line")), gb_type=headline, reason=rest))
         if sites:
             return sites
         torch._dynamo.reset()
@@ -178,6 +240,8 @@ def _sites(path: Path, forward: Callable[..., torch.Tensor], inputs: tuple[torch
         headline, _, rest = text.partition("\n")
         return [BreakSite(line=lines[-1], gb_type=headline, reason=rest)] if lines else [BreakSite(0, headline, rest)]
     finally:
+        torch._logging.set_logs()
+        logger.removeHandler(breaks)
         torch._dynamo.reset()
 
 
@@ -205,7 +269,7 @@ def test_the_shape_rule_removes_the_break_torch_reported_with_equal_outputs(prog
 
     sites = _sites(before, _load(before, f"{stem}_sites").forward, program.inputs[0]())
     assert sites, "the program must break before the rewrite"
-    rule = program.rule.removesuffix("-message")
+    rule = program.rule.removesuffix("-message").removesuffix("-narrow")
     candidates = {r.rule: r for r in rewrites_for(before.read_text(encoding="utf-8"), sites[0])}
     assert rule in candidates, f"{rule} did not answer {sites[0]}; got {sorted(candidates)}"
     rewrite = candidates[rule]

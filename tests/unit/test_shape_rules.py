@@ -43,7 +43,7 @@ def check(before: str, line: int, gb_type: str, rule: str, after: str) -> Rewrit
 def test_the_shape_rules_are_registered_after_the_library_port() -> None:
     names = [name for name, _rule in RULES]
     assert names[0] == "library-port"
-    assert {"item-where", "clone-repeated-input"} <= set(names)
+    assert {"item-where", "clone-repeated-input", "index-select-comprehension", "tensor-offset"} <= set(names)
 
 
 # ---- assert / if-raise on a number read out of a tensor ----------------------------------------
@@ -219,3 +219,92 @@ def test_one_tensor_given_twice_to_a_function_apply_is_cloned_where_it_repeats(l
 ])
 def test_clone_repeated_input_declines(line: str) -> None:
     assert candidate(f"def mix(x, mask):\n    {line}\n    return out\n", 2, DUPLICATE, "clone-repeated-input") is None
+
+
+# ---- index-select-comprehension -----------------------------------------------------------------
+
+DATA_DEPENDENT = "Data dependent operator"
+
+
+@pytest.mark.parametrize("label", [DATA_DEPENDENT, ITEM, ""])
+def test_a_comprehension_over_an_index_tensors_elements_becomes_index_select_and_unbind(label: str) -> None:
+    check('''
+        import torch
+
+        def pick_heads(attn, head_idx):
+            heads = [attn[:, head_idx[i]] for i in range(len(head_idx))]
+            return torch.stack(heads, 1)
+        ''', 4, label, "index-select-comprehension", '''
+        import torch
+
+        def pick_heads(attn, head_idx):
+            heads = list(attn.index_select(1, head_idx).unbind(1))
+            return torch.stack(heads, 1)
+        ''')
+
+
+@pytest.mark.parametrize(("comprehension", "after"), [
+    ("[x[:, :, int(idx[i])] for i in range(k)]", "list(x.index_select(2, idx[:k]).unbind(2))"),
+    ("[x[idx[i].item()] for i in range(idx.shape[0])]", "list(x.index_select(0, idx).unbind(0))"),
+    ("[x[:, idx[i]] for i in range(idx.size(0))]", "list(x.index_select(1, idx).unbind(1))"),
+    ("[(x + 1)[i, :] for i in idx.tolist()]", "list((x + 1).index_select(0, idx).unbind(0))"),
+    ("[x[:, int(i)] for i in idx]", "list(x.index_select(1, idx).unbind(1))"),
+])
+def test_the_forms_of_an_index_tensors_elements(comprehension: str, after: str) -> None:
+    check(f"def f(x, idx, k):\n    cols = {comprehension}\n    return cols\n", 2, DATA_DEPENDENT, "index-select-comprehension",
+          f"def f(x, idx, k):\n    cols = {after}\n    return cols\n")
+
+
+@pytest.mark.parametrize("comprehension", [
+    "[x[:, i] for i in idx]",  # idx may be a list of ints: nothing says it is a tensor
+    "[x[:, idx[i]] for i in range(k) if i > 0]",  # a condition
+    "[x[i][:, idx[i]] for i in range(k)]",  # the indexed tensor reads the loop variable
+    "[x[..., idx[i]] for i in range(k)]",  # an ellipsis: the dimension is not known
+    "[x[:2, idx[i]] for i in range(k)]",  # a partial slice
+    "[x[:, idx[i + 1]] for i in range(k)]",  # not the loop's element
+    "[x[idx[i], idx[j]] for i in range(k) for j in range(k)]",
+])
+def test_index_select_comprehension_declines(comprehension: str) -> None:
+    source = f"def f(x, idx, k):\n    cols = {comprehension}\n    return cols\n"
+    assert candidate(source, 2, DATA_DEPENDENT, "index-select-comprehension") is None
+
+
+# ---- tensor-offset ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("label", [ITEM, ""])
+def test_a_roll_by_a_number_read_out_of_a_tensor_becomes_index_select_on_a_tensor_shift(label: str) -> None:
+    check('''
+        def shift_tokens(hidden, offset):
+            return torch.roll(hidden, shifts=-int(offset), dims=1)
+        ''', 2, label, "tensor-offset", '''
+        import torch
+        def shift_tokens(hidden, offset):
+            return hidden.index_select(1, (torch.arange(hidden.shape[1], device=hidden.device) - (-offset)) % hidden.shape[1])
+        ''')
+
+
+def test_a_method_roll_with_item_and_a_negative_dim() -> None:
+    after = "x.index_select(-1, (torch.arange(x.shape[-1], device=x.device) - t.sum()) % x.shape[-1])"
+    check("import torch\n\ndef f(x, t):\n    return x.roll(t.sum().item(), -1)\n", 4, ITEM, "tensor-offset",
+          f"import torch\n\ndef f(x, t):\n    return {after}\n")
+
+
+@pytest.mark.parametrize(("call", "after"), [
+    ("x.narrow(1, int(start), 4)", "x.narrow(1, start, 4)"),
+    ("torch.narrow(x, 0, start.item() + 1, 2)", "torch.narrow(x, 0, start + 1, 2)"),
+])
+def test_narrow_from_a_number_read_out_of_a_tensor_keeps_the_start_a_tensor(call: str, after: str) -> None:
+    check(f"import torch\n\ndef f(x, start):\n    return {call}\n", 4, ITEM, "tensor-offset",
+          f"import torch\n\ndef f(x, start):\n    return {after}\n")
+
+
+@pytest.mark.parametrize("call", [
+    "torch.roll(x, shifts=int(t))",  # no dims: the flattened roll
+    "torch.roll(x, shifts=(int(t), 1), dims=(0, 1))",  # several shifts
+    "torch.roll(x, shifts=int(t), dims=d)",  # dims not a literal
+    "torch.roll(x, shifts=2, dims=0)",  # no number read
+    "x.narrow(1, int(t), int(t))",  # the length must be a Python int
+    "x.narrow(1, 0, 4)",
+])
+def test_tensor_offset_declines(call: str) -> None:
+    assert candidate(f"import torch\n\ndef f(x, t, d):\n    return {call}\n", 4, ITEM, "tensor-offset") is None
