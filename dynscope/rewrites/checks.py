@@ -35,13 +35,15 @@ from dynscope.rewrites.locate import (
     dotted_name,
     ensure_import,
     expression_code,
+    functions_around,
     ifs_at,
     mentions,
+    parents,
     replace_run,
     statements_at,
     walk,
 )
-from dynscope.rewrites.scalar_sizes import without_scalar_reads
+from dynscope.rewrites.scalar_sizes import assignments_of, uses_after, without_scalar_reads
 
 Form = Literal["tensor", "symbolic"]
 _TENSOR_WORDS = ("data-dependent branching", "generic_jump", "jump")
@@ -96,18 +98,23 @@ def _statement(code: str, like: cst.SimpleStatementLine | cst.If) -> cst.SimpleS
 _READ_CAUSE = "the condition reads a number out of a tensor (.item(), int(t)), which ends the graph"
 
 
-def _on_read_number(condition: cst.BaseExpression, message: cst.BaseExpression | None, *, negate: bool) -> str | None:
-    """``torch._assert_async`` on ``condition`` (negated for a guard) with its reads of numbers out of tensors
-    dropped, when it has any; None when it has none, or mixes in Python logic a tensor cannot stand for. A
-    computed message is left out: torch 2.13 converts only a constant message closure (gb9158)."""
-    kept = without_scalar_reads(condition)
-    if kept is None or any(isinstance(node, (cst.BooleanOperation, cst.Not, cst.IfExp)) or (
+def _tensor_check(kept: cst.BaseExpression, message: cst.BaseExpression | None, *, negate: bool) -> str | None:
+    """``torch._assert_async`` on ``kept`` (a condition that is a tensor; negated for a guard), or None when it
+    mixes in Python logic a tensor cannot stand for. A computed message is left out: torch 2.13 converts only a
+    constant message closure (gb9158)."""
+    if any(isinstance(node, (cst.BooleanOperation, cst.Not, cst.IfExp)) or (
             isinstance(node, cst.Comparison) and len(node.comparisons) > 1) for node in walk(kept)):
         return None  # `and`, `not`, `a < b < c` on a tensor ask Python for a bool again
     tensor = expression_code(kept.with_changes(lpar=[], rpar=[]) if isinstance(kept, cst.Comparison) else kept)
     tensor = f"torch.logical_not({tensor})" if negate else tensor
     text = f", {expression_code(message)}" if isinstance(message, _STRINGS) else ""
     return f"torch._assert_async({tensor}{text})"
+
+
+def _on_read_number(condition: cst.BaseExpression, message: cst.BaseExpression | None, *, negate: bool) -> str | None:
+    """The tensor check for ``condition`` with its reads of numbers out of tensors dropped, when it has any."""
+    kept = without_scalar_reads(condition)
+    return None if kept is None else _tensor_check(kept, message, negate=negate)
 
 
 def _dropped(message: cst.BaseExpression | None) -> str:
@@ -124,7 +131,70 @@ def _assert_on_read(module: cst.Module, statement: cst.SimpleStatementLine, chec
                    f"number read out of it (line {line}){_dropped(check.msg)}", _READ_CAUSE, line, rewritten.code)
 
 
+class _ReplaceEach(cst.CSTTransformer):
+    def __init__(self, new: dict[cst.CSTNode, cst.CSTNode]) -> None:
+        self.new = new
+
+    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> cst.CSTNode:  # type: ignore[override]
+        return self.new.get(original_node, updated_node)
+
+
+def _check_holding(module: cst.Module, use: cst.Name) -> tuple[cst.BaseStatement, str] | None:
+    """(the assert or validation guard whose condition reads ``use``, its tensor check) or None."""
+    holders = parents(module)
+    node: cst.CSTNode = use
+    while node in holders and not isinstance(node, (cst.SimpleStatementLine, cst.If)):
+        if isinstance(holders[node], cst.Assert) and node is holders[node].test:  # type: ignore[attr-defined]
+            statement = holders[holders[node]]
+            check = holders[node]
+            assert isinstance(check, cst.Assert)
+            if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+                return None
+            code = _tensor_check(check.test, check.msg, negate=False)
+            return None if code is None else (statement, code)
+        if isinstance(holders[node], cst.If) and node is holders[node].test:  # type: ignore[attr-defined]
+            branch = holders[node]
+            assert isinstance(branch, cst.If)
+            raised = _raised_message(branch)
+            code = None if raised is None else _tensor_check(branch.test, raised[1], negate=True)
+            return None if code is None else (branch, code)
+        node = holders[node]
+    return None
+
+
+def _read_flowing_into_checks(module: cst.Module, site: BreakSite) -> Rewrite | None:
+    """``m = lengths.max().item()`` at the break, ``m`` read only by asserts / validation guards after it: ``m`` kept
+    a tensor (the read dropped) and each check on it made a tensor check."""
+    functions = functions_around(module, site.line)
+    for statement in statements_at(module, site.line) if functions else []:
+        small = statement.body[0] if len(statement.body) == 1 else None
+        if not (isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name)):
+            continue
+        kept = without_scalar_reads(small.value)
+        name = small.targets[0].target.value
+        if kept is None or len(assignments_of(functions[-1], name)) != 1:
+            continue
+        uses = list(uses_after(module, functions[-1], name, statement))
+        checks = [_check_holding(module, use) for use in uses]
+        if not uses or any(check is None for check in checks):
+            continue
+        new: dict[cst.CSTNode, cst.CSTNode] = {small: small.with_changes(value=kept)}
+        for check in checks:
+            assert check is not None
+            holder, code = check
+            new[holder] = _statement(code, holder) if isinstance(holder, (cst.SimpleStatementLine, cst.If)) else holder
+        rewritten = module.visit(_ReplaceEach(new))
+        assert isinstance(rewritten, cst.Module)
+        return Rewrite("assert-to-check", f"keep {name} a tensor and check it with torch._assert_async where it is "
+                       f"checked (line {site.line})", f"{name} is read out of a tensor only to be checked, which ends the graph",
+                       site.line, ensure_import(rewritten, "torch").code)
+    return None
+
+
 def assert_to_check(module: cst.Module, _source: str, site: BreakSite) -> Rewrite | None:
+    flowing = _read_flowing_into_checks(module, site)
+    if flowing is not None:
+        return flowing
     form = _form(site)
     for statement in statements_at(module, site.line):
         if len(statement.body) != 1 or not isinstance(statement.body[0], cst.Assert):

@@ -128,7 +128,7 @@ def _call_of(argument: cst.Arg, holders: Mapping[cst.CSTNode, cst.CSTNode]) -> c
     return call.func if isinstance(call, cst.Call) else cst.Name("_")
 
 
-def _uses_after(module: cst.Module, function: cst.FunctionDef, name: str, after: cst.CSTNode) -> Iterator[cst.Name]:
+def uses_after(module: cst.Module, function: cst.FunctionDef, name: str, after: cst.CSTNode) -> Iterator[cst.Name]:
     where = positions(module)
     start = where[after].end
     for node in walk(function.body):
@@ -137,7 +137,7 @@ def _uses_after(module: cst.Module, function: cst.FunctionDef, name: str, after:
             yield node
 
 
-def _assignments(function: cst.FunctionDef, name: str) -> list[cst.CSTNode]:
+def assignments_of(function: cst.FunctionDef, name: str) -> list[cst.CSTNode]:
     found: list[cst.CSTNode] = []
     for node in walk(function.body):
         if isinstance(node, cst.AssignTarget) and name in {n.value for n in walk(node.target) if isinstance(n, cst.Name)}:
@@ -172,8 +172,8 @@ def keep_tensor(module: cst.Module, _source: str, site: BreakSite) -> Rewrite | 
                     and isinstance(small.targets[0].target, cst.Name)):
                 continue
             name = small.targets[0].target.value
-            uses = list(_uses_after(module, function, name, statement))
-            if not uses or len(_assignments(function, name)) != 1 or not all(_arithmetic_operand(use, holders) for use in uses):
+            uses = list(uses_after(module, function, name, statement))
+            if not uses or len(assignments_of(function, name)) != 1 or not all(_arithmetic_operand(use, holders) for use in uses):
                 continue
             title = f"keep {name} a tensor: drop {_read_kind(read)}, it only feeds tensor arithmetic (line {site.line})"
         kept = tensor.with_changes(lpar=[], rpar=[]) if isinstance(tensor, (cst.Call, cst.Name, cst.Attribute)) else tensor
@@ -240,7 +240,7 @@ def check_size(module: cst.Module, _source: str, site: BreakSite) -> Rewrite | N
         return None
     function = functions[-1]
     for statement, name in _assignment_of(function, site.line, module):
-        if len(_assignments(function, name)) != 1 or _already_checked(function, name):
+        if len(assignments_of(function, name)) != 1 or _already_checked(function, name):
             continue
         as_size, bounds = _size_uses(function, name)
         if not as_size:
@@ -266,4 +266,5 @@ def _plain_statement(code: str) -> cst.SimpleStatementLine:
     return statement
 
 
-__all__ = ["check_size", "expression_code", "keep_tensor", "scalar_read", "without_scalar_reads"]
+__all__ = ["assignments_of", "check_size", "expression_code", "keep_tensor", "scalar_read", "uses_after",
+           "without_scalar_reads"]

@@ -308,3 +308,40 @@ def test_narrow_from_a_number_read_out_of_a_tensor_keeps_the_start_a_tensor(call
 ])
 def test_tensor_offset_declines(call: str) -> None:
     assert candidate(f"import torch\n\ndef f(x, t, d):\n    return {call}\n", 4, ITEM, "tensor-offset") is None
+
+
+# ---- assert-to-check: a number read out of a tensor that flows into checks ----------------------
+
+def test_a_number_read_only_to_be_checked_stays_a_tensor_and_its_checks_become_tensor_checks() -> None:
+    rewrite = check('''
+        import torch
+
+        def embed(tokens, lengths):
+            longest = lengths.max().item()
+            assert longest <= tokens.shape[1], "lengths exceed the padded sequence"
+            if longest == 0:
+                raise ValueError("empty batch")  # nothing to embed
+            return tokens * 2
+        ''', 4, ITEM, "assert-to-check", '''
+        import torch
+
+        def embed(tokens, lengths):
+            longest = lengths.max()
+            torch._assert_async(longest <= tokens.shape[1], "lengths exceed the padded sequence")
+            # nothing to embed
+            torch._assert_async(torch.logical_not(longest == 0), "empty batch")
+            return tokens * 2
+        ''')
+    assert "longest" in rewrite.title and rewrite.settings == ()
+
+
+@pytest.mark.parametrize("after", [
+    "return tokens[:, :longest]",  # also a size: check-size's
+    "return tokens * longest",  # also arithmetic
+    "if longest > 3:\n        tokens = tokens + 1\n    return tokens",  # a branch that is not a check
+    "assert longest <= 9 and longest > 0\n    return tokens",  # Python logic in the check
+])
+def test_a_read_number_used_beyond_checks_is_not_kept_a_tensor_by_assert_to_check(after: str) -> None:
+    source = f"def embed(tokens, lengths):\n    longest = lengths.max().item()\n    assert longest <= 9, 'long'\n    {after}\n"
+    rewrite = candidate(source, 2, ITEM, "assert-to-check")
+    assert rewrite is None
