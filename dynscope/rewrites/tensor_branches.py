@@ -30,17 +30,20 @@ from dynscope.rewrites.locate import (
     block_holding,
     comment_lines,
     expression_code,
+    functions_around,
     has_comment,
     ifs_at,
     mentions,
     names_in,
+    parents,
     positions,
     replace,
     replace_run,
+    statements_at,
     walk,
 )
 from dynscope.rewrites.locate import ensure_import as _ensure_import
-from dynscope.rewrites.scalar_sizes import without_scalar_reads
+from dynscope.rewrites.scalar_sizes import assignments_of, uses_after, without_scalar_reads
 
 _BREAK_WORDS = ("data-dependent branching", "generic_jump", "jump")
 _CAUSE = "Python branches on a tensor's value, which Dynamo cannot know while tracing"
@@ -296,10 +299,6 @@ def _numbers_only(*arms: cst.BaseExpression) -> bool:
                isinstance(arm.expression, (cst.Integer, cst.Float))) for arm in arms)
 
 
-def _arms_of(statement: cst.SimpleStatementLine) -> list[cst.BaseExpression]:
-    return [node.value for node in statement.body if isinstance(node, (cst.Assign, cst.Return)) and node.value is not None]
-
-
 def _tensor_condition(test: cst.BaseExpression) -> cst.BaseExpression | None:
     """``test`` with its reads of numbers out of tensors dropped; None when it reads none, or keeps Python
     logic inside (``a < t < b``, ``and``) that would ask for a bool again."""
@@ -310,7 +309,57 @@ def _tensor_condition(test: cst.BaseExpression) -> cst.BaseExpression | None:
     return kept
 
 
+def _branch_on(module: cst.Module, use: cst.Name) -> cst.If | None:
+    """The ``if`` whose condition is ``use`` or a comparison holding it."""
+    holders = parents(module)
+    holder = holders.get(use)
+    if isinstance(holder, cst.If) and holder.test is use:
+        return holder
+    above = holders.get(holder) if isinstance(holder, cst.Comparison) else None
+    return above if isinstance(above, cst.If) and above.test is holder else None
+
+
+def _picked(statement: cst.SimpleStatementLine) -> list[cst.BaseExpression]:
+    """The two arms of the ``torch.where`` call that ``statement`` assigns or returns."""
+    small = statement.body[0]
+    call = small.value if isinstance(small, (cst.Assign, cst.Return)) else None
+    return [arg.value for arg in call.args[1:3]] if isinstance(call, cst.Call) else []
+
+
+def _read_flowing_into_branch(module: cst.Module, site: BreakSite) -> Rewrite | None:
+    """``s = y.sum().item()`` at the break, read once after it, by the condition of an ``if`` that ``torch.where``
+    answers: ``s`` kept a tensor (the read dropped) and the ``if`` made one ``torch.where``."""
+    functions = functions_around(module, site.line)
+    for statement in statements_at(module, site.line) if functions else []:
+        small = statement.body[0] if len(statement.body) == 1 else None
+        if not (isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name)):
+            continue
+        kept = _tensor_condition(small.value)
+        name = small.targets[0].target.value
+        if kept is None or len(assignments_of(functions[-1], name)) != 1:
+            continue
+        uses = list(uses_after(module, functions[-1], name, statement))
+        branch = _branch_on(module, uses[0]) if len(uses) == 1 else None
+        block = block_holding(module, statement)
+        if branch is None or block is None or branch not in block:
+            continue
+        change = _where_for_if(module, branch)
+        if change is None or _numbers_only(*_picked(change[1])):
+            continue
+        between = list(block[block.index(statement) + 1:block.index(branch)])
+        count, new = change
+        kept_line = statement.with_changes(body=[small.with_changes(value=kept)])
+        rewritten = replace_run(module, statement, len(between) + 1 + count, [kept_line, *between, new])
+        return Rewrite("item-where", f"keep {name} a tensor and pick with torch.where where it is branched on (line "
+                       f"{site.line}; both arms must be tensors of one shape)", _ITEM_CAUSE, site.line,
+                       _ensure_import(rewritten, "torch").code)
+    return None
+
+
 def item_where(module: cst.Module, _source: str, site: BreakSite) -> Rewrite | None:
+    flowing = _read_flowing_into_branch(module, site)
+    if flowing is not None:
+        return flowing
     for branch in reversed(ifs_at(module, site.line)):
         kept = _tensor_condition(branch.test)
         if kept is None:
@@ -319,9 +368,7 @@ def item_where(module: cst.Module, _source: str, site: BreakSite) -> Rewrite | N
         if change is None:
             continue
         count, new = change
-        call = _arms_of(new)[0]
-        assert isinstance(call, cst.Call)
-        if _numbers_only(call.args[1].value, call.args[2].value):
+        if _numbers_only(*_picked(new)):
             continue
         rewritten = replace_run(module, branch, count, [new])
         return Rewrite("item-where", f"pick with torch.where on the tensor instead of branching on a number read out of it "

@@ -155,6 +155,17 @@ PROGRAMS = [
         def forward(hidden, residual, score):
             return _MODEL(hidden, residual, score)
         ''', (_gate_open, _gate_shut), "return torch.where(score.sigmoid().mean() > 0.5, self.proj(hidden) + residual, residual)"),
+    Program("item-where-flowing", '''
+        import torch
+
+
+        def forward(hidden, residual, score):
+            confidence = score.sigmoid().mean().item()
+            scaled = hidden * 2
+            if confidence > 0.5:
+                return scaled + residual
+            return residual
+        ''', (_gate_open, _gate_shut), "return torch.where(confidence > 0.5, scaled + residual, residual)"),
     Program("clone-repeated-input", '''
         import torch
 

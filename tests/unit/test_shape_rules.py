@@ -345,3 +345,54 @@ def test_a_read_number_used_beyond_checks_is_not_kept_a_tensor_by_assert_to_chec
     source = f"def embed(tokens, lengths):\n    longest = lengths.max().item()\n    assert longest <= 9, 'long'\n    {after}\n"
     rewrite = candidate(source, 2, ITEM, "assert-to-check")
     assert rewrite is None
+
+
+# ---- item-where: a number read out of a tensor that flows into one branch ----------------------
+
+def test_a_number_read_only_to_branch_on_stays_a_tensor_and_the_branch_becomes_torch_where() -> None:
+    rewrite = check('''
+        import torch
+
+        def gate(hidden, residual, score):
+            confidence = score.sigmoid().mean().item()
+            scaled = hidden * 2
+            if confidence > 0.5:
+                return scaled + residual
+            return residual
+        ''', 4, ITEM, "item-where", '''
+        import torch
+
+        def gate(hidden, residual, score):
+            confidence = score.sigmoid().mean()
+            scaled = hidden * 2
+            return torch.where(confidence > 0.5, scaled + residual, residual)
+        ''')
+    assert "confidence" in rewrite.title and "one shape" in rewrite.cause
+
+
+def test_a_flag_read_out_of_a_tensor_picks_an_assignment() -> None:
+    check('''
+        def mix(x, y, counts):
+            full = counts.min().item() > 0
+            if full:
+                out = x + y
+            else:
+                out = x
+            return out
+        ''', 2, ITEM, "item-where", '''
+        import torch
+        def mix(x, y, counts):
+            full = counts.min() > 0
+            out = torch.where(full, x + y, x)
+            return out
+        ''')
+
+
+@pytest.mark.parametrize("after", [
+    "if s > 0:\n        return x\n    return s * x",  # read again after the branch
+    "y = x * s\n    return y",  # no branch
+    "if s > 0:\n        return 1.0\n    return 0.0",  # both arms numbers
+])
+def test_item_where_does_not_follow_a_number_used_beyond_one_branch(after: str) -> None:
+    source = f"def f(x):\n    s = x.sum().item()\n    {after}\n"
+    assert candidate(source, 2, ITEM, "item-where") is None
