@@ -139,26 +139,23 @@ class _ReplaceEach(cst.CSTTransformer):
         return self.new.get(original_node, updated_node)
 
 
-def _check_holding(module: cst.Module, use: cst.Name) -> tuple[cst.BaseStatement, str] | None:
+def _check_holding(module: cst.Module, use: cst.Name) -> tuple[cst.SimpleStatementLine | cst.If, str] | None:
     """(the assert or validation guard whose condition reads ``use``, its tensor check) or None."""
     holders = parents(module)
     node: cst.CSTNode = use
     while node in holders and not isinstance(node, (cst.SimpleStatementLine, cst.If)):
-        if isinstance(holders[node], cst.Assert) and node is holders[node].test:  # type: ignore[attr-defined]
-            statement = holders[holders[node]]
-            check = holders[node]
-            assert isinstance(check, cst.Assert)
+        holder = holders[node]
+        if isinstance(holder, cst.Assert) and holder.test is node:
+            statement = holders.get(holder)
             if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
                 return None
-            code = _tensor_check(check.test, check.msg, negate=False)
+            code = _tensor_check(holder.test, holder.msg, negate=False)
             return None if code is None else (statement, code)
-        if isinstance(holders[node], cst.If) and node is holders[node].test:  # type: ignore[attr-defined]
-            branch = holders[node]
-            assert isinstance(branch, cst.If)
-            raised = _raised_message(branch)
-            code = None if raised is None else _tensor_check(branch.test, raised[1], negate=True)
-            return None if code is None else (branch, code)
-        node = holders[node]
+        if isinstance(holder, cst.If) and holder.test is node:
+            raised = _raised_message(holder)
+            code = None if raised is None else _tensor_check(holder.test, raised[1], negate=True)
+            return None if code is None else (holder, code)
+        node = holder
     return None
 
 
@@ -182,7 +179,7 @@ def _read_flowing_into_checks(module: cst.Module, site: BreakSite) -> Rewrite | 
         for check in checks:
             assert check is not None
             holder, code = check
-            new[holder] = _statement(code, holder) if isinstance(holder, (cst.SimpleStatementLine, cst.If)) else holder
+            new[holder] = _statement(code, holder)
         rewritten = module.visit(_ReplaceEach(new))
         assert isinstance(rewritten, cst.Module)
         return Rewrite("assert-to-check", f"keep {name} a tensor and check it with torch._assert_async where it is "

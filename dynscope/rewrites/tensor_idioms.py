@@ -13,8 +13,9 @@
   one tensor given twice to an ``autograd.Function`` (torch 2.13: "autograd.Function.apply: duplicate
   tensor input") → ``SomeFunction.apply(mask, mask.clone(), s)``. The same values; the gradients of
   both inputs still reach ``mask`` (clone passes its gradient through). Declined: a repeat that is not
-  a plain name or attribute (a call gives a fresh tensor each time), a function that writes its inputs
-  in place (``mark_dirty``) would see the copy instead: the trial's equal outputs prove it does not.
+  a plain name or attribute (a call gives a fresh tensor each time), ``None``, keyword or ``*``
+  arguments. Not checked here: a function that writes its inputs in place (``mark_dirty``) would
+  write the copy; the trial's equal outputs prove it does not matter.
 """
 
 from __future__ import annotations
