@@ -34,6 +34,7 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("clone-repeated-input", tensor_idioms.clone_repeated_input),
     ("index-select-comprehension", index_tensors.index_select_comprehension),
     ("tensor-offset", index_tensors.tensor_offset),
+    ("nonzero-to-where", index_tensors.nonzero_to_where),
     ("guard-logging", logging_calls.guard_logging),
     ("traced-print", logging_calls.traced_print),
     ("tensor-where", tensor_branches.tensor_where),

@@ -25,16 +25,19 @@ import libcst as cst
 
 from dynscope.rewrites import BreakSite, Rewrite
 from dynscope.rewrites.locate import (
+    block_holding,
     dotted_name,
     ensure_import,
     expression_code,
+    functions_around,
     names_in,
     nodes_of_kind,
     replace,
+    replace_run,
     statements_at,
     walk,
 )
-from dynscope.rewrites.scalar_sizes import scalar_read, without_scalar_reads
+from dynscope.rewrites.scalar_sizes import scalar_read, uses_after, without_scalar_reads
 
 _ATOMS = (cst.Name, cst.Attribute, cst.Call, cst.Subscript)
 
@@ -200,3 +203,95 @@ def tensor_offset(module: cst.Module, _source: str, site: BreakSite) -> Rewrite 
 
 
 _OFFSET_CAUSE = "an offset is read out of a tensor as a Python number (.item(), int(t)), which ends the graph"
+
+
+# ---- nonzero-to-where ----------------------------------------------------------------------------
+
+_FLATTENS = ("squeeze(-1)", "squeeze(1)", "view(-1)", "reshape(-1)", "flatten()")
+
+
+def _nonzero_condition(expression: cst.BaseExpression) -> cst.BaseExpression | None:
+    """``C`` of ``torch.nonzero(C).squeeze(-1)``, ``C.nonzero(as_tuple=True)[0]``, ``torch.where(C)[0]`` (the rows a
+    1-d mask selects), or None."""
+    if isinstance(expression, cst.Subscript) and len(expression.slice) == 1 and \
+            isinstance(expression.slice[0].slice, cst.Index) and expression_code(expression.slice[0].slice.value) == "0":
+        call = expression.value
+        as_tuple = True
+    elif isinstance(expression, cst.Call) and isinstance(expression.func, cst.Attribute) and \
+            expression_code(expression).endswith(tuple(f".{flatten}" for flatten in _FLATTENS)):
+        call = expression.func.value
+        as_tuple = False
+    else:
+        return None
+    if not isinstance(call, cst.Call):
+        return None
+    name = dotted_name(call.func)
+    keywords = {arg.keyword.value: expression_code(arg.value) for arg in call.args if arg.keyword is not None}
+    positional = [arg.value for arg in call.args if arg.keyword is None and not arg.star]
+    if keywords != ({"as_tuple": "True"} if as_tuple and name != "torch.where" else {}):
+        return None
+    if name in ("torch.nonzero", "torch.where") and len(positional) == 1 and (name == "torch.nonzero" or as_tuple):
+        return positional[0]
+    if isinstance(call.func, cst.Attribute) and call.func.attr.value == "nonzero" and not positional \
+            and not name.startswith("torch."):
+        return call.func.value
+    return None
+
+
+class _DropIndex(cst.CSTTransformer):
+    """``t[idx]`` → ``t``: every row instead of the selected ones."""
+
+    def __init__(self, index: str) -> None:
+        self.index = index
+
+    def leave_Subscript(self, original_node: cst.Subscript, updated_node: cst.Subscript) -> cst.BaseExpression:
+        part = updated_node.slice[0].slice if len(updated_node.slice) == 1 else None
+        if isinstance(part, cst.Index) and isinstance(part.value, cst.Name) and part.value.value == self.index:
+            return updated_node.value
+        return updated_node
+
+
+def _next_statement(module: cst.Module, statement: cst.SimpleStatementLine) -> cst.BaseStatement | None:
+    block = block_holding(module, statement)
+    if block is None:
+        return None
+    index = block.index(statement)
+    return block[index + 1] if index + 1 < len(block) else None
+
+
+def nonzero_to_where(module: cst.Module, _source: str, site: BreakSite) -> Rewrite | None:
+    for statement in statements_at(module, site.line):
+        small = statement.body[0] if len(statement.body) == 1 else None
+        if not (isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name)):
+            continue
+        condition = _nonzero_condition(small.value)
+        following = _next_statement(module, statement)
+        index = small.targets[0].target.value
+        if condition is None or not isinstance(following, cst.SimpleStatementLine) or len(following.body) != 1:
+            continue
+        write = following.body[0]
+        if not (isinstance(write, cst.Assign) and len(write.targets) == 1 and isinstance(write.targets[0].target, cst.Subscript)):
+            continue
+        target = write.targets[0].target
+        part = target.slice[0].slice if len(target.slice) == 1 else None
+        if not (isinstance(part, cst.Index) and isinstance(part.value, cst.Name) and part.value.value == index) or \
+                not dotted_name(target.value):
+            continue
+        value = write.value.visit(_DropIndex(index))
+        functions = functions_around(module, site.line)
+        later = list(uses_after(module, functions[-1], index, following)) if functions else [None]
+        if not isinstance(value, cst.BaseExpression) or index in names_in(value) or later:
+            continue  # the selection is read elsewhere: the rows it picks still matter
+        name = dotted_name(target.value)
+        as_bool = "" if isinstance(condition, cst.Comparison) else ".bool()"  # nonzero takes any tensor, torch.where a mask
+        mask = f"{_atom(condition)}{as_bool}.reshape(-1, *([1] * ({name}.dim() - 1)))"
+        code = f"{name}.copy_(torch.where({mask}, {expression_code(value)}, {name}))"
+        replaced = cst.parse_statement(code + "\n")
+        assert isinstance(replaced, cst.SimpleStatementLine)
+        replaced = replaced.with_changes(leading_lines=[*statement.leading_lines, *following.leading_lines])
+        rewritten = ensure_import(replace_run(module, statement, 2, [replaced]), "torch")
+        return Rewrite("nonzero-to-where", f"write every row with torch.where instead of the rows torch.nonzero selects "
+                       f"(line {site.line}); denser: the new value is computed for every row, not only the selected ones",
+                       "torch.nonzero's result has a size only the data decides, which ends the graph", site.line,
+                       rewritten.code)
+    return None

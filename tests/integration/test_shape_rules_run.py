@@ -71,6 +71,11 @@ def _tokens_and_offset() -> tuple[torch.Tensor, ...]:
     return torch.arange(24.0).reshape(2, 6, 2), torch.tensor(2)
 
 
+def _slots() -> tuple[torch.Tensor, ...]:
+    torch.manual_seed(3)
+    return torch.randn(5, 4), torch.randn(5, 4), torch.tensor([True, False, True, True, False])
+
+
 PROGRAMS = [
     Program("assert-to-check", '''
         import torch
@@ -203,6 +208,31 @@ PROGRAMS = [
         def forward(attn, kept_heads):
             return _MODEL(attn, kept_heads)
         ''', (_heads,), "heads = list(attn.index_select(1, kept_heads).unbind(1))"),
+    Program("nonzero-to-where", '''
+        import torch
+
+
+        class SlotMemory(torch.nn.Module):
+            """Refreshes the memory slots a mask marks new, from a projection of the update."""
+
+            def __init__(self):
+                super().__init__()
+                torch.manual_seed(0)
+                self.proj = torch.nn.Linear(4, 4)
+
+            def forward(self, memory, update, is_new):
+                memory = memory.clone()
+                rows = is_new.nonzero(as_tuple=True)[0]
+                memory[rows] = torch.tanh(self.proj(update[rows])) + memory[rows]
+                return memory
+
+
+        _MODEL = SlotMemory()
+
+
+        def forward(memory, update, is_new):
+            return _MODEL(memory, update, is_new)
+        ''', (_slots,), "memory.copy_(torch.where(is_new.bool().reshape(-1, *([1] * (memory.dim() - 1))), "),
     Program("tensor-offset", '''
         import torch
 

@@ -43,7 +43,7 @@ def check(before: str, line: int, gb_type: str, rule: str, after: str) -> Rewrit
 def test_the_shape_rules_are_registered_after_the_library_port() -> None:
     names = [name for name, _rule in RULES]
     assert names[0] == "library-port"
-    assert {"item-where", "clone-repeated-input", "index-select-comprehension", "tensor-offset"} <= set(names)
+    assert {"item-where", "clone-repeated-input", "index-select-comprehension", "tensor-offset", "nonzero-to-where"} <= set(names)
 
 
 # ---- assert / if-raise on a number read out of a tensor ----------------------------------------
@@ -396,3 +396,49 @@ def test_a_flag_read_out_of_a_tensor_picks_an_assignment() -> None:
 def test_item_where_does_not_follow_a_number_used_beyond_one_branch(after: str) -> None:
     source = f"def f(x):\n    s = x.sum().item()\n    {after}\n"
     assert candidate(source, 2, ITEM, "item-where") is None
+
+
+# ---- nonzero-to-where ---------------------------------------------------------------------------
+
+DYNAMIC = "Dynamic shape operator"
+
+
+@pytest.mark.parametrize("label", [DYNAMIC, ""])
+def test_rows_a_mask_selects_written_become_one_dense_torch_where(label: str) -> None:
+    rewrite = check('''
+        import torch
+
+        def refresh(memory, update, is_new):
+            rows = is_new.nonzero(as_tuple=True)[0]
+            memory[rows] = torch.tanh(update[rows]) * 0.5 + memory[rows]
+            return memory
+        ''', 4, label, "nonzero-to-where", '''
+        import torch
+
+        def refresh(memory, update, is_new):
+            memory.copy_(torch.where(is_new.bool().reshape(-1, *([1] * (memory.dim() - 1))), torch.tanh(update) * 0.5 + memory, memory))
+            return memory
+        ''')
+    assert "every row" in rewrite.title
+
+
+@pytest.mark.parametrize(("selection", "mask"), [
+    ("torch.nonzero(lengths > 3).squeeze(-1)", "(lengths > 3)"),
+    ("torch.where(keep)[0]", "keep.bool()"),
+    ("keep.nonzero().view(-1)", "keep.bool()"),
+])
+def test_the_forms_of_a_selection(selection: str, mask: str) -> None:
+    check(f"import torch\n\ndef f(out, keep, lengths):\n    idx = {selection}\n    out[idx] = 0.0\n    return out\n", 4, DYNAMIC,
+          "nonzero-to-where", "import torch\n\ndef f(out, keep, lengths):\n"
+          f"    out.copy_(torch.where({mask}.reshape(-1, *([1] * (out.dim() - 1))), 0.0, out))\n    return out\n")
+
+
+@pytest.mark.parametrize("body", [
+    "idx = torch.nonzero(keep)\n    out[idx] = 0.0\n    return out",  # 2-d: one row per index, not a mask's rows
+    "idx = keep.nonzero(as_tuple=True)[0]\n    out[idx] = 0.0\n    return out, idx",  # idx read again
+    "idx = keep.nonzero(as_tuple=True)[0]\n    y = out * 2\n    out[idx] = y[idx]\n    return out",  # not the next statement
+    "idx = keep.nonzero(as_tuple=True)[0]\n    out[idx] = x[idx + 1]\n    return out",  # idx read beyond t[idx]
+    "idx = torch.where(keep, 1, 0)[0]\n    out[idx] = 0.0\n    return out",  # the three-argument where
+])
+def test_nonzero_to_where_declines(body: str) -> None:
+    assert candidate(f"import torch\n\ndef f(out, keep, x):\n    {body}\n", 4, DYNAMIC, "nonzero-to-where") is None
