@@ -39,6 +39,7 @@ from dynscope.rewrites.locate import (
     ifs_at,
     mentions,
     parents,
+    replace_each,
     replace_run,
     statements_at,
     walk,
@@ -131,14 +132,6 @@ def _assert_on_read(module: cst.Module, statement: cst.SimpleStatementLine, chec
                    f"number read out of it (line {line}){_dropped(check.msg)}", _READ_CAUSE, line, rewritten.code)
 
 
-class _ReplaceEach(cst.CSTTransformer):
-    def __init__(self, new: dict[cst.CSTNode, cst.CSTNode]) -> None:
-        self.new = new
-
-    def on_leave(self, original_node: cst.CSTNode, updated_node: cst.CSTNode) -> cst.CSTNode:  # type: ignore[override]
-        return self.new.get(original_node, updated_node)
-
-
 def _check_holding(module: cst.Module, use: cst.Name) -> tuple[cst.SimpleStatementLine | cst.If, str] | None:
     """(the assert or validation guard whose condition reads ``use``, its tensor check) or None."""
     holders = parents(module)
@@ -180,8 +173,7 @@ def _read_flowing_into_checks(module: cst.Module, site: BreakSite) -> Rewrite | 
             assert check is not None
             holder, code = check
             new[holder] = _statement(code, holder)
-        rewritten = module.visit(_ReplaceEach(new))
-        assert isinstance(rewritten, cst.Module)
+        rewritten = replace_each(module, new)
         return Rewrite("assert-to-check", f"keep {name} a tensor and check it with torch._assert_async where it is "
                        f"checked (line {site.line})", f"{name} is read out of a tensor only to be checked, which ends the graph",
                        site.line, ensure_import(rewritten, "torch").code)

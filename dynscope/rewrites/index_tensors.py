@@ -11,7 +11,9 @@ Both rules match the code's shape, whatever torch's label (torch 2.13 files the 
 - ``tensor-offset``: ``int(t)`` / ``t.item()`` as the shift of ``roll`` or the start of ``narrow``:
   ``torch.roll(x, shifts=-int(t), dims=0)`` → ``x.index_select(0, (torch.arange(x.shape[0],
   device=x.device) - (-t)) % x.shape[0])`` (roll's own definition: out[j] = x[(j - s) mod n]);
-  ``x.narrow(0, int(t), 4)`` → ``x.narrow(0, t, 4)`` (narrow takes a 0-d tensor start).
+  ``x.narrow(0, int(t), 4)`` → ``x.narrow(0, t, 4)`` (narrow takes a 0-d tensor start). Where the
+  number flows: at ``shift = int(t)`` whose every later use is (part of) such a shift or start, ``shift``
+  stays a tensor (``shift = t``) and the rolls take the tensor form.
 
 Declined: a comprehension with a condition or a second ``for``, an index that is not the loop's
 element, the indexed tensor reading the loop variable, an ellipsis before the index; a roll
@@ -32,12 +34,14 @@ from dynscope.rewrites.locate import (
     functions_around,
     names_in,
     nodes_of_kind,
+    parents,
     replace,
+    replace_each,
     replace_run,
     statements_at,
     walk,
 )
-from dynscope.rewrites.scalar_sizes import scalar_read, uses_after, without_scalar_reads
+from dynscope.rewrites.scalar_sizes import assignments_of, scalar_read, uses_after, without_scalar_reads
 
 _ATOMS = (cst.Name, cst.Attribute, cst.Call, cst.Subscript)
 
@@ -146,8 +150,8 @@ def _argument(call: cst.Call, position: int, keyword: str) -> cst.Arg | None:
     return None
 
 
-def _roll(call: cst.Call) -> str | None:
-    """The tensor form of ``torch.roll(x, s, d)`` / ``x.roll(s, d)`` whose shift reads a number out of a tensor."""
+def _roll_parts(call: cst.Call) -> tuple[cst.BaseExpression, cst.Arg, cst.Arg] | None:
+    """(the rolled tensor, the shift argument, a literal ``dims`` argument) of ``torch.roll(x, s, d)`` / ``x.roll(s, d)``."""
     name = dotted_name(call.func)
     if name == "torch.roll":
         first = _argument(call, 0, "input")
@@ -159,18 +163,28 @@ def _roll(call: cst.Call) -> str | None:
     shift, dims = _argument(call, offset, "shifts"), _argument(call, offset + 1, "dims")
     if first is None or shift is None or dims is None or len(call.args) != offset + 2:
         return None
-    kept = without_scalar_reads(shift.value, int_of_any=True)
     literal = isinstance(dims.value, cst.Integer) or (isinstance(dims.value, cst.UnaryOperation) and isinstance(
         dims.value.operator, cst.Minus) and isinstance(dims.value.expression, cst.Integer))
-    if kept is None or not literal:
-        return None
-    tensor, dim = _atom(first.value), expression_code(dims.value)
+    return (first.value, shift, dims) if literal else None
+
+
+def _rolled(tensor_code: cst.BaseExpression, shift: cst.BaseExpression, dims: cst.Arg) -> cst.BaseExpression:
+    """roll's definition on a tensor shift: out[j] = x[(j - s) mod n] along the one dimension."""
+    tensor, dim = _atom(tensor_code), expression_code(dims.value)
     length = f"{tensor}.shape[{dim}]"
-    return f"{tensor}.index_select({dim}, (torch.arange({length}, device={tensor}.device) - {_atom(kept)}) % {length})"
+    return cst.parse_expression(
+        f"{tensor}.index_select({dim}, (torch.arange({length}, device={tensor}.device) - {_atom(shift)}) % {length})")
 
 
-def _narrow(call: cst.Call) -> cst.Call | None:
-    """``x.narrow(d, int(t), n)`` / ``torch.narrow(x, d, int(t), n)`` with the start kept a tensor."""
+def _roll(call: cst.Call) -> cst.BaseExpression | None:
+    """The tensor form of a roll whose shift reads a number out of a tensor."""
+    parts = _roll_parts(call)
+    kept = without_scalar_reads(parts[1].value, int_of_any=True) if parts is not None else None
+    return None if parts is None or kept is None else _rolled(parts[0], kept, parts[2])
+
+
+def _narrow_start(call: cst.Call) -> cst.Arg | None:
+    """The start argument of ``x.narrow(d, start, n)`` / ``torch.narrow(x, d, start, n)`` whose length reads no number."""
     name = dotted_name(call.func)
     offset = 1 if name == "torch.narrow" else 0
     if not (isinstance(call.func, cst.Attribute) and call.func.attr.value == "narrow") or \
@@ -179,20 +193,71 @@ def _narrow(call: cst.Call) -> cst.Call | None:
     start, length = _argument(call, offset + 1, "start"), _argument(call, offset + 2, "length")
     if start is None or length is None or without_scalar_reads(length.value, int_of_any=True) is not None:
         return None
-    tensor = without_scalar_reads(start.value, int_of_any=True)
+    return start
+
+
+def _narrow(call: cst.Call) -> cst.Call | None:
+    """``x.narrow(d, int(t), n)`` / ``torch.narrow(x, d, int(t), n)`` with the start kept a tensor."""
+    start = _narrow_start(call)
+    tensor = without_scalar_reads(start.value, int_of_any=True) if start is not None else None
     if tensor is None:
         return None
     return call.with_changes(args=[arg.with_changes(value=tensor) if arg is start else arg for arg in call.args])
 
 
+def _offset_use(module: cst.Module, use: cst.Name) -> tuple[cst.Call, cst.BaseExpression | None] | None:
+    """(the roll or narrow whose shift or start ``use`` is part of, the roll's tensor form or None for a narrow,
+    which takes the tensor as it is), or None for any other use."""
+    holders = parents(module)
+    node: cst.CSTNode = use
+    while isinstance(holders.get(node), (cst.BinaryOperation, cst.UnaryOperation)):
+        node = holders[node]
+    arg = holders.get(node)
+    call = holders.get(arg) if isinstance(arg, cst.Arg) else None
+    if not isinstance(arg, cst.Arg) or not isinstance(call, cst.Call):
+        return None
+    parts = _roll_parts(call)
+    if parts is not None:
+        return (call, _rolled(parts[0], parts[1].value, parts[2])) if arg is parts[1] else None
+    narrowed = _narrow_start(call)
+    return (call, None) if narrowed is arg else None
+
+
+def _offset_flowing(module: cst.Module, site: BreakSite) -> Rewrite | None:
+    """``shift = int(t)`` at the break, read only as rolls' shifts and narrows' starts: kept a tensor, the rolls made
+    their tensor form."""
+    functions = functions_around(module, site.line)
+    for statement in statements_at(module, site.line) if functions else []:
+        small = statement.body[0] if len(statement.body) == 1 else None
+        if not (isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name)):
+            continue
+        kept = without_scalar_reads(small.value, int_of_any=True)
+        name = small.targets[0].target.value
+        if kept is None or len(assignments_of(functions[-1], name)) != 1:
+            continue
+        uses = [_offset_use(module, use) for use in uses_after(module, functions[-1], name, statement)]
+        if not uses or any(use is None for use in uses):
+            continue
+        new: dict[cst.CSTNode, cst.CSTNode] = {small: small.with_changes(value=kept)}
+        new.update((call, rolled) for call, rolled in filter(None, uses) if rolled is not None)
+        kinds = sorted({"roll with index_select by it" if rolled is not None else "narrow from it"
+                        for _call, rolled in filter(None, uses)})
+        return Rewrite("tensor-offset", f"keep {name} a tensor: {', '.join(kinds)} (line {site.line})",
+                       _OFFSET_CAUSE, site.line, ensure_import(replace_each(module, new), "torch").code)
+    return None
+
+
 def tensor_offset(module: cst.Module, _source: str, site: BreakSite) -> Rewrite | None:
+    flowing = _offset_flowing(module, site)
+    if flowing is not None:
+        return flowing
     for statement in statements_at(module, site.line):
         for node in walk(statement):
             if not isinstance(node, cst.Call):
                 continue
             rolled = _roll(node)
             if rolled is not None:
-                rewritten = ensure_import(replace(module, node, cst.parse_expression(rolled)), "torch")
+                rewritten = ensure_import(replace(module, node, rolled), "torch")
                 return Rewrite("tensor-offset", f"roll with index_select on a tensor shift instead of a number read out of "
                                f"it (line {site.line})", _OFFSET_CAUSE, site.line, rewritten.code)
             narrowed = _narrow(node)

@@ -241,6 +241,25 @@ PROGRAMS = [
             shifted = torch.roll(hidden, shifts=-int(offset), dims=1)
             return shifted * 2 + hidden
         ''', (_tokens_and_offset,), "torch.arange(hidden.shape[1], device=hidden.device) - (-offset)"),
+    Program("tensor-offset-flowing", '''
+        import torch
+
+
+        class LocalWindow(torch.nn.Module):
+            """Rotates the sequence by a learned-elsewhere offset and keeps a window from it."""
+
+            def forward(self, hidden, offset):
+                shift = int(offset)
+                rolled = torch.roll(hidden, shifts=-shift, dims=1)
+                return rolled.narrow(1, shift, 3) + 1
+
+
+        _MODEL = LocalWindow()
+
+
+        def forward(hidden, offset):
+            return _MODEL(hidden, offset)
+        ''', (_tokens_and_offset,), "shift = offset\n"),
     Program("tensor-offset-narrow", '''
         import torch
 
@@ -330,7 +349,7 @@ def test_the_shape_rule_removes_the_break_torch_reported_with_equal_outputs(prog
 
     sites = _sites(before, _load(before, f"{stem}_sites").forward, program.inputs[0]())
     assert sites, "the program must break before the rewrite"
-    rule = program.rule.removesuffix("-message").removesuffix("-narrow").removesuffix("-flowing")
+    rule = program.rule.removesuffix("-flowing").removesuffix("-message").removesuffix("-narrow")
     candidates = {r.rule: r for r in rewrites_for(before.read_text(encoding="utf-8"), sites[0])}
     assert rule in candidates, f"{rule} did not answer {sites[0]}; got {sorted(candidates)}"
     rewrite = candidates[rule]

@@ -442,3 +442,32 @@ def test_the_forms_of_a_selection(selection: str, mask: str) -> None:
 ])
 def test_nonzero_to_where_declines(body: str) -> None:
     assert candidate(f"import torch\n\ndef f(out, keep, x):\n    {body}\n", 4, DYNAMIC, "nonzero-to-where") is None
+
+
+def test_an_offset_read_out_of_a_tensor_that_only_rolls_and_narrows_stays_a_tensor() -> None:
+    rewrite = check('''
+        import torch
+
+        def shift_window(hidden, offset):
+            shift = int(offset)
+            rolled = torch.roll(hidden, shifts=-shift, dims=1)
+            return rolled.narrow(1, shift, 2)
+        ''', 4, ITEM, "tensor-offset", '''
+        import torch
+
+        def shift_window(hidden, offset):
+            shift = offset
+            rolled = hidden.index_select(1, (torch.arange(hidden.shape[1], device=hidden.device) - (-shift)) % hidden.shape[1])
+            return rolled.narrow(1, shift, 2)
+        ''')
+    assert rewrite.title.startswith("keep shift a tensor: narrow from it, roll with index_select by it")
+
+
+@pytest.mark.parametrize("use", [
+    "return hidden.roll(shift, 1) * shift",  # also arithmetic
+    "return hidden.narrow(1, 0, shift)",  # a length: a size must be an int
+    "return hidden.roll(shift)",  # a flattened roll
+])
+def test_an_offset_used_beyond_shifts_and_starts_is_not_kept_a_tensor(use: str) -> None:
+    source = f"def f(hidden, offset):\n    shift = int(offset)\n    {use}\n"
+    assert candidate(source, 2, ITEM, "tensor-offset") is None
