@@ -15,6 +15,7 @@ from dynscope.rewrites import (
     checks,
     compiling_clauses,
     hatches,
+    index_tensors,
     iterators,
     library_ports,
     logging_calls,
@@ -33,6 +34,13 @@ RuleRunner = Callable[[str, Callable[[], "Rewrite | None"]], "Rewrite | None"]
 RULES: tuple[tuple[str, Rule], ...] = (
     # first: a port is proven on the exact code it matches, and fix tries only the first few candidates
     ("library-port", library_ports.library_port),
+    # by the code's shape, whatever torch's label: a number read out of a tensor to choose, to index or to shift
+    # with; one tensor given twice
+    ("item-where", tensor_branches.item_where),
+    ("clone-repeated-input", tensor_idioms.clone_repeated_input),
+    ("index-select-comprehension", index_tensors.index_select_comprehension),
+    ("tensor-offset", index_tensors.tensor_offset),
+    ("nonzero-to-where", index_tensors.nonzero_to_where),
     ("guard-logging", logging_calls.guard_logging),
     ("traced-print", logging_calls.traced_print),
     ("tensor-where", tensor_branches.tensor_where),

@@ -12,6 +12,15 @@ not choices, so they can become checks torch keeps inside the graph:
 Either way a failed check raises RuntimeError, not the original exception: the guard's title
 says so. Declined: messages the operator cannot carry (an f-string for a tensor check),
 exceptions raised with anything but one message, ``if`` statements with an ``else``.
+
+By shape, whatever torch's label: a condition that reads a number out of a tensor
+(``assert lengths.max().item() <= slen, "too long"``; ``if int(t.sum()) == 0: raise``) becomes
+the same check on the tensor, the read dropped (``torch._assert_async(lengths.max() <= slen,
+"too long")``): no setting needed, the graph stays whole. ``torch._check(u <= slen, lambda: msg)``
+would need ``capture_scalar_outputs`` and, like the operator, takes only a constant message:
+torch 2.13 cannot convert a closure that formats values ("Can't convert torch._check*() message
+closure", gb9158), so a computed message is left out and the title says so.
+Declined there: ``and`` / ``not`` / chained comparisons around the number.
 """
 
 from __future__ import annotations
@@ -26,11 +35,16 @@ from dynscope.rewrites.locate import (
     dotted_name,
     ensure_import,
     expression_code,
+    functions_around,
     ifs_at,
     mentions,
+    parents,
+    replace_each,
     replace_run,
     statements_at,
+    walk,
 )
+from dynscope.rewrites.scalar_sizes import assignments_of, uses_after, without_scalar_reads
 
 Form = Literal["tensor", "symbolic"]
 _TENSOR_WORDS = ("data-dependent branching", "generic_jump", "jump")
@@ -82,14 +96,102 @@ def _statement(code: str, like: cst.SimpleStatementLine | cst.If) -> cst.SimpleS
     return statement.with_changes(leading_lines=[*like.leading_lines, *comment_lines(like.test, like.body)])
 
 
-def assert_to_check(module: cst.Module, _source: str, site: BreakSite) -> Rewrite | None:
-    form = _form(site)
-    if form is None:
+_READ_CAUSE = "the condition reads a number out of a tensor (.item(), int(t)), which ends the graph"
+
+
+def _tensor_check(kept: cst.BaseExpression, message: cst.BaseExpression | None, *, negate: bool) -> str | None:
+    """``torch._assert_async`` on ``kept`` (a condition that is a tensor; negated for a guard), or None when it
+    mixes in Python logic a tensor cannot stand for. A computed message is left out: torch 2.13 converts only a
+    constant message closure (gb9158)."""
+    if any(isinstance(node, (cst.BooleanOperation, cst.Not, cst.IfExp)) or (
+            isinstance(node, cst.Comparison) and len(node.comparisons) > 1) for node in walk(kept)):
+        return None  # `and`, `not`, `a < b < c` on a tensor ask Python for a bool again
+    tensor = expression_code(kept.with_changes(lpar=[], rpar=[]) if isinstance(kept, cst.Comparison) else kept)
+    tensor = f"torch.logical_not({tensor})" if negate else tensor
+    text = f", {expression_code(message)}" if isinstance(message, _STRINGS) else ""
+    return f"torch._assert_async({tensor}{text})"
+
+
+def _on_read_number(condition: cst.BaseExpression, message: cst.BaseExpression | None, *, negate: bool) -> str | None:
+    """The tensor check for ``condition`` with its reads of numbers out of tensors dropped, when it has any."""
+    kept = without_scalar_reads(condition)
+    return None if kept is None else _tensor_check(kept, message, negate=negate)
+
+
+def _dropped(message: cst.BaseExpression | None) -> str:
+    return "" if message is None or isinstance(message, _STRINGS) else \
+        "; its computed message is left out (torch's checks take only a constant one)"
+
+
+def _assert_on_read(module: cst.Module, statement: cst.SimpleStatementLine, check: cst.Assert, line: int) -> Rewrite | None:
+    code = _on_read_number(check.test, check.msg, negate=False)
+    if code is None:
         return None
+    rewritten = ensure_import(replace_run(module, statement, 1, [_statement(code, statement)]), "torch")
+    return Rewrite("assert-to-check", "assert with torch._assert_async on the tensor instead of Python's assert on a "
+                   f"number read out of it (line {line}){_dropped(check.msg)}", _READ_CAUSE, line, rewritten.code)
+
+
+def _check_holding(module: cst.Module, use: cst.Name) -> tuple[cst.SimpleStatementLine | cst.If, str] | None:
+    """(the assert or validation guard whose condition reads ``use``, its tensor check) or None."""
+    holders = parents(module)
+    node: cst.CSTNode = use
+    while node in holders and not isinstance(node, (cst.SimpleStatementLine, cst.If)):
+        holder = holders[node]
+        if isinstance(holder, cst.Assert) and holder.test is node:
+            statement = holders.get(holder)
+            if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+                return None
+            code = _tensor_check(holder.test, holder.msg, negate=False)
+            return None if code is None else (statement, code)
+        if isinstance(holder, cst.If) and holder.test is node:
+            raised = _raised_message(holder)
+            code = None if raised is None else _tensor_check(holder.test, raised[1], negate=True)
+            return None if code is None else (holder, code)
+        node = holder
+    return None
+
+
+def _read_flowing_into_checks(module: cst.Module, site: BreakSite) -> Rewrite | None:
+    """``m = lengths.max().item()`` at the break, ``m`` read only by asserts / validation guards after it: ``m`` kept
+    a tensor (the read dropped) and each check on it made a tensor check."""
+    functions = functions_around(module, site.line)
+    for statement in statements_at(module, site.line) if functions else []:
+        small = statement.body[0] if len(statement.body) == 1 else None
+        if not (isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name)):
+            continue
+        kept = without_scalar_reads(small.value)
+        name = small.targets[0].target.value
+        if kept is None or len(assignments_of(functions[-1], name)) != 1:
+            continue
+        uses = list(uses_after(module, functions[-1], name, statement))
+        checks = [_check_holding(module, use) for use in uses]
+        if not uses or any(check is None for check in checks):
+            continue
+        new: dict[cst.CSTNode, cst.CSTNode] = {small: small.with_changes(value=kept)}
+        for check in checks:
+            assert check is not None
+            holder, code = check
+            new[holder] = _statement(code, holder)
+        rewritten = replace_each(module, new)
+        return Rewrite("assert-to-check", f"keep {name} a tensor and check it with torch._assert_async where it is "
+                       f"checked (line {site.line})", f"{name} is read out of a tensor only to be checked, which ends the graph",
+                       site.line, ensure_import(rewritten, "torch").code)
+    return None
+
+
+def assert_to_check(module: cst.Module, _source: str, site: BreakSite) -> Rewrite | None:
+    flowing = _read_flowing_into_checks(module, site)
+    if flowing is not None:
+        return flowing
+    form = _form(site)
     for statement in statements_at(module, site.line):
         if len(statement.body) != 1 or not isinstance(statement.body[0], cst.Assert):
             continue
         check = statement.body[0]
+        by_shape = _assert_on_read(module, statement, check, site.line)
+        if by_shape is not None or form is None:
+            return by_shape
         if form == "tensor" and isinstance(check.test, cst.BooleanOperation):
             return None  # `a and b` on tensors asks Python for a bool again
         code = _check_call(form, expression_code(check.test), check.msg, negate_tensor=False)
@@ -121,15 +223,27 @@ def _raised_message(branch: cst.If) -> tuple[str, cst.BaseExpression | None] | N
     return name, (raised.args[0].value if raised.args else None)
 
 
+def _guard_on_read(module: cst.Module, branch: cst.If, exception: str, message: cst.BaseExpression | None,
+                   line: int) -> Rewrite | None:
+    code = _on_read_number(branch.test, message, negate=True)
+    if code is None:
+        return None
+    rewritten = ensure_import(replace_run(module, branch, 1, [_statement(code, branch)]), "torch")
+    return Rewrite("guard-to-check", f"check with torch._assert_async on the tensor instead of raising {exception} on a "
+                   f"number read out of it (line {line}); under compile a failed check raises RuntimeError, not {exception}"
+                   f"{_dropped(message)}", _READ_CAUSE, line, rewritten.code)
+
+
 def guard_to_check(module: cst.Module, _source: str, site: BreakSite) -> Rewrite | None:
     form = _form(site)
-    if form is None:
-        return None
     for branch in reversed(ifs_at(module, site.line)):
         raised = _raised_message(branch)
         if raised is None:
             continue
         exception, message = raised
+        by_shape = _guard_on_read(module, branch, exception, message, site.line)
+        if by_shape is not None or form is None:
+            return by_shape
         if form == "tensor":
             if isinstance(branch.test, cst.BooleanOperation):
                 return None

@@ -197,6 +197,23 @@ def replace(module: cst.Module, old: cst.CSTNode, new: cst.CSTNode) -> cst.Modul
     return replaced
 
 
+class _ReplaceEach(cst.CSTTransformer):
+    def __init__(self, new: Mapping[cst.CSTNode, cst.CSTNode]) -> None:
+        self.new = new
+
+    def on_leave(self, original_node: CSTNodeT, updated_node: CSTNodeT
+                 ) -> CSTNodeT | cst.RemovalSentinel | cst.FlattenSentinel[CSTNodeT]:
+        return self.new.get(original_node, updated_node)  # type: ignore[return-value]  # like with like, as in replace
+
+
+def replace_each(module: cst.Module, new: Mapping[cst.CSTNode, cst.CSTNode]) -> cst.Module:
+    """``module`` with each of its own nodes that ``new`` names replaced by its value (nodes apart, none inside another)."""
+    replaced = module.visit(_ReplaceEach(new))
+    if not isinstance(replaced, cst.Module):
+        raise TypeError("a rewrite replaced the whole module")
+    return replaced
+
+
 def block_holding(module: cst.Module, statement: cst.BaseStatement) -> tuple[cst.BaseStatement, ...] | None:
     """The statements of the block ``statement`` sits in (a function's body, a module's, an arm's)."""
     holder = parents(module).get(statement)

@@ -75,6 +75,34 @@ def plainly_tensor(expression: cst.BaseExpression) -> bool:
     return False
 
 
+class _DropReads(cst.CSTTransformer):
+    def __init__(self, int_of_any: bool) -> None:
+        self.dropped = 0
+        self.int_of_any = int_of_any
+
+    def leave_Call(self, original_node: cst.Call, updated_node: cst.Call) -> cst.BaseExpression:
+        tensor = scalar_read(updated_node)
+        if tensor is None and self.int_of_any and dotted_name(updated_node.func) == "int" and len(updated_node.args) == 1 \
+                and updated_node.args[0].keyword is None and not updated_node.args[0].star:
+            tensor = updated_node.args[0].value
+        if tensor is None:
+            return updated_node
+        self.dropped += 1
+        return tensor
+
+
+def without_scalar_reads(expression: cst.BaseExpression, *, int_of_any: bool = False) -> cst.BaseExpression | None:
+    """``expression`` with every ``t.item()`` / ``int(t)`` / ``float(t)`` replaced by the tensor ``t``
+    (``lengths.max().item() <= n`` → ``lengths.max() <= n``): the same comparison, kept a tensor; None
+    when it reads no number out of a tensor. ``int_of_any``: ``int(n)`` of a plain name too, where the
+    result is used as an int either way (a shift, an offset: a Python int works in the tensor form)."""
+    dropping = _DropReads(int_of_any)
+    kept = expression.visit(dropping)
+    if dropping.dropped == 0 or not isinstance(kept, cst.BaseExpression):
+        return None
+    return kept
+
+
 # ---- keep-tensor ---------------------------------------------------------------------------------
 
 def _arithmetic_operand(node: cst.CSTNode, holders: Mapping[cst.CSTNode, cst.CSTNode]) -> bool:
@@ -100,7 +128,7 @@ def _call_of(argument: cst.Arg, holders: Mapping[cst.CSTNode, cst.CSTNode]) -> c
     return call.func if isinstance(call, cst.Call) else cst.Name("_")
 
 
-def _uses_after(module: cst.Module, function: cst.FunctionDef, name: str, after: cst.CSTNode) -> Iterator[cst.Name]:
+def uses_after(module: cst.Module, function: cst.FunctionDef, name: str, after: cst.CSTNode) -> Iterator[cst.Name]:
     where = positions(module)
     start = where[after].end
     for node in walk(function.body):
@@ -109,7 +137,7 @@ def _uses_after(module: cst.Module, function: cst.FunctionDef, name: str, after:
             yield node
 
 
-def _assignments(function: cst.FunctionDef, name: str) -> list[cst.CSTNode]:
+def assignments_of(function: cst.FunctionDef, name: str) -> list[cst.CSTNode]:
     found: list[cst.CSTNode] = []
     for node in walk(function.body):
         if isinstance(node, cst.AssignTarget) and name in {n.value for n in walk(node.target) if isinstance(n, cst.Name)}:
@@ -144,8 +172,8 @@ def keep_tensor(module: cst.Module, _source: str, site: BreakSite) -> Rewrite | 
                     and isinstance(small.targets[0].target, cst.Name)):
                 continue
             name = small.targets[0].target.value
-            uses = list(_uses_after(module, function, name, statement))
-            if not uses or len(_assignments(function, name)) != 1 or not all(_arithmetic_operand(use, holders) for use in uses):
+            uses = list(uses_after(module, function, name, statement))
+            if not uses or len(assignments_of(function, name)) != 1 or not all(_arithmetic_operand(use, holders) for use in uses):
                 continue
             title = f"keep {name} a tensor: drop {_read_kind(read)}, it only feeds tensor arithmetic (line {site.line})"
         kept = tensor.with_changes(lpar=[], rpar=[]) if isinstance(tensor, (cst.Call, cst.Name, cst.Attribute)) else tensor
@@ -212,7 +240,7 @@ def check_size(module: cst.Module, _source: str, site: BreakSite) -> Rewrite | N
         return None
     function = functions[-1]
     for statement, name in _assignment_of(function, site.line, module):
-        if len(_assignments(function, name)) != 1 or _already_checked(function, name):
+        if len(assignments_of(function, name)) != 1 or _already_checked(function, name):
             continue
         as_size, bounds = _size_uses(function, name)
         if not as_size:
@@ -238,4 +266,5 @@ def _plain_statement(code: str) -> cst.SimpleStatementLine:
     return statement
 
 
-__all__ = ["check_size", "expression_code", "keep_tensor", "scalar_read"]
+__all__ = ["assignments_of", "check_size", "expression_code", "keep_tensor", "scalar_read", "uses_after",
+           "without_scalar_reads"]

@@ -10,6 +10,11 @@ Dynamo cannot know which arm runs without the value, so it stops the graph at th
   when the arms are a few plain assignments ending in the same name (or a return); only the
   taken arm runs, but both must give tensors of one shape.
 
+- ``item-where``: by shape, whatever torch's label: the same ``torch.where`` for a branch whose
+  condition reads a number out of a tensor (``if y.sum().item() > 0: return a`` / ``return b``),
+  the read dropped so the condition stays a tensor. It assumes both arms are tensors of one shape
+  (its cause says so; the trial's equal outputs prove it); arms that are both bare numbers decline.
+
 Declined: ``and`` / ``or`` conditions (Python short-circuits on a Python value first),
 ``elif`` chains, arms with comments or statements other than plain assignments.
 """
@@ -25,16 +30,20 @@ from dynscope.rewrites.locate import (
     block_holding,
     comment_lines,
     expression_code,
+    functions_around,
     has_comment,
     ifs_at,
     mentions,
     names_in,
+    parents,
     positions,
     replace,
     replace_run,
+    statements_at,
     walk,
 )
 from dynscope.rewrites.locate import ensure_import as _ensure_import
+from dynscope.rewrites.scalar_sizes import assignments_of, uses_after, without_scalar_reads
 
 _BREAK_WORDS = ("data-dependent branching", "generic_jump", "jump")
 _CAUSE = "Python branches on a tensor's value, which Dynamo cannot know while tracing"
@@ -101,10 +110,11 @@ def _statement_line(small: cst.BaseSmallStatement, branch: cst.If, *also: cst.CS
     return cst.SimpleStatementLine(body=[small], leading_lines=[*branch.leading_lines, *comments])
 
 
-def _where_for_if(module: cst.Module, branch: cst.If) -> tuple[int, cst.SimpleStatementLine] | None:
+def _where_for_if(module: cst.Module, branch: cst.If, test: cst.BaseExpression | None = None
+                  ) -> tuple[int, cst.SimpleStatementLine] | None:
     """(how many statements from the ``if`` on to replace, the statement replacing them) for an ``if``
-    whose arms give one expression each."""
-    predicate = _predicate(branch.test)
+    whose arms give one expression each; ``test`` stands for the ``if``'s condition when given."""
+    predicate = _predicate(branch.test if test is None else test)
     if predicate is None or isinstance(branch.orelse, cst.If):
         return None
     then = _single(branch.body)
@@ -277,3 +287,101 @@ def _locals_used_after(module: cst.Module, branch: cst.If, *arms: cst.FunctionDe
 
 def _rewrite(rule: str, title: str, site: BreakSite, module: cst.Module) -> Rewrite:
     return Rewrite(rule, title, _CAUSE, site.line, _ensure_import(module, "torch").code)
+
+
+_ITEM_CAUSE = ("the branch reads a number out of a tensor (.item(), int(t)) to choose, which ends the graph; "
+               "torch.where computes both arms and picks, assuming both are tensors of one shape")
+
+
+def _numbers_only(*arms: cst.BaseExpression) -> bool:
+    """Both arms bare numbers: the original gives a Python number, torch.where a tensor."""
+    return all(isinstance(arm, (cst.Integer, cst.Float)) or (isinstance(arm, cst.UnaryOperation) and
+               isinstance(arm.expression, (cst.Integer, cst.Float))) for arm in arms)
+
+
+def _tensor_condition(test: cst.BaseExpression) -> cst.BaseExpression | None:
+    """``test`` with its reads of numbers out of tensors dropped; None when it reads none, or keeps Python
+    logic inside (``a < t < b``, ``and``) that would ask for a bool again."""
+    kept = without_scalar_reads(test)
+    if kept is None or any(isinstance(node, cst.BooleanOperation) or (isinstance(node, cst.Comparison) and
+                                                                      len(node.comparisons) > 1) for node in walk(kept)):
+        return None
+    return kept
+
+
+def _branch_on(module: cst.Module, use: cst.Name) -> cst.If | None:
+    """The ``if`` whose condition is ``use`` or a comparison holding it."""
+    holders = parents(module)
+    holder = holders.get(use)
+    if isinstance(holder, cst.If) and holder.test is use:
+        return holder
+    above = holders.get(holder) if isinstance(holder, cst.Comparison) else None
+    return above if isinstance(above, cst.If) and above.test is holder else None
+
+
+def _picked(statement: cst.SimpleStatementLine) -> list[cst.BaseExpression]:
+    """The two arms of the ``torch.where`` call that ``statement`` assigns or returns."""
+    small = statement.body[0]
+    call = small.value if isinstance(small, (cst.Assign, cst.Return)) else None
+    return [arg.value for arg in call.args[1:3]] if isinstance(call, cst.Call) else []
+
+
+def _read_flowing_into_branch(module: cst.Module, site: BreakSite) -> Rewrite | None:
+    """``s = y.sum().item()`` at the break, read once after it, by the condition of an ``if`` that ``torch.where``
+    answers: ``s`` kept a tensor (the read dropped) and the ``if`` made one ``torch.where``."""
+    functions = functions_around(module, site.line)
+    for statement in statements_at(module, site.line) if functions else []:
+        small = statement.body[0] if len(statement.body) == 1 else None
+        if not (isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name)):
+            continue
+        kept = _tensor_condition(small.value)
+        name = small.targets[0].target.value
+        if kept is None or len(assignments_of(functions[-1], name)) != 1:
+            continue
+        uses = list(uses_after(module, functions[-1], name, statement))
+        branch = _branch_on(module, uses[0]) if len(uses) == 1 else None
+        block = block_holding(module, statement)
+        if branch is None or block is None or branch not in block:
+            continue
+        change = _where_for_if(module, branch)
+        if change is None or _numbers_only(*_picked(change[1])):
+            continue
+        between = list(block[block.index(statement) + 1:block.index(branch)])
+        count, new = change
+        kept_line = statement.with_changes(body=[small.with_changes(value=kept)])
+        rewritten = replace_run(module, statement, len(between) + 1 + count, [kept_line, *between, new])
+        return Rewrite("item-where", f"keep {name} a tensor and pick with torch.where where it is branched on (line "
+                       f"{site.line}; both arms must be tensors of one shape)", _ITEM_CAUSE, site.line,
+                       _ensure_import(rewritten, "torch").code)
+    return None
+
+
+def item_where(module: cst.Module, _source: str, site: BreakSite) -> Rewrite | None:
+    flowing = _read_flowing_into_branch(module, site)
+    if flowing is not None:
+        return flowing
+    for branch in reversed(ifs_at(module, site.line)):
+        kept = _tensor_condition(branch.test)
+        if kept is None:
+            continue
+        change = _where_for_if(module, branch, kept)
+        if change is None:
+            continue
+        count, new = change
+        if _numbers_only(*_picked(new)):
+            continue
+        rewritten = replace_run(module, branch, count, [new])
+        return Rewrite("item-where", f"pick with torch.where on the tensor instead of branching on a number read out of it "
+                       f"(line {site.line}; both arms must be tensors of one shape)", _ITEM_CAUSE, site.line,
+                       _ensure_import(rewritten, "torch").code)
+    for conditional in reversed(_ifexp_at(module, site.line)):
+        kept = _tensor_condition(conditional.test)
+        predicate = _predicate(kept) if kept is not None else None
+        if predicate is None or has_comment(conditional) or _slices(conditional.body) or _slices(conditional.orelse) \
+                or _numbers_only(conditional.body, conditional.orelse):
+            continue
+        where_call = _call("torch.where", predicate, conditional.body, conditional.orelse)
+        return Rewrite("item-where", f"pick with torch.where on the tensor instead of a conditional expression on a number "
+                       f"read out of it (line {site.line}; both arms must be tensors of one shape)", _ITEM_CAUSE, site.line,
+                       _ensure_import(replace(module, conditional, where_call), "torch").code)
+    return None

@@ -9,6 +9,13 @@
   values, which is what a deepcopy of a plain tensor gives).
 - ``floor-div-ints``: ``torch.div(a, b, rounding_mode="floor")`` on Python ints (sizes) makes a
   tensor of a size ("Data dependent operator"); ``a // b`` keeps a Python int.
+- ``clone-repeated-input``: by shape, whatever torch's label: ``SomeFunction.apply(mask, mask, s)``,
+  one tensor given twice to an ``autograd.Function`` (torch 2.13: "autograd.Function.apply: duplicate
+  tensor input") → ``SomeFunction.apply(mask, mask.clone(), s)``. The same values; the gradients of
+  both inputs still reach ``mask`` (clone passes its gradient through). Declined: a repeat that is not
+  a plain name or attribute (a call gives a fresh tensor each time), ``None``, keyword or ``*``
+  arguments. Not checked here: a function that writes its inputs in place (``mark_dirty``) would
+  write the copy; the trial's equal outputs prove it does not matter.
 """
 
 from __future__ import annotations
@@ -168,4 +175,39 @@ def floor_div_ints(module: cst.Module, _source: str, site: BreakSite) -> Rewrite
             return Rewrite("floor-div-ints", f"divide the sizes with // instead of torch.div (line {site.line})",
                            "torch.div on Python ints makes a tensor out of a size, so what follows is data-dependent",
                            site.line, ensure_import(rewritten, "torch").code)
+    return None
+
+
+def _repeats(call: cst.Call) -> list[int]:
+    """The positions of ``call``'s positional arguments that repeat an earlier one (a name or attribute)."""
+    seen: set[str] = set()
+    repeats: list[int] = []
+    for index, arg in enumerate(call.args):
+        if arg.keyword is not None or arg.star:
+            continue
+        name = dotted_name(arg.value)
+        if not name or name == "None":
+            continue
+        if name in seen:
+            repeats.append(index)
+        seen.add(name)
+    return repeats
+
+
+def clone_repeated_input(module: cst.Module, _source: str, site: BreakSite) -> Rewrite | None:
+    for statement in statements_at(module, site.line):
+        for node in walk(statement):
+            if not (isinstance(node, cst.Call) and isinstance(node.func, cst.Attribute) and node.func.attr.value == "apply"
+                    and dotted_name(node.func.value)):
+                continue
+            repeats = _repeats(node)
+            if not repeats:
+                continue
+            args = [arg.with_changes(value=cst.parse_expression(f"{expression_code(arg.value)}.clone()"))
+                    if index in repeats else arg for index, arg in enumerate(node.args)]
+            names = ", ".join(sorted({dotted_name(node.args[index].value) for index in repeats}))
+            return Rewrite("clone-repeated-input",
+                           f"give {dotted_name(node.func)} a clone of {names} where it repeats (line {site.line})",
+                           "an autograd.Function is given one tensor twice, which Dynamo does not trace", site.line,
+                           replace(module, node, node.with_changes(args=args)).code)
     return None
