@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 from fake_capture import FakeCapture
 
-from dynscope.commands import main
-from dynscope.commands import _progress
+from dynscope.commands import _progress, main
 from dynscope.commands._progress import Progress
 from dynscope.runner.live_counts import CaptureCounter, Counts, NewestCapture
 
