@@ -63,7 +63,13 @@ class CaptureReader:
         self._query_seconds = query_seconds
         self._deadline = float("inf")
         before = _descriptors() if pinned is not None else {}
-        self._db = _connect(self.path, self._past_deadline)
+        try:
+            self._db = _connect(self.path, self._past_deadline)
+        except CaptureError:
+            if pinned is not None and not _names(self.path, pinned):  # swapped away between the door and SQLite
+                raise CaptureError(f"{self.path} changed while it was opened (another file or none has its name "
+                                   "now); not read") from None
+            raise
         if pinned is not None:
             _check_same_file(self._db, self.path, pinned, before)
         try:
@@ -397,6 +403,15 @@ def _check_same_file(db: sqlite3.Connection, path: str, pinned: int, before: dic
     if not same:
         db.close()
         raise CaptureError(f"{path} changed while it was opened (another file took its name); not read")
+
+
+def _names(path: str, pinned: int) -> bool:
+    """Whether ``path`` still names the file ``pinned`` is open on."""
+    try:
+        now, st = os.stat(path), os.fstat(pinned)
+    except OSError:
+        return False
+    return (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino)
 
 
 def _as_capture_error(path: str, e: sqlite3.DatabaseError, seconds: float = QUERY_SECONDS) -> CaptureError:
