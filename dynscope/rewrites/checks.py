@@ -35,7 +35,6 @@ from dynscope.rewrites.locate import (
     dotted_name,
     ensure_import,
     expression_code,
-    functions_around,
     ifs_at,
     mentions,
     parents,
@@ -44,7 +43,7 @@ from dynscope.rewrites.locate import (
     statements_at,
     walk,
 )
-from dynscope.rewrites.scalar_sizes import assignments_of, uses_after, without_scalar_reads
+from dynscope.rewrites.scalar_sizes import assignments_at, without_scalar_reads
 
 Form = Literal["tensor", "symbolic"]
 _TENSOR_WORDS = ("data-dependent branching", "generic_jump", "jump")
@@ -155,16 +154,12 @@ def _check_holding(module: cst.Module, use: cst.Name) -> tuple[cst.SimpleStateme
 def _read_flowing_into_checks(module: cst.Module, site: BreakSite) -> Rewrite | None:
     """``m = lengths.max().item()`` at the break, ``m`` read only by asserts / validation guards after it: ``m`` kept
     a tensor (the read dropped) and each check on it made a tensor check."""
-    functions = functions_around(module, site.line)
-    for statement in statements_at(module, site.line) if functions else []:
-        small = statement.body[0] if len(statement.body) == 1 else None
-        if not (isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name)):
-            continue
+    for assigned in assignments_at(module, site):
+        small, name = assigned.small, assigned.name
         kept = without_scalar_reads(small.value)
-        name = small.targets[0].target.value
-        if kept is None or len(assignments_of(functions[-1], name)) != 1:
+        if kept is None:
             continue
-        uses = list(uses_after(module, functions[-1], name, statement))
+        uses = assigned.uses_after(module)
         checks = [_check_holding(module, use) for use in uses]
         if not uses or any(check is None for check in checks):
             continue

@@ -137,6 +137,31 @@ def uses_after(module: cst.Module, function: cst.FunctionDef, name: str, after: 
             yield node
 
 
+class ScalarAssignment:
+    """``name = value`` alone on a statement at a break's line, ``name`` assigned nowhere else in
+    its function: the start of a read whose value flows on (into checks, into a branch)."""
+
+    def __init__(self, statement: cst.SimpleStatementLine, small: cst.Assign, name: str,
+                 function: cst.FunctionDef) -> None:
+        self.statement, self.small, self.name, self.function = statement, small, name, function
+
+    def uses_after(self, module: cst.Module) -> list[cst.Name]:
+        return list(uses_after(module, self.function, self.name, self.statement))
+
+
+def assignments_at(module: cst.Module, site: BreakSite) -> Iterator[ScalarAssignment]:
+    """Each single-name assignment at the break's line that is the name's only one in its function."""
+    functions = functions_around(module, site.line)
+    for statement in statements_at(module, site.line) if functions else []:
+        small = statement.body[0] if len(statement.body) == 1 else None
+        if not (isinstance(small, cst.Assign) and len(small.targets) == 1
+                and isinstance(small.targets[0].target, cst.Name)):
+            continue
+        name = small.targets[0].target.value
+        if len(assignments_of(functions[-1], name)) == 1:
+            yield ScalarAssignment(statement, small, name, functions[-1])
+
+
 def assignments_of(function: cst.FunctionDef, name: str) -> list[cst.CSTNode]:
     found: list[cst.CSTNode] = []
     for node in walk(function.body):

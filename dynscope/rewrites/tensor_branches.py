@@ -30,7 +30,6 @@ from dynscope.rewrites.locate import (
     block_holding,
     comment_lines,
     expression_code,
-    functions_around,
     has_comment,
     ifs_at,
     mentions,
@@ -39,11 +38,10 @@ from dynscope.rewrites.locate import (
     positions,
     replace,
     replace_run,
-    statements_at,
     walk,
 )
 from dynscope.rewrites.locate import ensure_import as _ensure_import
-from dynscope.rewrites.scalar_sizes import assignments_of, uses_after, without_scalar_reads
+from dynscope.rewrites.scalar_sizes import assignments_at, without_scalar_reads
 
 _BREAK_WORDS = ("data-dependent branching", "generic_jump", "jump")
 _CAUSE = "Python branches on a tensor's value, which Dynamo cannot know while tracing"
@@ -329,16 +327,12 @@ def _picked(statement: cst.SimpleStatementLine) -> list[cst.BaseExpression]:
 def _read_flowing_into_branch(module: cst.Module, site: BreakSite) -> Rewrite | None:
     """``s = y.sum().item()`` at the break, read once after it, by the condition of an ``if`` that ``torch.where``
     answers: ``s`` kept a tensor (the read dropped) and the ``if`` made one ``torch.where``."""
-    functions = functions_around(module, site.line)
-    for statement in statements_at(module, site.line) if functions else []:
-        small = statement.body[0] if len(statement.body) == 1 else None
-        if not (isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name)):
-            continue
+    for assigned in assignments_at(module, site):
+        statement, small, name = assigned.statement, assigned.small, assigned.name
         kept = _tensor_condition(small.value)
-        name = small.targets[0].target.value
-        if kept is None or len(assignments_of(functions[-1], name)) != 1:
+        if kept is None:
             continue
-        uses = list(uses_after(module, functions[-1], name, statement))
+        uses = assigned.uses_after(module)
         branch = _branch_on(module, uses[0]) if len(uses) == 1 else None
         block = block_holding(module, statement)
         if branch is None or block is None or branch not in block:
