@@ -195,3 +195,21 @@ def refuse_program_as_document(args: argparse.Namespace) -> None:
     if stray:
         raise DynscopeError(f"--json / --md took {stray[0]} for the document's path: give the path after it "
                             f"(--json out.json {stray[0]}), or - for stdout (--json - {stray[0]})")
+
+
+def check_capture_output(path: str) -> None:
+    """A capture that cannot be written there is said in one line before the program starts (and
+    before any progress line): what is at the name (store.writer.check_capture_target), then a
+    folder on a read-only file system or one this user may not write."""
+    import errno
+
+    from dynscope.store.writer import check_capture_target
+
+    check_capture_target(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        read_only = bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except OSError:
+        return  # no such folder: the writer says so, as before
+    if read_only or not os.access(folder, os.W_OK):
+        raise DynscopeError(f"cannot write capture {path}: {os.strerror(errno.EROFS if read_only else errno.EACCES)}")

@@ -23,9 +23,6 @@ from typing import TextIO
 from dynscope.runner.live_counts import Counts
 
 PIPE_INTERVAL_S = 3.0  # in a pipe, at most one phase line this often
-# in a pipe, a phase is announced once it has run this long: one that fails at once (an output that
-# cannot be written) leaves its one-line error alone
-PIPE_SETTLE_S = 1.0
 TICK_S = 0.25  # a terminal's status is redrawn this often (the spinner, the elapsed time)
 READ_EVERY_S = 1.0  # the capture is read this often for the counts
 _SPINNER = "⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"
@@ -180,8 +177,7 @@ class Progress:
     def _flush_pending(self) -> None:
         """A pipe: the held phase line, once the last line is old enough."""
         now = time.monotonic()
-        if self._pending is None or now - self._stage_started < PIPE_SETTLE_S or \
-                (self._printed_at is not None and now - self._printed_at < PIPE_INTERVAL_S):
+        if self._pending is None or (self._printed_at is not None and now - self._printed_at < PIPE_INTERVAL_S):
             return
         text, self._pending, self._printed_at = self._pending, None, now
         # (no counts here: at a phase's start they would be the last run's, not this one's)

@@ -92,6 +92,7 @@ def _split(argv: list[str]):
 
 
 def explain(program, args: argparse.Namespace, *, command: list[str]) -> int:
+    from dynscope.commands._common import check_capture_output
     from dynscope.runner.launcher import capture_path_for, exit_like, launch, rank_from_env
     from dynscope.runner.program import check_runnable
     from dynscope.runner.spec import ChildSpec
@@ -105,6 +106,7 @@ def explain(program, args: argparse.Namespace, *, command: list[str]) -> int:
         print("dynscope: --keep-caches is the default now (--cold records every stage with the caches off)",
               file=sys.stderr)
     check_runnable(program)  # a script that cannot run is said in one line, before any progress
+    check_capture_output(path)
     with _progress(program, path, args, rank):
         if args.warm:
             from dynscope.runner.warm_start import record_warm_start

@@ -21,7 +21,7 @@ import subprocess
 import sys
 from typing import TYPE_CHECKING
 
-from dynscope.commands._common import add_program_arguments, program_from_args
+from dynscope.commands._common import add_program_arguments, check_capture_output, program_from_args
 from dynscope.errors import DynscopeError
 
 if TYPE_CHECKING:
@@ -107,6 +107,7 @@ class Command:
         from dynscope.runner.program import check_runnable
 
         check_runnable(program)  # a script that cannot run is said in one line, before any progress
+        check_capture_output(path)
         # Caches off in a private directory: the check sees every graph Inductor compiles (a cache
         # hit would skip the compile it hooks), and the user's cache is neither read nor written.
         with private_cache_dir("numerics") as caches, \
