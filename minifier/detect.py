@@ -36,7 +36,9 @@ class Detection:
 
 
 def detect(program: Program, out_dir: str, *, accuracy: dict[str, float] | None, timeout: float,
-           command: list[str], on_status: Callable[[str], None]) -> Detection:
+           command: list[str], on_status: Callable[[str], None], cache_dir: str | None = None) -> Detection:
+    """``cache_dir``: the directory of the run's compile caches (minify's private one, which its
+    checks then share); None: the user's own."""
     from dynscope.runner.launcher import launch
     from dynscope.runner.spec import ChildSpec
 
@@ -48,7 +50,7 @@ def detect(program: Program, out_dir: str, *, accuracy: dict[str, float] | None,
     with open(log_path, "wb") as log:
         # Caches stay on, as in the user's own runs: Inductor's first compile in a process
         # takes twice as long without them, and a cache hit runs the same compiled code.
-        spec = ChildSpec(program, capture_path, tuple(command), keep_caches=True,
+        spec = ChildSpec(program, capture_path, tuple(command), keep_caches=True, cache_dir=cache_dir,
                          extensions=(DetectionOptions(out_dir, accuracy).extension(),))
         result = launch(spec, popen_kwargs={"stdout": log, "stderr": log}, wait=watch.wait)
     detection = Detection(None, capture_path, result.returncode, log_path)

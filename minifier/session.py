@@ -48,6 +48,7 @@ from dynscope.minifier.shrink import minimize
 from dynscope.minifier.signature import Signature
 from dynscope.minifier.suspect import Suspect, end_node, subgraph_ending_at
 from dynscope.minifier.worker import STARTUP_TIMEOUT_S, Worker
+from dynscope.runner.cache_dirs import private_cache_dir
 from dynscope.runner.program import Program
 
 
@@ -118,17 +119,21 @@ def run(options: Options, progress: Progress) -> Outcome:
         if options.suspect is not None:
             recorded = (_from_suspect(recorded[0], options.suspect), recorded[1])
     _prepare(out_dir, resume=options.resume)
-    worker = Worker(os.path.join(out_dir, files.WORKER_LOG))
-    try:
-        # Start the worker now: it imports torch and warms Inductor up while the program runs.
-        worker.start()
-        if recorded is not None:
-            case, capture_path = _with_configs(recorded, worker), options.capture
-        else:
-            case, capture_path = _run_program(options, out_dir, progress)
-        outcome = _minify(case, options, out_dir, worker, progress)
-    finally:
-        worker.close()
+    # Every run of the session (the program's, the checks', the repro's proof) compiles in one
+    # private cache directory: a graph checked again unchanged loads from it, a changed one (or
+    # another backend or setting) misses, and the user's own cache is neither read nor written.
+    with private_cache_dir("minify") as cache_dir:
+        worker = Worker(os.path.join(out_dir, files.WORKER_LOG), cache_dir=cache_dir)
+        try:
+            # Start the worker now: it imports torch and warms Inductor up while the program runs.
+            worker.start()
+            if recorded is not None:
+                case, capture_path = _with_configs(recorded, worker), options.capture
+            else:
+                case, capture_path = _run_program(options, out_dir, progress, cache_dir)
+            outcome = _minify(case, options, out_dir, worker, progress, cache_dir)
+        finally:
+            worker.close()
     outcome.wall_s = round(time.monotonic() - started, 2)
     outcome.capture = capture_path
     if capture_path and not record_result(capture_path, outcome):
@@ -183,7 +188,7 @@ def _with_configs(recorded: tuple[Case, dict[str, dict[str, Any]]], worker: Work
     return case
 
 
-def _run_program(options: Options, out_dir: str, progress: Progress) -> tuple[Case, str | None]:
+def _run_program(options: Options, out_dir: str, progress: Progress, cache_dir: str) -> tuple[Case, str | None]:
     from dynscope.minifier.case import case_from_failure
     from dynscope.minifier.detect import detect
 
@@ -195,7 +200,8 @@ def _run_program(options: Options, out_dir: str, progress: Progress) -> tuple[Ca
     assert options.program is not None
     progress.stage(f"running {options.program.display}")
     detection = detect(options.program, out_dir, accuracy=options.accuracy, timeout=options.timeout,
-                       command=options.command, on_status=lambda text: progress.update(detail=text))
+                       command=options.command, on_status=lambda text: progress.update(detail=text),
+                       cache_dir=cache_dir)
     if detection.case is None:
         raise _no_failure(options, detection)
     return detection.case, detection.capture_path
@@ -227,7 +233,8 @@ def _no_failure(options: Options, detection: Any) -> DynscopeError:
 # -- minifying -----------------------------------------------------------------------------------
 
 
-def _minify(case: Case, options: Options, out_dir: str, worker: Worker, progress: Progress) -> Outcome:
+def _minify(case: Case, options: Options, out_dir: str, worker: Worker, progress: Progress,
+            cache_dir: str) -> Outcome:
     settings = Settings(backend=case.backend, configs=case.configs, grad_enabled=case.grad_enabled,
                         accuracy=options.accuracy or case.accuracy, values=case.values)
     checker = Checker(worker, settings, timeout=options.timeout, cache_path=os.path.join(out_dir, files.CHECKS_FILE),
@@ -279,7 +286,8 @@ def _minify(case: Case, options: Options, out_dir: str, worker: Worker, progress
     progress.stage("writing repro.py")
     repro_path = _write_repro(worker, case, small, culprit, settings, checker.use_values, out_dir, verdict)
     verification: dict[str, Any] = {}
-    prover = threading.Thread(target=_verify_into, args=(repro_path, options.timeout, out_dir, verification, options.resume))
+    prover = threading.Thread(target=_verify_into, args=(repro_path, options.timeout, out_dir, verification, options.resume,
+                                                       cache_dir))
     prover.start()
     subsystem = None
     plan = _bisector_plan(worker).get(culprit_backend, [])
@@ -388,7 +396,8 @@ def _write_repro(worker: Worker, case: Case, small: Fragment, backend: dict[str,
     return path
 
 
-def _verify_into(repro_path: str, timeout: float, out_dir: str, into: dict[str, Any], resume: bool) -> None:
+def _verify_into(repro_path: str, timeout: float, out_dir: str, into: dict[str, Any], resume: bool,
+                 cache_dir: str) -> None:
     from dynscope.minifier import verdicts
     from dynscope.minifier.verify import verify
 
@@ -399,7 +408,8 @@ def _verify_into(repro_path: str, timeout: float, out_dir: str, into: dict[str, 
         return
     # A fresh process pays torch's import and Inductor's first compile again: allow for it.
     try:
-        into["signature"] = verify(repro_path, timeout=timeout + 120, log_path=os.path.join(out_dir, files.VERIFY_LOG))
+        into["signature"] = verify(repro_path, timeout=timeout + 120, log_path=os.path.join(out_dir, files.VERIFY_LOG),
+                                   cache_dir=cache_dir)
     except OSError as e:
         into["error"] = f"could not be run ({e})"
         return

@@ -16,19 +16,21 @@ import subprocess
 import sys
 
 from dynscope.minifier.signature import Signature, crash_signature, hang_signature
+from dynscope.runner.cache_dirs import cache_environment
 from dynscope.runner.fork_client import module_command
 from dynscope.runner.interpreter import child_environment
 
 
-def verify(repro_path: str, *, timeout: float, log_path: str) -> Signature | None:
-    """How the repro fails in a fresh process (None: it ran cleanly)."""
+def verify(repro_path: str, *, timeout: float, log_path: str, cache_dir: str | None = None) -> Signature | None:
+    """How the repro fails in a fresh process (None: it ran cleanly). ``cache_dir``: the
+    directory of its compile caches (minify's private one); None: the environment's."""
     out = repro_path + ".verdict.json"
     if os.path.exists(out):
         os.remove(out)
     with open(log_path, "ab") as log:
         proc = subprocess.Popen([*module_command("dynscope.minifier.verify"), repro_path, out],
                                 stdout=log, stderr=log, cwd=os.path.dirname(os.path.abspath(repro_path)),
-                                env=child_environment(),
+                                env={**child_environment(), **(cache_environment(cache_dir) if cache_dir else {})},
                                 start_new_session=True)
         try:
             returncode = proc.wait(timeout=timeout)

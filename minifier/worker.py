@@ -30,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+from dynscope.runner.cache_dirs import cache_environment, caches_in
 from dynscope.runner.fork_client import ForkServer, module_command
 from dynscope.runner.interpreter import child_environment
 
@@ -91,9 +92,10 @@ class _ForkedWorkers:
     """Workers forked from the runner's fork server (dynscope/runner/fork_server.py), which
     imports this package's worker and warms Inductor up first (worker_main.prepare_fork_server)."""
 
-    def __init__(self, log: IO[bytes], cwd: str) -> None:
+    def __init__(self, log: IO[bytes], cwd: str, cache_dir: str | None) -> None:
         self.log_fd = log.fileno()
-        self.server = ForkServer(self.log_fd, preload=(_WORKER_MODULE,), cwd=cwd)
+        with caches_in(cache_dir):  # the server's warm-up, and every worker it forks, compile there
+            self.server = ForkServer(self.log_fd, preload=(_WORKER_MODULE,), cwd=cwd)
         self.ready = False
         self.gpu = False  # a GPU is present: each forked worker creates its own CUDA context
 
@@ -138,10 +140,14 @@ class Worker:
     """``spare``: keep a second worker ready, warmed up while the current one checks, to take
     over when a check ends the current one. By default only once checks use CUDA (where a
     fork is cheap but a new CUDA context is not, a fresh process costlier still, and every
-    check that hits a device-side assert ends its worker)."""
+    check that hits a device-side assert ends its worker). ``cache_dir``: the directory of
+    every worker's compile caches (minify's private one, dynscope.runner.cache_dirs); None:
+    the environment's."""
 
-    def __init__(self, log_path: str, *, fork: bool | None = None, spare: bool | None = None) -> None:
+    def __init__(self, log_path: str, *, fork: bool | None = None, spare: bool | None = None,
+                 cache_dir: str | None = None) -> None:
         self.log_path = log_path
+        self.cache_dir = cache_dir
         # Workers (and their fork server) work in the output directory, a directory of ours: torch
         # starts `python -c` probes (Inductor's dlopen check) in its working directory, where a
         # stranger's capture may have come with a ctypes.py.
@@ -162,7 +168,7 @@ class Worker:
         if self._log is None:
             self._log = open(self.log_path, "ab")
         if self.fork and self._server is None:
-            self._server = _ForkedWorkers(self._log, self._cwd)
+            self._server = _ForkedWorkers(self._log, self._cwd, self.cache_dir)
         elif not self.fork and self._channel is None and self.started == 0:
             self._channel = self._spawn_plain(warm_up=True)
             self.started += 1
@@ -228,7 +234,7 @@ class Worker:
                 self._server.close()
                 if died and self._replacements < _SERVER_REPLACEMENTS:
                     self._replacements += 1
-                    self._server = _ForkedWorkers(self._log, self._cwd)
+                    self._server = _ForkedWorkers(self._log, self._cwd, self.cache_dir)
                     continue
                 self._server, self.fork = None, False
                 return self._spawn_plain(warm_up=True)
@@ -258,7 +264,7 @@ class Worker:
 
     def _spawn_plain(self, *, warm_up: bool) -> _Channel:
         proc = subprocess.Popen(_WORKER, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
-                                cwd=self._cwd, env=child_environment(), start_new_session=True)
+                                cwd=self._cwd, env=_environment(self.cache_dir), start_new_session=True)
         channel = _Channel(proc.pid, proc.stdin, proc.stdout, proc.wait,  # type: ignore[arg-type]
                            lambda: threading.Thread(target=proc.wait, daemon=True).start())
         if warm_up:
@@ -299,3 +305,11 @@ class Worker:
             if not chunk:  # end of file: the worker died
                 return Reply(None, crashed=channel.close(), progress=progress)
             channel.buffer += chunk
+
+
+def _environment(cache_dir: str | None) -> dict[str, str]:
+    """A fresh worker's environment: this process's, with the compile caches in ``cache_dir``."""
+    env = child_environment()
+    if cache_dir is not None:
+        env.update(cache_environment(cache_dir))
+    return env

@@ -139,7 +139,10 @@ PAGES_BY_COMMAND: dict[str, Page] = {
         "numbers with `--accuracy`), shrinks the failing graph to the fewest ops that still fail, and writes a "
         "standalone `repro.py`. `--from CAPTURE --compile ID` starts from a graph a capture recorded; "
         "`--from CAPTURE --suspect` from the first suspect `dynscope numerics` recorded: the subgraph that ends at "
-        "that node, compared with eager (`--accuracy`), instead of bisecting the whole graph.",
+        "that node, compared with eager (`--accuracy`), instead of bisecting the whole graph. The program's run, "
+        "the checks and the repro's proof compile in one private cache directory, removed at the end: a graph "
+        "checked again unchanged loads from it, and your own cache is neither read nor written "
+        "([caches.md](../caches.md)).",
         ((0, "a minimal repro was written and verified to fail the same way"),
          (1, "no failure was found (or the repro did not verify)")),
         "dynscope minify train.py --epochs 1\ndynscope minify --from run.dynscope --compile 0/0\n"

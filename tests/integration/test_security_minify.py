@@ -152,7 +152,9 @@ def test_a_compiler_recorded_in_a_capture_is_never_run(recorded, tmp_path):
     """The tarball of the issue: bug.dynscope records cpp.cxx = ./cc.sh beside an executable
     cc.sh, and more settings that name paths and debug output. Inductor compiles the rebuilt
     graph (cold caches, so it must invoke a C++ compiler) with the real one, and says which
-    settings it did not apply."""
+    settings it did not apply. Its compiles are in minify's private cache directory (cold by
+    construction), never the user's: a logging stand-in for the real compiler (CXX, which Inductor
+    takes in place of g++) shows the C++ it built there, and that directory is gone after."""
     (tmp_path / "cc.sh").write_text(f"#!/bin/sh\ntouch {tmp_path / 'MARK_cc'}\nexec g++ \"$@\"\n")
     (tmp_path / "cc.sh").chmod(0o755)
     capture = forge(recorded, tmp_path / "bug.dynscope", settings={
@@ -160,10 +162,16 @@ def test_a_compiler_recorded_in_a_capture_is_never_run(recorded, tmp_path):
                                    "trace.enabled": True, "trace.debug_dir": str(tmp_path / "MARK_debug"),
                                    "debug": True, "global_cache_dir": str(tmp_path / "MARK_cache")},
         "torch._dynamo.config": {"debug_dir_root": str(tmp_path / "MARK_dynamo")}})
-    cache = tmp_path.parent / f"{tmp_path.name}-inductor-cache"  # cold: a cache hit would skip the compiler
+    cache = tmp_path.parent / f"{tmp_path.name}-inductor-cache"  # the user's: minify must not touch it
+    private_parent = tmp_path.parent / f"{tmp_path.name}-tmp"  # TMPDIR: where minify makes its private one
+    private_parent.mkdir()
+    compiler_log = tmp_path.parent / f"{tmp_path.name}-cxx.log"
+    real_compiler = tmp_path.parent / f"{tmp_path.name}-cxx.sh"
+    real_compiler.write_text(f"#!/bin/sh\necho \"$@\" >> {compiler_log}\nexec g++ \"$@\"\n")
+    real_compiler.chmod(0o755)
     before = listing(tmp_path)
     proc = minify(tmp_path, "--from", str(capture), "--compile", "0/0", "--out", str(tmp_path / "out"),
-                  env={"TORCHINDUCTOR_CACHE_DIR": str(cache)})
+                  env={"TORCHINDUCTOR_CACHE_DIR": str(cache), "TMPDIR": str(private_parent), "CXX": str(real_compiler)})
     assert_clean_output(proc)
     assert markers(tmp_path) == []
     assert proc.returncode == 1, proc.stderr[-3000:]
@@ -172,7 +180,12 @@ def test_a_compiler_recorded_in_a_capture_is_never_run(recorded, tmp_path):
     for dropped in ("cpp.cxx", "cpp.march", "trace.debug_dir", "global_cache_dir", "debug_dir_root"):
         assert dropped in line
     assert listing(tmp_path) == before
-    assert list(cache.rglob("*.so")) or list(cache.rglob("*.cpp"))  # Inductor did compile C++ (with the real compiler)
+    # Inductor did compile C++, with the real compiler, in minify's private directory, now removed;
+    # the user's cache directory was never made.
+    private = str(private_parent / "dynscope-minify-caches-")
+    assert any(".cpp" in line and private in line for line in compiler_log.read_text().splitlines())
+    assert not [p.name for p in private_parent.iterdir() if p.name.startswith("dynscope-")]
+    assert not cache.exists()
 
 
 @pytest.mark.inductor
