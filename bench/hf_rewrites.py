@@ -159,7 +159,8 @@ def result_of(model: str, fix: dict[str, Any], before: dict[str, Any], after: di
                     if t.get("rewrite") and t.get("remedy") in remedies and t.get("verdict") in ("fixed", "improved")})
     rewritten = {t.get("remedy") for t in trials if t.get("rewrite")}
     settings = tuple(dict.fromkeys(r for r in remedies if r not in rewritten))
-    by = attribute(fix) if verified else {"rules": 0, "ports": 0, "settings": 0}
+    by = capped(attribute(fix), before["totals"]["graph_breaks"] - final["totals"]["graph_breaks"]) if verified \
+        else {"rules": 0, "ports": 0, "settings": 0}
     ports = tuple(dict.fromkeys(t["remedy"] for t in trials if verified and kind_of(t) == "ports"
                                 and t.get("remedy") in remedies and t.get("verdict") in ("fixed", "improved")))
     return ModelResult(
@@ -203,6 +204,18 @@ def attribute(fix: dict[str, Any]) -> dict[str, int]:
             n = min(int(p.get("count") or 0), max(0, gone))
             gone -= n
             out[kind_of(t)] += n
+    return out
+
+
+def capped(by: dict[str, int], removed: int) -> dict[str, int]:
+    """The attribution held to what the combined run removed in all (new breaks elsewhere, a remedy's own call
+    breaking, make the served problems' counts add up to more): the ports' part first, then the general rules',
+    then the settings' (so the general rules are never counted for what a port may have done)."""
+    left = max(0, removed)
+    out = {}
+    for kind in ("ports", "rules", "settings"):
+        out[kind] = min(by[kind], left)
+        left -= out[kind]
     return out
 
 

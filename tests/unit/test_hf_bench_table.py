@@ -167,12 +167,18 @@ def test_removed_occurrences_are_counted_apart_by_rules_ports_and_settings(bench
                       _row("lost", "trade-off", "guard-logging", [(40, 9)], 9, 0),  # not a win: not counted
                       _row("not-chosen", "fixed", "assert-to-check", [(50, 4)], 4, 0)]}  # not in the combined change
     assert bench.attribute(fix) == {"rules": 6, "ports": 14, "settings": 2}
-    before = _summary([("transformers/m.py", 10, 14), ("transformers/m.py", 20, 5)], steady_s=0.5, calls=6)
-    row = bench.result_of("bigbird", fix, before, before, plain_s=None)
+    before = _summary([("transformers/m.py", 10, 14), ("transformers/m.py", 20, 5), ("transformers/m.py", 21, 3),
+                       ("transformers/m.py", 30, 2)], steady_s=0.5, calls=6)
+    after = _summary([("transformers/m.py", 20, 2)], steady_s=0.5, calls=6)
+    row = bench.result_of("bigbird", fix, before, after, plain_s=None)
     assert (row.by_rules, row.by_ports, row.by_settings, row.ports) == (6, 14, 2, ("port",))
+    # new breaks elsewhere: 24 → 8 removed 16 in all; the ports' part first, then the rules', then the settings'
+    grown = _summary([("transformers/m.py", 20, 2), ("transformers/m.py", 99, 6)], steady_s=0.5, calls=6)
+    row_grown = bench.result_of("bigbird", fix, before, grown, plain_s=None)
+    assert (row_grown.by_ports, row_grown.by_rules, row_grown.by_settings) == (14, 2, 0)
     # the rewrites alone removed 18: at most the ports' 14 to the ports, the rest to the general rules
     judged = replace(row, strict=bench.Strict("fixed", 19, 1, 2, 1, True, 0.2, 0.1))
     assert bench.split_strict(judged) == (4, 14)
     table = bench.format_table([judged])
     assert "rules 6 · ports 14 · settings 2" in table and "+ 1 library port" in table
-    assert "general rules 6 (31.6%), library ports 14 (73.7%)" in table
+    assert "general rules 6 (25.0%), library ports 14 (58.3%), settings and wrappers 2 (8.3%)" in table
