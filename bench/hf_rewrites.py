@@ -108,9 +108,10 @@ class ModelResult:
     strict: Strict | None = None
     # break occurrences of the problems the verified combined change's remedies served, by kind (``attribute``):
     # general catalogue rules, `library-port` (exact-fingerprint ports of one library function), settings and wrappers
-    by_rules: int = 0
-    by_ports: int = 0
-    by_settings: int = 0
+    # (None: a row recorded before the split, which its results.json does not hold)
+    by_rules: int | None = None
+    by_ports: int | None = None
+    by_settings: int | None = None
     ports: tuple[str, ...] = ()  # the library ports among the verified rewrites (their remedy titles)
     mode: str = "eval"  # the program's mode: "eval", or "train" (model.train(), a backward step per call)
 
@@ -304,6 +305,12 @@ def _settings(r: ModelResult) -> str:
     return f" + {len(r.settings)} setting{'s' if len(r.settings) > 1 else ''}" if r.settings else ""
 
 
+def _split(r: ModelResult) -> str:
+    if r.by_ports is None:
+        return "rules/ports not split"
+    return f"rules {r.by_rules} · ports {r.by_ports} · settings {r.by_settings}"
+
+
 def _ports(r: ModelResult) -> str:
     return f" + {len(r.ports)} library port{'s' if len(r.ports) > 1 else ''}" if r.ports else ""
 
@@ -320,6 +327,8 @@ def split_strict(r: ModelResult) -> tuple[int, int]:
     if st is None or not st.counted:
         return 0, 0
     removed = max(0, st.breaks_before - st.final_breaks)
+    if r.by_ports is None:
+        return 0, 0  # recorded before the split: neither (format_strict names them)
     ports = min(r.by_ports, removed)
     return removed - ports, ports
 
@@ -342,8 +351,8 @@ def format_table(results: list[ModelResult]) -> str:
             f"{equal:>5} {f'{_ms(r.steady_before_s)}→{_ms(r.steady_after_s)}':>15} "
             f"{_ratio(r.steady_after_s, r.steady_before_s):>5} {r.fix_wall_s:6.0f} "
             f"{'-' if r.plain_s is None else f'{r.plain_s:.0f}':>7} {'-' if goal is None else f'{goal:.0f}':>6}  "
-            f"{r.status}; rules {r.by_rules} · ports {r.by_ports} · settings {r.by_settings}; "
-            f"{', '.join(x for x in r.rules if x != PORT_RULE) or '-'}{_ports(r)}{_settings(r)}")
+            f"{r.status}; {_split(r)}; "
+            f"{', '.join(r.rules) or '-'}{_ports(r)}{_settings(r)}")
     before = sum(r.breaks_before for r in results)
     after = sum(r.breaks_after for r in results)
     d_before = sum(r.distinct_before for r in results)
@@ -355,10 +364,12 @@ def format_table(results: list[ModelResult]) -> str:
     lines.append(f"{'total':20} {f'{before}→{after}':>9} {f'{d_before}→{d_after}':>8}   occurrences removed: "
                  f"{before - after} of {before} ({removed:.0f}%); outputs equal on {equal_all} of {len(results)} "
                  f"combined runs; slower steady state on {slower}")
+    unsplit = [r.model for r in results if r.by_ports is None]
     lines.append(f"{'':20} removed, by the kind of the verified remedy that served them: general rules "
-                 f"{_share(sum(r.by_rules for r in results), before)}, library ports "
-                 f"{_share(sum(r.by_ports for r in results), before)}, settings and wrappers "
-                 f"{_share(sum(r.by_settings for r in results), before)}")
+                 f"{_share(sum(r.by_rules or 0 for r in results), before)}, library ports "
+                 f"{_share(sum(r.by_ports or 0 for r in results), before)}, settings and wrappers "
+                 f"{_share(sum(r.by_settings or 0 for r in results), before)}"
+                 + (f"; not split (recorded before the split): {', '.join(unsplit)}" if unsplit else ""))
     judged = [r for r in results if r.strict is not None]
     if judged:
         lines.append("")
@@ -403,8 +414,11 @@ def format_strict(results: list[ModelResult], total_before: int) -> list[str]:
     lines.append(f"removed by verified rewrites alone: {removed} of {total_before} ({share:.1f}%); slower steady state "
                  f"on {len(slower)} of {sum(1 for r in results if r.strict is not None and r.strict.counted)} counted"
                  + (f" ({', '.join(slower)})" if slower else ""))
+    unsplit = [r.model for r in results if r.by_ports is None and r.strict is not None and r.strict.counted]
     lines.append(f"  of which by general rules {_share(rules, total_before)}, by library ports {_share(ports, total_before)} "
-                 "(the ports' part: at most the occurrences of the problems the ports' rows served)")
+                 "(the ports' part: at most the occurrences of the problems the ports' rows served)"
+                 + (f"; not split, in neither (recorded before the split): {', '.join(unsplit)}"
+                    if unsplit else ""))
     return lines
 
 

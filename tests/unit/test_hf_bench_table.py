@@ -111,11 +111,15 @@ def test_the_rewrites_only_total_counts_judged_wins_against_every_models_baselin
     base = bench.load_results(RECORDED)[0]
     won = bench.Strict("fixed", 10, 0, 2, 0, True, 0.2, 0.1)
     traded = bench.Strict("trade-off", 8, 2, 2, 1, True, 0.2, 0.6)
-    rows = [replace(base, model="a", breaks_before=10, strict=won), replace(base, model="b", breaks_before=8, strict=traded),
+    rows = [replace(base, model="a", breaks_before=10, strict=won, by_rules=10, by_ports=0, by_settings=0), replace(base, model="b", breaks_before=8, strict=traded),
             replace(base, model="c", breaks_before=12, strict=None)]
     lines = bench.format_strict([r for r in rows if r.strict is not None], total_before=30)
     assert lines[-2] == "removed by verified rewrites alone: 10 of 30 (33.3%); slower steady state on 0 of 1 counted"
     assert lines[-1].startswith("  of which by general rules 10 (33.3%), by library ports 0 (0.0%)")
+    assert "not split" not in lines[-1]  # b's trade-off removed nothing; c was not judged
+    # a row recorded before the split is counted in neither, and named
+    old = bench.format_strict([replace(rows[0], by_rules=None, by_ports=None, by_settings=None)], total_before=30)
+    assert "general rules 0 (0.0%), by library ports 0 (0.0%)" in old[-1] and "recorded before the split): a" in old[-1]
     assert any(line.startswith("b ") and "trade-off (not counted)" in line for line in lines)
     assert bench.no_rewrite(rows[2]).final_breaks == 12 and not bench.no_rewrite(rows[2]).counted
 
