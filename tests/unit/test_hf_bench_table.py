@@ -111,7 +111,8 @@ def test_the_rewrites_only_total_counts_judged_wins_against_every_models_baselin
     base = bench.load_results(RECORDED)[0]
     won = bench.Strict("fixed", 10, 0, 2, 0, True, 0.2, 0.1)
     traded = bench.Strict("trade-off", 8, 2, 2, 1, True, 0.2, 0.6)
-    rows = [replace(base, model="a", breaks_before=10, strict=won, by_rules=10, by_ports=0, by_settings=0), replace(base, model="b", breaks_before=8, strict=traded),
+    rows = [replace(base, model="a", breaks_before=10, strict=won, by_rules=10, by_ports=0, by_settings=0),
+            replace(base, model="b", breaks_before=8, strict=traded),
             replace(base, model="c", breaks_before=12, strict=None)]
     lines = bench.format_strict([r for r in rows if r.strict is not None], total_before=30)
     assert lines[-2] == "removed by verified rewrites alone: 10 of 30 (33.3%); slower steady state on 0 of 1 counted"
