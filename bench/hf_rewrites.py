@@ -106,6 +106,14 @@ class ModelResult:
     left: tuple[Site, ...] = field(default_factory=tuple)
     # "rewrites only": the combined run's source rewrites alone (its diff, no setting), judged by `fix --patch`
     strict: Strict | None = None
+    # break occurrences of the problems the verified combined change's remedies served, by kind (``attribute``):
+    # general catalogue rules, `library-port` (exact-fingerprint ports of one library function), settings and wrappers
+    # (None: a row recorded before the split, which its results.json does not hold)
+    by_rules: int | None = None
+    by_ports: int | None = None
+    by_settings: int | None = None
+    ports: tuple[str, ...] = ()  # the library ports among the verified rewrites (their remedy titles)
+    mode: str = "eval"  # the program's mode: "eval", or "train" (model.train(), a backward step per call)
 
     @property
     def fix_goal_s(self) -> float | None:
@@ -152,14 +160,64 @@ def result_of(model: str, fix: dict[str, Any], before: dict[str, Any], after: di
                     if t.get("rewrite") and t.get("remedy") in remedies and t.get("verdict") in ("fixed", "improved")})
     rewritten = {t.get("remedy") for t in trials if t.get("rewrite")}
     settings = tuple(dict.fromkeys(r for r in remedies if r not in rewritten))
+    by = capped(attribute(fix), before["totals"]["graph_breaks"] - final["totals"]["graph_breaks"]) if verified \
+        else {"rules": 0, "ports": 0, "settings": 0}
+    ports = tuple(dict.fromkeys(t["remedy"] for t in trials if verified and kind_of(t) == "ports"
+                                and t.get("remedy") in remedies and t.get("verdict") in ("fixed", "improved")))
     return ModelResult(
-        model=model, status=status,
+        model=model, status=status, by_rules=by["rules"], by_ports=by["ports"], by_settings=by["settings"], ports=ports,
         breaks_before=before["totals"]["graph_breaks"], breaks_after=final["totals"]["graph_breaks"],
         distinct_before=before["totals"]["distinct_graph_breaks"], distinct_after=final["totals"]["distinct_graph_breaks"],
         outputs_equal=None if combined is None else combined.get("correct"),
         steady_before_s=steady_per_call(before), steady_after_s=steady_per_call(final),
         fix_wall_s=float(fix["wall_s"]), plain_s=plain_s, runs=int(fix["runs"]),
         remedies=remedies, rules=tuple(rules), settings=settings if verified else (), left=sites_of(final))
+
+
+PORT_RULE = "library-port"  # dynscope/rewrites/library_ports.py: fires only on the exact function it was written for
+
+
+def kind_of(trial: dict[str, Any]) -> str:
+    """A trial row's kind: "ports" (a `library-port` rewrite), "rules" (a general catalogue rule), "settings"."""
+    rule = (trial.get("rewrite") or {}).get("rule")
+    return "settings" if rule is None else "ports" if rule == PORT_RULE else "rules"
+
+
+def attribute(fix: dict[str, Any]) -> dict[str, int]:
+    """Break occurrences removed, by the kind of the verified remedy that served them: each problem of a remedy in the
+    combined change counted once, for the first such remedy in the combined change's order; a fixed row's problems
+    with their baseline count, an improved row's with what its own run removed (at most their count)."""
+    combined = fix.get("combined") or {}
+    chosen = list(combined.get("remedies") or ())
+    rows = sorted((t for t in fix.get("trials", []) if t.get("remedy") in chosen and t.get("verdict") in ("fixed", "improved")
+                   and t.get("correct") is True), key=lambda t: chosen.index(t["remedy"]))
+    seen: set[tuple[Any, ...]] = set()
+    out = {"rules": 0, "ports": 0, "settings": 0}
+    for t in rows:
+        gone = (t.get("before") or {}).get("count") or 0
+        if t["verdict"] == "improved":
+            gone -= (t.get("after") or {}).get("count") or 0
+        for p in t.get("problems") or [t["problem"]]:
+            key = (p.get("kind"), p.get("file"), p.get("line"), p.get("detail"))
+            if p.get("kind") != "break" or key in seen:
+                continue
+            seen.add(key)
+            n = min(int(p.get("count") or 0), max(0, gone))
+            gone -= n
+            out[kind_of(t)] += n
+    return out
+
+
+def capped(by: dict[str, int], removed: int) -> dict[str, int]:
+    """The attribution held to what the combined run removed in all (new breaks elsewhere, a remedy's own call
+    breaking, make the served problems' counts add up to more): the ports' part first, then the general rules',
+    then the settings' (so the general rules are never counted for what a port may have done)."""
+    left = max(0, removed)
+    out = {}
+    for kind in ("ports", "rules", "settings"):
+        out[kind] = min(by[kind], left)
+        left -= out[kind]
+    return out
 
 
 def source_part(patch: str) -> str:
@@ -202,7 +260,8 @@ def majority(runs: list[Strict]) -> Strict:
                    ratios=tuple(r.ratio for r in runs))
 
 
-def judge_rewrites(model: str, fix: dict[str, Any], row: ModelResult, args: argparse.Namespace, out: Path) -> Strict:
+def judge_rewrites(model: str, fix: dict[str, Any], row: ModelResult, args: argparse.Namespace, out: Path,
+                   program: list[str] | None = None) -> Strict:
     """`dynscope fix --patch` on the source part of the verified combined change, alone, --jobs 1 (--strict-runs times)."""
     combined = fix.get("combined") or {}
     diff = source_part(combined.get("patch") or "") if row.status.startswith("verified") else ""
@@ -210,7 +269,10 @@ def judge_rewrites(model: str, fix: dict[str, Any], row: ModelResult, args: argp
         return no_rewrite(row)
     patch = out / f"{model}.rewrites.diff"
     patch.write_text(diff)
-    program = [str(MODELS_DIR / f"{model}.py"), "--backend", args.backend, "--calls", str(args.calls)]
+    if program is None:
+        script = model.removesuffix("-train")
+        program = [str(MODELS_DIR / f"{script}.py"), "--backend", args.backend, "--calls", str(args.calls),
+                   *(["--train"] if row.mode == "train" else [])]
     runs = []
     for run in range(1, args.strict_runs + 1):
         tag = "" if args.strict_runs == 1 else f"-{run}"
@@ -243,6 +305,34 @@ def _settings(r: ModelResult) -> str:
     return f" + {len(r.settings)} setting{'s' if len(r.settings) > 1 else ''}" if r.settings else ""
 
 
+def _split(r: ModelResult) -> str:
+    if r.by_ports is None:
+        return "rules/ports not split"
+    return f"rules {r.by_rules} · ports {r.by_ports} · settings {r.by_settings}"
+
+
+def _ports(r: ModelResult) -> str:
+    return f" + {len(r.ports)} library port{'s' if len(r.ports) > 1 else ''}" if r.ports else ""
+
+
+def _share(n: int, total: int) -> str:
+    return f"{n} ({100.0 * n / total:.1f}%)" if total else str(n)
+
+
+def split_strict(r: ModelResult) -> tuple[int, int]:
+    """(general rules, library ports) of what the rewrites alone removed: the ports' part first, at most what the
+    problems the ports served counted (``attribute``), the rest to the general rules (never more than they served
+    either: what neither served, removed by tracing on, goes to the rules only up to their own)."""
+    st = r.strict
+    if st is None or not st.counted:
+        return 0, 0
+    removed = max(0, st.breaks_before - st.final_breaks)
+    if r.by_ports is None:
+        return 0, 0  # recorded before the split: neither (format_strict names them)
+    ports = min(r.by_ports, removed)
+    return removed - ports, ports
+
+
 def _clip(text: str, width: int) -> str:
     text = " ".join(text.split())
     return text if len(text) <= width else text[: width - 1] + "…"
@@ -261,7 +351,8 @@ def format_table(results: list[ModelResult]) -> str:
             f"{equal:>5} {f'{_ms(r.steady_before_s)}→{_ms(r.steady_after_s)}':>15} "
             f"{_ratio(r.steady_after_s, r.steady_before_s):>5} {r.fix_wall_s:6.0f} "
             f"{'-' if r.plain_s is None else f'{r.plain_s:.0f}':>7} {'-' if goal is None else f'{goal:.0f}':>6}  "
-            f"{r.status}; {', '.join(r.rules) or '-'}{_settings(r)}")
+            f"{r.status}; {_split(r)}; "
+            f"{', '.join(r.rules) or '-'}{_ports(r)}{_settings(r)}")
     before = sum(r.breaks_before for r in results)
     after = sum(r.breaks_after for r in results)
     d_before = sum(r.distinct_before for r in results)
@@ -273,6 +364,12 @@ def format_table(results: list[ModelResult]) -> str:
     lines.append(f"{'total':20} {f'{before}→{after}':>9} {f'{d_before}→{d_after}':>8}   occurrences removed: "
                  f"{before - after} of {before} ({removed:.0f}%); outputs equal on {equal_all} of {len(results)} "
                  f"combined runs; slower steady state on {slower}")
+    unsplit = [r.model for r in results if r.by_ports is None]
+    lines.append(f"{'':20} removed, by the kind of the verified remedy that served them: general rules "
+                 f"{_share(sum(r.by_rules or 0 for r in results), before)}, library ports "
+                 f"{_share(sum(r.by_ports or 0 for r in results), before)}, settings and wrappers "
+                 f"{_share(sum(r.by_settings or 0 for r in results), before)}"
+                 + (f"; not split (recorded before the split): {', '.join(unsplit)}" if unsplit else ""))
     judged = [r for r in results if r.strict is not None]
     if judged:
         lines.append("")
@@ -308,6 +405,8 @@ def format_strict(results: list[ModelResult], total_before: int) -> list[str]:
                      f"{_ratio(st.steady_after_s, st.steady_before_s):>5}  {st.status}"
                      + ("" if st.counted or st.status == "no rewrite" else " (not counted)")
                      + (f"; runs: {', '.join(f'{v} {_x(x)}' for v, x in zip(st.verdicts, st.ratios))}" if st.verdicts else ""))
+    rules = sum(split_strict(r)[0] for r in results)
+    ports = sum(split_strict(r)[1] for r in results)
     share = 100.0 * removed / total_before if total_before else 0.0
     slower = [r.model for r in results if r.strict is not None and r.strict.counted and r.strict.steady_before_s
               and r.strict.steady_after_s and r.strict.steady_after_s > r.strict.steady_before_s]
@@ -315,6 +414,11 @@ def format_strict(results: list[ModelResult], total_before: int) -> list[str]:
     lines.append(f"removed by verified rewrites alone: {removed} of {total_before} ({share:.1f}%); slower steady state "
                  f"on {len(slower)} of {sum(1 for r in results if r.strict is not None and r.strict.counted)} counted"
                  + (f" ({', '.join(slower)})" if slower else ""))
+    unsplit = [r.model for r in results if r.by_ports is None and r.strict is not None and r.strict.counted]
+    lines.append(f"  of which by general rules {_share(rules, total_before)}, by library ports {_share(ports, total_before)} "
+                 "(the ports' part: at most the occurrences of the problems the ports' rows served)"
+                 + (f"; not split, in neither (recorded before the split): {', '.join(unsplit)}"
+                    if unsplit else ""))
     return lines
 
 
@@ -328,6 +432,7 @@ def load_results(path: Path) -> list[ModelResult]:
         row["remedies"] = tuple(row.get("remedies", ()))
         row["rules"] = tuple(row.get("rules", ()))
         row["settings"] = tuple(row.get("settings", ()))
+        row["ports"] = tuple(row.get("ports", ()))
         row["left"] = tuple(Site(**s) for s in row.get("left", ()))
         strict = row.get("strict")
         if strict is not None:
@@ -362,9 +467,15 @@ def _env() -> dict[str, str]:
             "MKL_NUM_THREADS": threads}
 
 
-def run_model(model: str, args: argparse.Namespace, out: Path) -> ModelResult:
+def trains(model: str) -> bool:
+    """The program takes --train (model.train(), a backward step per call): every model a library port fires on."""
+    return "--train" in (MODELS_DIR / f"{model}.py").read_text()
+
+
+def run_model(model: str, args: argparse.Namespace, out: Path, mode: str = "eval") -> ModelResult:
     script = MODELS_DIR / f"{model}.py"
-    program = [str(script), "--backend", args.backend, "--calls", str(args.calls)]
+    program = [str(script), "--backend", args.backend, "--calls", str(args.calls), *(["--train"] if mode == "train" else [])]
+    name = model if mode == "eval" else f"{model}-{mode}"
     plain_s: float | None = None
     if not args.no_plain:
         with tempfile.TemporaryDirectory() as tmp:
@@ -372,17 +483,17 @@ def run_model(model: str, args: argparse.Namespace, out: Path) -> ModelResult:
             subprocess.run([sys.executable, *program], check=True, cwd=tmp, env=_env(),
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=args.budget)
             plain_s = time.perf_counter() - started
-    fix_json = out / f"{model}.fix.json"
+    fix_json = out / f"{name}.fix.json"
     subprocess.run([sys.executable, "-m", "dynscope", "fix", "--profile", "--budget", str(args.budget),
-                    "--jobs", str(args.jobs), "--out", str(out / f"{model}-fix"), "-o", str(fix_json), *program],
-                   cwd=out, env=_env(), stdout=subprocess.DEVNULL, stderr=(out / f"{model}.fix.err").open("w"),
+                    "--jobs", str(args.jobs), "--out", str(out / f"{name}-fix"), "-o", str(fix_json), *program],
+                   cwd=out, env=_env(), stdout=subprocess.DEVNULL, stderr=(out / f"{name}.fix.err").open("w"),
                    timeout=args.budget + 300)
     fix = json.loads(fix_json.read_text())
     before = _summary(fix["baseline"]["capture"])
     combined = fix.get("combined") or {}
     after = _summary(combined["capture"]) if combined.get("capture") else None
-    row = result_of(model, fix, before, after, plain_s)
-    return replace(row, strict=judge_rewrites(model, fix, row, args, out)) if args.strict else row
+    row = replace(result_of(name, fix, before, after, plain_s), mode=mode)
+    return replace(row, strict=judge_rewrites(name, fix, row, args, out, program)) if args.strict else row
 
 
 def rejudge(model: str, recorded: Path, row: ModelResult, args: argparse.Namespace, out: Path) -> ModelResult:
@@ -399,6 +510,9 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=1, help="fix's --jobs (1: run times compare)")
     parser.add_argument("--calls", type=int, default=10, help="compiled calls per run (steady state: those that do not compile)")
     parser.add_argument("--backend", default="eager")
+    parser.add_argument("--mode", choices=("eval", "train", "both"), default="eval",
+                        help="the programs' mode: train (model.train(), a backward step per call; only the programs that "
+                             "take --train: those a library port fires on), or both: every library port proven in each")
     parser.add_argument("--no-plain", action="store_true", help="skip the plain timed run (no fix-time goal)")
     parser.add_argument("--out", type=Path, default=None, help="where fix's runs and results.json go (default: a new temp dir)")
     parser.add_argument("--no-strict", dest="strict", action="store_false",
@@ -451,7 +565,8 @@ def main() -> None:
                     continue
                 results.append(rejudge(model, args.strict_from, recorded[model], args, out))
             else:
-                results.append(run_model(model, args, out))
+                modes = ("eval", "train") if args.mode == "both" else (args.mode,)
+                results.extend(run_model(model, args, out, mode) for mode in modes if mode == "eval" or trains(model))
         except (subprocess.SubprocessError, OSError, KeyError, json.JSONDecodeError) as exc:
             print(f"{model}: failed after {time.perf_counter() - started:.0f} s: {type(exc).__name__}: {exc}",
                   file=sys.stderr, flush=True)

@@ -25,6 +25,9 @@ def render_fix(doc: FixDocument, console: Console) -> None:
                   f"{doc.runs} runs in {doc.wall_s} s · baseline: {base and base.graph_breaks} breaks, "
                   f"{base and base.recompiles} recompiles, {base and base.errors} errors", soft_wrap=True)
     console.print(escape(run_conditions(doc)), style="dim", soft_wrap=True)
+    eager = doc.baseline.eager
+    if eager is not None and eager.differs:  # said first: every verdict below reads differently
+        console.print(f"[bold yellow]compiled ≠ eager:[/] {escape(eager.message)}", soft_wrap=True)
     if not doc.trials:
         console.print("No remedy to try: " + ("no problems found." if not doc.problems else
                                               "none of the problems has a remedy dynscope knows."))

@@ -330,6 +330,9 @@ def render_fix_markdown(doc: FixDocument) -> str:
              f"{base and base.errors} errors; {doc.runs} runs in {doc.wall_s} s "
              f"(torch {text(str(doc.torch_version))}).\n",
              text(run_conditions(doc)) + ".\n"]
+    eager = doc.baseline.eager
+    if eager is not None and eager.differs:
+        lines.insert(1, f"**Compiled ≠ eager:** {text(eager.message)}.\n")
     if doc.trials:
         lines.append("| " + " | ".join(FIX_COLUMNS) + " |")
         lines.append("|" + "---|" * len(FIX_COLUMNS))

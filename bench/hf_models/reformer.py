@@ -13,6 +13,9 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--backend", default="eager")
     parser.add_argument("--calls", type=int, default=3)
+    parser.add_argument("--train", action="store_true",
+                        help="training mode: model.train(), gradients on, a backward step per call (library ports are "
+                             "proven in both modes: bench/hf_rewrites.py --mode)")
     args = parser.parse_args()
     torch.manual_seed(0)
     config = ReformerConfig(
@@ -21,12 +24,14 @@ def main() -> None:
         max_position_embeddings=32, local_attn_chunk_length=8, lsh_attn_chunk_length=8, num_buckets=4, num_hashes=1,
         is_decoder=False, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
     )
-    model = ReformerModel(config).eval()
+    model = ReformerModel(config).train(args.train)
     compiled = torch.compile(model, backend=args.backend)
     input_ids = torch.randint(0, 32, (2, 32))
-    with torch.no_grad():
+    with torch.set_grad_enabled(args.train):
         for _ in range(args.calls):
             out = compiled(input_ids=input_ids).last_hidden_state
+            if args.train:
+                out.float().pow(2).mean().backward()
     print(f"output mean abs: {out.abs().mean().item():.6f}")
 
 

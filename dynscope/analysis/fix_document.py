@@ -71,18 +71,37 @@ class SecondBaseline:
 
 
 @dataclass(frozen=True)
+class EagerWitness:
+    """The program run with torch.compile off (``torch._dynamo.config.disable``), made beside the second
+    plain run when a trial's outputs differed: where the compiled baseline differs from it, a trial
+    that matches eager is judged against eager (docs/fix-json.md)."""
+
+    capture: str
+    differs: bool  # the compiled baseline's outputs differ from eager's
+    notes: tuple[str, ...]  # how they differ, in words
+    message: str  # the line the user is told (first, where they differ)
+
+    def to_json(self) -> Json:
+        return {"capture": self.capture, "compiled_differs": self.differs, "differs": list(self.notes),
+                "message": self.message}
+
+
+@dataclass(frozen=True)
 class Baseline:
     metrics: Metrics | None
     exit_code: int | None
     capture: str
     wall_s: float | None
     second: SecondBaseline | None = None
+    eager: EagerWitness | None = None  # the eager run (made only with a second plain run that a difference asked for)
 
     def to_json(self) -> Json:
         out: Json = {**(self.metrics.as_json() if self.metrics else {}), "exit_code": self.exit_code,
                      "capture": self.capture, "wall_s": self.wall_s}
         if self.second is not None:
             out["second_run"] = self.second.to_json()
+        if self.eager is not None:
+            out["eager_run"] = self.eager.to_json()
         return out
 
 

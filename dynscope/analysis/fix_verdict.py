@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from dynscope.analysis.fix_problems import ProblemKey
@@ -24,6 +24,9 @@ Verdict_ = Literal["fixed", "improved", "moved to eager", "trade-off", "no chang
 VERDICTS: tuple[Verdict_, ...] = ("fixed", "improved", "moved to eager", "trade-off", "no change", "worse", "failed", "not run")
 WINS: tuple[Verdict_, ...] = ("fixed", "improved")  # the verdicts a remedy enters the combined change with
 STOPPED = "stopped by the budget before the run ended"
+# Eager is a witness: where the compiled baseline computes other numbers than the program run with
+# torch.compile off, a trial that computes eager's numbers is judged against eager's run.
+MATCHES_EAGER = "matches eager; the compiled baseline differs"
 
 # A run is slower when a time grew by more than this share and these seconds (per compiled call,
 # and over the whole run): timings on a shared machine move by a few percent, and only a clear
@@ -218,13 +221,15 @@ class Verdict:
 
 def judge(baseline: RunFacts, trial: RunFacts, targets: list[ProblemKey], *, rtol: float, atol: float,
           check_stdout: bool = True, unstable: Unstable | None = None, compare_time: bool = False,
-          plain_again: Metrics | None = None) -> Verdict:
+          plain_again: Metrics | None = None, eager: RunFacts | None = None) -> Verdict:
     """The verdict of one trial on the problems (keys) it targeted, and on the whole run.
     ``check_stdout`` False: a program that prints timings or dates is judged on its outputs and exit
     status alone. ``unstable``: what two plain runs did differently, left out of the comparison.
     ``compare_time``: the runs' times were measured (``--profile``), and a slower run is a trade-off.
     ``plain_again``: a second plain run's metrics; a time is then slower only past the slower of both
-    plain runs by SLOWER_SHARE plus what they differ by."""
+    plain runs by SLOWER_SHARE plus what they differ by. ``eager``: the program run with torch.compile
+    off, given where the compiled baseline's outputs differ from it; a trial whose outputs and stdout
+    are eager's is not failed for differing from the compiled baseline (its why says so)."""
     if trial.timed_out:
         return Verdict("not run", None, None, STOPPED)
     if not trial.ran or trial.metrics is None:
@@ -236,13 +241,43 @@ def judge(baseline: RunFacts, trial: RunFacts, targets: list[ProblemKey], *, rto
         return Verdict("failed", None, None, f"the program ended differently: {_ending(baseline)} → {_ending(trial)}")
     comparison = compare_outputs(baseline.outputs, trial.outputs, rtol=rtol, atol=atol, allow_extra=rescued,
                                  unstable=unstable)
+    witness = _eager_witness(comparison, trial, eager, rtol=rtol, atol=atol, unstable=unstable)
+    if witness is not None:
+        comparison, printed = witness, eager.stdout if eager is not None else baseline.stdout
+    else:
+        printed = baseline.stdout
     if not comparison.equal:
         return Verdict("failed", False, comparison.max_abs_diff, "outputs differ: " + "; ".join(comparison.notes))
     # stdout line by line: only the lines that differed between the two plain runs are left out
     lines_moved = unstable.stdout_lines if unstable is not None else frozenset()
-    if (check_stdout and not same_stdout(baseline.stdout, trial.stdout, lines_moved)
-            and not (rescued and trial.stdout.startswith(baseline.stdout))):
+    if (check_stdout and not same_stdout(printed, trial.stdout, lines_moved)
+            and not (rescued and trial.stdout.startswith(printed))):
         return Verdict("failed", False, comparison.max_abs_diff, "the program printed something else")
+    verdict = _on_problems(baseline, trial, targets, comparison, rescued=rescued, compare_time=compare_time,
+                           plain_again=plain_again)
+    return verdict if witness is None else replace(verdict, why=f"{verdict.why}; {MATCHES_EAGER}")
+
+
+def _eager_witness(comparison: Comparison, trial: RunFacts, eager: RunFacts | None, *, rtol: float, atol: float,
+                   unstable: Unstable | None) -> Comparison | None:
+    """The comparison with the eager run, where the trial's outputs differ from the compiled baseline's
+    and equal eager's (None: the baseline is the reference)."""
+    if comparison.equal or eager is None:
+        return None
+    with_eager = compare_outputs(eager.outputs, trial.outputs, rtol=rtol, atol=atol, unstable=unstable)
+    return with_eager if with_eager.equal else None
+
+
+def eager_differs(baseline: RunFacts, eager: RunFacts, *, rtol: float, atol: float,
+                  unstable: Unstable | None = None) -> Comparison:
+    """The compiled baseline's outputs held to the eager run's (what two plain runs moved left out)."""
+    return compare_outputs(eager.outputs, baseline.outputs, rtol=rtol, atol=atol, unstable=unstable)
+
+
+def _on_problems(baseline: RunFacts, trial: RunFacts, targets: list[ProblemKey], comparison: Comparison, *,
+                 rescued: bool, compare_time: bool, plain_again: Metrics | None) -> Verdict:
+    """The verdict of a trial whose outputs and stdout passed: on its problems and on the whole run."""
+    assert trial.metrics is not None
     # A break's problem is gone only when its line breaks no more, for any reason.
     gone = [k for k in targets if left_at(trial.problems, k) == 0]
     reduced = [k for k in targets if 0 < left_at(trial.problems, k) < left_at(baseline.problems, k)]

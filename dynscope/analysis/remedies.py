@@ -44,6 +44,7 @@ from dynscope.analysis.remedy_applies import (
     mark_dynamic_applies,
     module_int_applies,
     numerics_disable_applies,
+    numpy_random_applies,
     precision_casts_applies,
     rewrite_applies,
     scalar_outputs_applies,
@@ -127,6 +128,9 @@ TABLE: tuple[Entry, ...] = (
     Entry("capture_dynamic_output_shape_ops", ("graph_break",), dynamic_output_shapes_applies,
           config_setting("capture_dynamic_output_shape_ops", True)),
     Entry("reorderable_logging_function", ("graph_break",), logging_applies, logging_remedy),
+    # Compiled code draws np.random from torch's stream: this setting makes the compiled run match eager.
+    Entry("use_numpy_random_stream", ("graph_break",), numpy_random_applies,
+          config_setting("use_numpy_random_stream", True)),
     Entry("source_rewrite", ("graph_break",), rewrite_applies, rewrites=rewrite_remedies),
     Entry("compiler_disable", ("graph_break",), disable_applies, disable_remedy),
     Entry("raise_recompile_limit", ("recompile_limit",), limit_applies, limit_remedy, limit_hint),

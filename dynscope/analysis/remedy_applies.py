@@ -95,6 +95,18 @@ def rewrite_applies(p: FixProblem, _features: Features) -> bool:
     return isinstance(p.facts, BreakFacts) and bool(p.file) and bool(p.line) and "graph_break()" not in p.facts.code
 
 
+NUMPY_RANDOM = re.compile(r"\b(?:np|numpy)\.random\b")
+
+
+def numpy_random_applies(p: FixProblem, features: Features) -> bool:
+    """A break at a line that draws from NumPy's random generator: inside compiled code Dynamo draws
+    those from torch's stream, so the compiled run computes other numbers than eager;
+    ``use_numpy_random_stream`` keeps NumPy's own stream (the compiled run then matches eager)."""
+    if not isinstance(p.facts, BreakFacts) or not config_wants(features, "use_numpy_random_stream", True):
+        return False
+    return NUMPY_RANDOM.search(p.facts.code) is not None or "numpy.random" in _break_text(p.facts)
+
+
 def disable_applies(p: FixProblem, features: Features) -> bool:
     """Disabling the function that breaks helps only when it is a helper the compiled code calls:
     disabling the callable given to torch.compile would just turn compilation off. Only the

@@ -8,9 +8,9 @@ they are applied with, so every trial, the fallbacks' choice and the combined ru
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from dynscope.analysis.fix_document import SecondBaseline
+from dynscope.analysis.fix_document import EagerWitness, SecondBaseline
 from dynscope.analysis.fix_problems import ProblemKey
 from dynscope.analysis.fix_verdict import (
     Metrics,
@@ -18,6 +18,7 @@ from dynscope.analysis.fix_verdict import (
     Unstable,
     Verdict,
     compare_outputs,
+    eager_differs,
     judge,
     left_at,
     moved_to_eager,
@@ -35,12 +36,14 @@ class Judge:
     compare_time: bool  # the runs' times were measured (fix --profile): a slower run is a trade-off
     unstable: Unstable | None = None  # what two plain runs did differently (None: not looked at)
     plain_again: Metrics | None = None  # a second plain run's metrics: how much the time moves by itself
+    eager: RunFacts | None = None  # the run with torch.compile off, where the compiled baseline differs from it
 
     def __call__(self, facts: RunFacts, targets: Sequence[ProblemKey], *, leaves_graph: bool = False) -> Verdict:
         """``leaves_graph``: the remedy runs code outside the graph (torch.compiler.disable): a break it
         removes while the graphs do not fall is "moved to eager", not fixed."""
         verdict = judge(self.base, facts, list(targets), rtol=self.rtol, atol=self.atol, check_stdout=self.check_stdout,
-                        unstable=self.unstable, compare_time=self.compare_time, plain_again=self.plain_again)
+                        unstable=self.unstable, compare_time=self.compare_time, plain_again=self.plain_again,
+                        eager=self.eager)
         if leaves_graph and targets and all(k.kind == "break" for k in targets):
             gone = all(left_at(facts.problems, k) == 0 for k in targets)
             return moved_to_eager(verdict, self.base.metrics, facts.metrics, gone)
@@ -75,6 +78,20 @@ class Judge:
             return judge, SecondBaseline(capture, (), False, "a second plain run computed and printed the same: "
                                          "the differences are the remedies'" + times)
         return judge, SecondBaseline(capture, unstable.notes, unstable.stdout, unstable.say() + times)
+
+
+    def with_eager(self, eager: RunFacts, capture: str) -> tuple[Judge, EagerWitness]:
+        """Eager as a witness: where the compiled baseline's outputs differ from the run with torch.compile
+        off, a trial that computes eager's numbers is judged against eager; and what to tell about it."""
+        if eager.exit_code != self.base.exit_code or eager.signal != self.base.signal:
+            return self, EagerWitness(capture, False, (), "the program run with torch.compile off ended differently "
+                                      f"(exit {eager.exit_code}): not a witness for the outputs")
+        differs = eager_differs(self.base, eager, rtol=self.rtol, atol=self.atol, unstable=self.unstable)
+        if differs.equal:
+            return self, EagerWitness(capture, False, (), "the compiled baseline computes what eager computes")
+        message = (f"the compiled baseline's outputs differ from eager's (torch.compile off): {'; '.join(differs.notes[:2])}"
+                   f"; a remedy that restores eager's numbers is judged against eager")
+        return replace(self, eager=eager), EagerWitness(capture, True, differs.notes, message)
 
 
 def _time_spread(first: Metrics | None, again: Metrics | None) -> str:

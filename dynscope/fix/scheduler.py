@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from dynscope.analysis.fix_document import SecondBaseline
-from dynscope.events import Action
+from dynscope.analysis.fix_document import EagerWitness, SecondBaseline
+from dynscope.events import Action, SetConfig
 from dynscope.fix.combine import combine
 from dynscope.fix.early import Partial, baseline_with_early_trials, trial_actions
 from dynscope.fix.judging import Judge
@@ -69,6 +69,8 @@ class Scheduler:
     again: TrialRun | None = None  # the second plain run, queued beside the last trials (--jobs 2+)
     queued: list[TrialRun] = field(default_factory=list)
     second: SecondBaseline | None = None
+    eager_run: TrialRun | None = None  # the program with torch.compile off, made beside the second plain run
+    eager: EagerWitness | None = None
 
     # -- the baseline ---------------------------------------------------------------------------------
 
@@ -150,8 +152,8 @@ class Scheduler:
             self.say(DIFFERS)
             self.again = self.budget.new_run("baseline-2")
             self.titles["baseline-2"] = "the program as it is, again"
-            self.total += 1
-            self.queued.append(self.again)
+            self.total += 2
+            self.queued += [self.again, self._new_eager_run()]
         guess = self.guess_run
         if guess is None or guess.run.skipped is not None or guess.run.wall_s is not None:  # ended
             return
@@ -181,13 +183,32 @@ class Scheduler:
                 return judge
             self.say(reason)
             again = b.new_run("baseline-2")
-            run_all(b.program, [again], jobs=1, deadline=b.deadline, estimate_s=self.estimate, starter=b.starter)
+            runs = [again] + ([self._new_eager_run()] if reason == DIFFERS else [])
+            run_all(b.program, runs, jobs=b.jobs, deadline=b.deadline, estimate_s=self.estimate, starter=b.starter)
         if again.skipped or again.facts is None or not again.facts.ran or again.facts.timed_out:
             return judge
         self.judge, self.second = judge.with_second(again.facts, again.capture)
         if self.judge.unstable is not None or self.judge.plain_again is not None:
             self.say(self.second.message)
+        self._eager_witness()
         return self.judge
+
+    def _new_eager_run(self) -> TrialRun:
+        """The program with torch.compile off, its compiled functions' outputs recorded as a trial's are:
+        the witness of what the program computes without compiling."""
+        self.eager_run = self.budget.new_run("eager", [SetConfig("torch._dynamo.config", "disable", True)])
+        self.titles["eager"] = "the program with torch.compile off (eager)"
+        return self.eager_run
+
+    def _eager_witness(self) -> None:
+        """Judged against eager from now on where the compiled baseline differs from it (said first)."""
+        run = self.eager_run
+        if self.judge is None or run is None or run.skipped or run.facts is None or not run.facts.ran \
+                or run.facts.timed_out:
+            return
+        self.judge, self.eager = self.judge.with_eager(run.facts, run.capture)
+        if self.eager.differs:
+            self.say(self.eager.message)
 
     # -- the fallbacks ---------------------------------------------------------------------------------
 
@@ -208,7 +229,7 @@ class Scheduler:
 
     def runs_made(self) -> int:
         """The trials and plain runs made (the combined step counts its own)."""
-        return (1 + (self.second is not None) + sum(1 for t in self.first + self.later if t.skipped is None)
+        return (1 + (self.second is not None) + (self.eager is not None) + sum(1 for t in self.first + self.later if t.skipped is None)
                 + self.speculations.counted())
 
     def run_of(self, planned: PlannedTrial) -> TrialRun | None:

@@ -923,7 +923,7 @@ def _count_cudagraph_calls(manager: type, names: tuple[str, ...],
 # settings this torch has and that are not already on.
 REMEDY_CONFIGS = ("capture_scalar_outputs", "capture_dynamic_output_shape_ops", "allow_unspec_int_on_nn_module",
                   "specialize_float", "specialize_int", "recompile_limit", "cache_size_limit",
-                  "accumulated_recompile_limit", "suppress_errors")
+                  "accumulated_recompile_limit", "suppress_errors", "use_numpy_random_stream")
 
 
 def gpu_build() -> bool:

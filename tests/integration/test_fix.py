@@ -73,9 +73,12 @@ def test_bad_remedies_are_caught_and_do_not_stop_the_others(fixed):
     assert all(t["verdict"] != "not run" for t in doc["trials"])
     # SCALE's outputs differ: a second plain run is made, agrees with the first, so the difference is the remedy's
     assert doc["baseline"]["second_run"]["differs"] == [] and not doc["baseline"]["second_run"]["stdout_differs"]
-    # two plain runs, one per remedy, the combined guess started beside them (every remedy works), and,
-    # as some failed, the combined run of the proven ones
-    assert doc["runs"] == 2 + len({t["remedy_key"] for t in doc["trials"]}) + 2
+    # the eager run beside the second plain run (issue 40: eager is a witness) found the compiled baseline computing
+    # what eager computes: every verdict is the baseline's
+    assert doc["baseline"]["eager_run"]["compiled_differs"] is False and "compiled ≠ eager" not in result.stderr
+    # two plain runs and the eager one, one per remedy, the combined guess started beside them (every remedy works),
+    # and, as some failed, the combined run of the proven ones
+    assert doc["runs"] == 2 + 1 + len({t["remedy_key"] for t in doc["trials"]}) + 2
     # the terminal table and the Markdown comment say the same
     assert "fixed" in result.stderr and "worse" in result.stderr and "combined" in result.stderr
     md = (fixed[0] / "fix.md").read_text()

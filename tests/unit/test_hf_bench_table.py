@@ -111,10 +111,16 @@ def test_the_rewrites_only_total_counts_judged_wins_against_every_models_baselin
     base = bench.load_results(RECORDED)[0]
     won = bench.Strict("fixed", 10, 0, 2, 0, True, 0.2, 0.1)
     traded = bench.Strict("trade-off", 8, 2, 2, 1, True, 0.2, 0.6)
-    rows = [replace(base, model="a", breaks_before=10, strict=won), replace(base, model="b", breaks_before=8, strict=traded),
+    rows = [replace(base, model="a", breaks_before=10, strict=won, by_rules=10, by_ports=0, by_settings=0),
+            replace(base, model="b", breaks_before=8, strict=traded),
             replace(base, model="c", breaks_before=12, strict=None)]
     lines = bench.format_strict([r for r in rows if r.strict is not None], total_before=30)
-    assert lines[-1] == "removed by verified rewrites alone: 10 of 30 (33.3%); slower steady state on 0 of 1 counted"
+    assert lines[-2] == "removed by verified rewrites alone: 10 of 30 (33.3%); slower steady state on 0 of 1 counted"
+    assert lines[-1].startswith("  of which by general rules 10 (33.3%), by library ports 0 (0.0%)")
+    assert "not split" not in lines[-1]  # b's trade-off removed nothing; c was not judged
+    # a row recorded before the split is counted in neither, and named
+    old = bench.format_strict([replace(rows[0], by_rules=None, by_ports=None, by_settings=None)], total_before=30)
+    assert "general rules 0 (0.0%), by library ports 0 (0.0%)" in old[-1] and "recorded before the split): a" in old[-1]
     assert any(line.startswith("b ") and "trade-off (not counted)" in line for line in lines)
     assert bench.no_rewrite(rows[2]).final_breaks == 12 and not bench.no_rewrite(rows[2]).counted
 
@@ -140,5 +146,44 @@ def test_several_judge_runs_count_by_their_majority(bench: ModuleType) -> None:
     assert not bench.majority([run("trade-off", 0.3), run("improved", 0.05)]).counted
     assert bench.majority([run("improved", 0.05)]).verdicts == ()  # one run: as it is
     lines = bench.format_strict([replace(bench.load_results(RECORDED)[0], model="enc", breaks_before=22, strict=row)], 22)
-    assert "runs: trade-off 3.00, improved 0.50, improved 0.80" in lines[2] and lines[-1].startswith(
+    assert "runs: trade-off 3.00, improved 0.50, improved 0.80" in lines[2] and lines[-2].startswith(
         "removed by verified rewrites alone: 13 of 22 (59.1%)")
+
+
+def _row(remedy: str, verdict: str, rule: str | None, problems: list[tuple[int, int]], before: int,
+         after: int | None) -> dict[str, Any]:
+    """A fix trial row serving break problems (line, count)."""
+    row: dict[str, Any] = {
+        "remedy": remedy, "verdict": verdict, "correct": True, "before": {"count": before},
+        "after": None if after is None else {"count": after},
+        "problems": [{"kind": "break", "file": "/t/m.py", "line": line, "detail": "d", "count": c} for line, c in problems]}
+    if rule is not None:
+        row["rewrite"] = {"rule": rule}
+    return row
+
+
+def test_removed_occurrences_are_counted_apart_by_rules_ports_and_settings(bench: ModuleType) -> None:
+    """Issue 40 item 6: library ports stay, but count apart."""
+    fix = {"wall_s": 90.0, "runs": 6,
+           "combined": {"remedies": ["port", "rule", "setting", "lost"], "verdict": "fixed", "correct": True},
+           "trials": [_row("port", "fixed", "library-port", [(10, 14)], 14, 0),
+                      _row("rule", "improved", "assert-to-check", [(20, 5), (21, 3)], 8, 2),  # 6 of 8 gone
+                      _row("setting", "fixed", None, [(10, 14), (30, 2)], 16, 0),  # line 10 counted once, for the port
+                      _row("lost", "trade-off", "guard-logging", [(40, 9)], 9, 0),  # not a win: not counted
+                      _row("not-chosen", "fixed", "assert-to-check", [(50, 4)], 4, 0)]}  # not in the combined change
+    assert bench.attribute(fix) == {"rules": 6, "ports": 14, "settings": 2}
+    before = _summary([("transformers/m.py", 10, 14), ("transformers/m.py", 20, 5), ("transformers/m.py", 21, 3),
+                       ("transformers/m.py", 30, 2)], steady_s=0.5, calls=6)
+    after = _summary([("transformers/m.py", 20, 2)], steady_s=0.5, calls=6)
+    row = bench.result_of("bigbird", fix, before, after, plain_s=None)
+    assert (row.by_rules, row.by_ports, row.by_settings, row.ports) == (6, 14, 2, ("port",))
+    # new breaks elsewhere: 24 → 8 removed 16 in all; the ports' part first, then the rules', then the settings'
+    grown = _summary([("transformers/m.py", 20, 2), ("transformers/m.py", 99, 6)], steady_s=0.5, calls=6)
+    row_grown = bench.result_of("bigbird", fix, before, grown, plain_s=None)
+    assert (row_grown.by_ports, row_grown.by_rules, row_grown.by_settings) == (14, 2, 0)
+    # the rewrites alone removed 18: at most the ports' 14 to the ports, the rest to the general rules
+    judged = replace(row, strict=bench.Strict("fixed", 19, 1, 2, 1, True, 0.2, 0.1))
+    assert bench.split_strict(judged) == (4, 14)
+    table = bench.format_table([judged])
+    assert "rules 6 · ports 14 · settings 2" in table and "+ 1 library port" in table
+    assert "general rules 6 (25.0%), library ports 14 (58.3%), settings and wrappers 2 (8.3%)" in table

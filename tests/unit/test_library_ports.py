@@ -577,7 +577,8 @@ def test_bigbird_np_sum_of_the_plan_becomes_sum_and_nothing_else_changes() -> No
     rewrite = port(BIGBIRD_FILE, line, "Data dependent operator")
     assert rewrite is not None
     expected = BIGBIRD_FILE.replace("np.zeros((num_blocks, np.sum(plan_num_rand_blocks[: max_plan_idx + 1])), dtype=np.int32)",
-                                    "np.zeros((num_blocks, sum(plan_num_rand_blocks[: max_plan_idx + 1])), dtype=np.int32)")
+                                    "np.zeros((num_blocks, (np.sum(plan_num_rand_blocks[: max_plan_idx + 1]) if "
+                                    "self.training else sum(plan_num_rand_blocks[: max_plan_idx + 1]))), dtype=np.int32)")
     assert expected != BIGBIRD_FILE and rewrite.source == expected  # one expression, the rest byte for byte
     assert "NumPy integer" in rewrite.cause and rewrite.title.startswith("use sum() instead of np.sum()")
     # the same method in BigBird's class

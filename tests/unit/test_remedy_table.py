@@ -58,7 +58,7 @@ EVERYTHING = Features(
     configs={"capture_scalar_outputs": False, "capture_dynamic_output_shape_ops": False,
              "allow_unspec_int_on_nn_module": False, "specialize_float": True, "suppress_errors": False,
              "recompile_limit": 8, "torch._inductor.config.emulate_precision_casts": False,
-             "torch._inductor.config.fallback_random": False},
+             "torch._inductor.config.fallback_random": False, "use_numpy_random_stream": False},
     functions=frozenset({"reorderable_logging_functions", "mark_dynamic", "maybe_mark_dynamic", "compiler_disable"}),
     compiled_callables=(("forward", "/p/model.py"),), program_root="/p")
 
@@ -109,6 +109,10 @@ CASES: dict[str, Case] = {
         _problem("graph_break", _brk("Dynamic shape operator (nonzero)")),
         SetConfig("torch._dynamo.config", "capture_dynamic_output_shape_ops", True),
         "torch._dynamo.config.capture_dynamic_output_shape_ops = True", _problem("graph_break", ITEM)),
+    "use_numpy_random_stream": Case(
+        _problem("graph_break", _brk("aten._local_scalar_dense", code="width = np.random.randint(1, 4)")),
+        SetConfig("torch._dynamo.config", "use_numpy_random_stream", True),
+        "torch._dynamo.config.use_numpy_random_stream = True", _problem("graph_break", ITEM)),
     "reorderable_logging_function": Case(
         _problem("graph_break", _brk("Failed to trace builtin operator print", code="print(f'loss {x}')"),
                  function="forward"),
