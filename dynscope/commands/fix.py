@@ -51,9 +51,10 @@ USAGE = """dynscope fix [OPTIONS] SCRIPT [ARGS...]
 
 # What session.run says: these are its phases (a log gets one line per phase, at most every few
 # seconds); anything else (a warning, the second plain run's finding) is a note, always said.
-# fix's phases (rate-limited in a log); anything else it says (a warning, the stacked retry's
-# finding) is a note, said at once
-_STEP = re.compile(r"(baseline: |run \d+/\d+: |started early|combined: \d+ proven remedies in one run)")
+# fix's phases (rate-limited in a log): the baseline, a run that ended in its time, the combined
+# run. Anything else it says is a note, said at once: a warning, a run started early, a run stopped
+# (the combined guess, with why), the stacked retry's finding.
+_STEP = re.compile(r"baseline: |run \d+/\d+: .*\(\d+(\.\d+)? s\)$|combined: \d+ proven remedies in one run")
 DEFAULT_BUDGET_S = 1800.0
 DEFAULT_RTOL = DEFAULT_ATOL = 1e-5
 MAX_SHOWN_COMMAND = 8192  # characters: a recorded command longer than this, escaped, is not shown or run

@@ -65,10 +65,8 @@ class CaptureReader:
         before = _descriptors() if pinned is not None else {}
         try:
             self._db = _connect(self.path, self._past_deadline)
-        except CaptureError:
-            if pinned is not None and not _names(self.path, pinned):  # swapped away between the door and SQLite
-                raise CaptureError(f"{self.path} changed while it was opened (another file or none has its name "
-                                   "now); not read") from None
+        except CaptureError as e:
+            _refuse_if_swapped(self.path, pinned, e)
             raise
         if pinned is not None:
             _check_same_file(self._db, self.path, pinned, before)
@@ -79,8 +77,9 @@ class CaptureReader:
                 if not isinstance(key, str):
                     raise CaptureError(f"{self.path}: a meta key is {key!r}, not text: the capture was tampered with")
                 self.meta[key] = json_text.loads(value, f"{self.path}: meta value {key!r}")
-        except CaptureError:
+        except CaptureError as e:
             self._db.close()
+            _refuse_if_swapped(self.path, pinned, e)  # SQLite opens its journal by name too
             raise
 
     def _past_deadline(self) -> bool:
@@ -405,13 +404,21 @@ def _check_same_file(db: sqlite3.Connection, path: str, pinned: int, before: dic
         raise CaptureError(f"{path} changed while it was opened (another file took its name); not read")
 
 
-def _names(path: str, pinned: int) -> bool:
-    """Whether ``path`` still names the file ``pinned`` is open on."""
+def _refuse_if_swapped(path: str, pinned: int | None, error: CaptureError) -> None:
+    """An error of SQLite's (which opens by name) on a pinned file whose name now names another
+    file, or none, is that swap: said as such, not as SQLite's bare words. SQLite failing to open a
+    file the caller holds open and checked is a swap too, even if the name was swapped back since."""
+    if pinned is None:
+        return
+    if "unable to open database file" in str(error):
+        raise CaptureError(f"{path} changed while it was opened (SQLite could not open it by name); not read")
     try:
         now, st = os.stat(path), os.fstat(pinned)
+        if (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino):
+            return
     except OSError:
-        return False
-    return (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino)
+        pass
+    raise CaptureError(f"{path} changed while it was opened (another file or none has its name now); not read")
 
 
 def _as_capture_error(path: str, e: sqlite3.DatabaseError, seconds: float = QUERY_SECONDS) -> CaptureError:
