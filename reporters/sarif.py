@@ -63,6 +63,12 @@ KIND_RULES: dict[str, KindRule] = {
         "Compiling this frame failed in Dynamo or in the backend.",
         "Run `dynscope summary CAPTURE` for the error and where it started; `dynscope minify CAPTURE` "
         "shrinks a failing graph to a small repro."),
+    "numerics": KindRule(
+        "dynscope-numerics-suspect", "NumericsSuspect", "A numerics suspect",
+        "The compiled graph's value at this op parts from eager's by more than eager's own error against a "
+        "float64 reference (`dynscope numerics`).",
+        "Run `dynscope numerics --try-remedies SCRIPT` to try the settings that bring compiled back to eager, and "
+        "`dynscope minify CAPTURE --accuracy` for a small repro."),
 }
 
 

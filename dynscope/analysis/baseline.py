@@ -26,7 +26,7 @@ from dynscope.model import Capture, CompileError, Recompile
 
 @dataclass(frozen=True)
 class Finding:
-    kind: str  # "graph_break" | "recompile" | "error" (sarif.KIND_RULES has a rule for each)
+    kind: str  # "graph_break" | "recompile" | "error" | "numerics" (sarif.KIND_RULES has a rule for each)
     file: str | None
     line: int | None
     title: str  # "new graph break [GB0059]"
@@ -114,10 +114,26 @@ def error_findings(capture: Capture, check: str) -> list[Finding]:
     return [error_finding(e, capture.run.cwd, check=check) for e in capture.errors()]
 
 
+def numerics_findings(capture: Capture, check: str) -> list[Finding]:
+    """Each numerics suspect of a `dynscope numerics` capture, at the user's line it comes from."""
+    from dynscope.model.numerics import node_site
+
+    view = run_view(capture).numerics
+    found = []
+    for node in view.numerics.suspects if view is not None else []:
+        site = node_site(node)
+        found.append(Finding("numerics", relative(site.file, capture.run.cwd), site.line,
+                             f"numerics suspect {node.node} ({node.op})",
+                             f"compiled error {node.compiled_error:.3g} against eager's {node.eager_error:.3g}",
+                             check=check))
+    return found
+
+
 LIMIT_FINDINGS: dict[str, LimitFindings] = {
     "graph breaks": LimitFindings("max-graph-breaks", graph_break_findings),
     "recompiles": LimitFindings("max-recompiles", recompile_findings),
     "compile errors": LimitFindings("max-errors", error_findings),
+    "numerics suspects": LimitFindings("max-numerics-suspects", numerics_findings),
 }
 
 

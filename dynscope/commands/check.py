@@ -222,9 +222,8 @@ def _compile_time_limits(path: str, capture, base, max_seconds: float | None, ma
 
 def _numerics_limit(path: str, capture, limit: int, out: _Output) -> CaseResult:
     """Suspect nodes of a `dynscope numerics` capture against a limit; each suspect named at its line."""
-    from dynscope.analysis.names import location
+    from dynscope.analysis.baseline import numerics_findings
     from dynscope.analysis.run_view import run_view
-    from dynscope.model.numerics import node_site
 
     numerics = run_view(capture).numerics
     if numerics is None:
@@ -234,14 +233,13 @@ def _numerics_limit(path: str, capture, limit: int, out: _Output) -> CaseResult:
     case = CaseResult(f"at most {limit} numerics suspects")
     line = f"{path}: {len(suspects)} numerics suspects (at most {limit} allowed)"
     failed = len(suspects) > limit
+    findings = numerics_findings(capture, "max-numerics-suspects") if failed else []
     if failed:
-        cwd = capture.run.cwd
-        for node in suspects:
-            site = node_site(node)
-            case.failures.append(f"{location(site.file, site.line, cwd)}: numerics suspect {node.node} ({node.op}): "
-                                 f"compiled error {node.compiled_error:.3g} against eager's {node.eager_error:.3g}")
+        case.failures.extend(f.compiler_line() for f in findings)
         line += "; " + "; ".join(case.failures)
     out.limit(path, line, failed=failed)
+    for finding in findings:  # each suspect at its line: a SARIF result, a GitHub annotation
+        out.finding(finding)
     return case
 
 

@@ -202,3 +202,21 @@ def test_the_agents_problems_document_says_not_clean(slow):
     with Capture.open(WITHIN) as capture:
         doc = problems_document(run_view(capture))
         assert doc["alerts"] == [] and doc["clean"] is (doc["problems"] == [])
+
+
+def test_numerics_suspects_over_the_limit_are_located_sarif_results(capsys):
+    """Issue 41: every failing rule gives results with their place, numerics suspects included."""
+    from test_sarif import validate
+
+    assert main(["check", "--max-numerics-suspects", "0", "--format", "sarif", SUSPECT]) == 1
+    log = json.loads(capsys.readouterr().out)
+    validate(log)
+    results = log["runs"][0]["results"]
+    suspects = [r for r in results if r["ruleId"] == "dynscope-numerics-suspect"]
+    assert len(suspects) == 2, results
+    places = {(r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"],
+               r["locations"][0]["physicalLocation"]["region"]["startLine"]) for r in suspects}
+    assert ("examples/numerics_relu_bug.py", 25) in places, places
+    assert all(r["properties"]["check"] == "max-numerics-suspects" for r in suspects)
+    assert main(["check", "--max-numerics-suspects", "0", "--format", "github", SUSPECT]) == 1
+    assert "file=examples/numerics_relu_bug.py,line=25" in capsys.readouterr().out
