@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import shlex
 import stat
 import sys
@@ -49,12 +48,6 @@ USAGE = """dynscope fix [OPTIONS] SCRIPT [ARGS...]
        dynscope fix [OPTIONS] -m MODULE [ARGS...]
        dynscope fix --from CAPTURE [OPTIONS]"""
 
-# What session.run says: these are its phases (a log gets one line per phase, at most every few
-# seconds); anything else (a warning, the second plain run's finding) is a note, always said.
-# fix's phases (rate-limited in a log): the baseline, a run that ended in its time, the combined
-# run. Anything else it says is a note, said at once: a warning, a run started early, a run stopped
-# (the combined guess, with why), the stacked retry's finding.
-_STEP = re.compile(r"baseline: |run \d+/\d+: .*\(\d+(\.\d+)? s\)$|combined: \d+ proven remedies in one run")
 DEFAULT_BUDGET_S = 1800.0
 DEFAULT_RTOL = DEFAULT_ATOL = 1e-5
 MAX_SHOWN_COMMAND = 8192  # characters: a recorded command longer than this, escaped, is not shown or run
@@ -119,6 +112,7 @@ class Command:
         from dynscope.commands._progress import Progress
         from dynscope.fix import outdir, session, write_changes
         from dynscope.fix.baseline_check import BaselineFailed
+        from dynscope.fix.messages import Phase
         from dynscope.fix.stopping import Stopped, signals_stop_the_run
         from dynscope.safe_console import safe_console
 
@@ -142,7 +136,7 @@ class Command:
 
             with signals_stop_the_run(), Progress("fix", quiet=args.quiet, counts=NewestCapture(out.path).read,
                                                     counts_of="latest run") as progress:
-                doc = session.run(options, lambda text: (progress.stage if _STEP.match(text) else progress.note)(text))
+                doc = session.run(options, lambda text: (progress.stage if isinstance(text, Phase) else progress.note)(text))
         except BaselineFailed as failed:  # the program's own last words first, then what it means
             _say_program_lines(console, failed.last_lines)
             raise

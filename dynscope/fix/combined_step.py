@@ -13,6 +13,7 @@ from dynscope.analysis.fix_document import Combined
 from dynscope.analysis.fix_problems import ProblemKey
 from dynscope.analysis.fix_verdict import STOPPED, Metrics, Verdict_, pick_combined
 from dynscope.fix.combine import CombinedChange, combine, combined_patch
+from dynscope.fix.messages import Phase
 from dynscope.fix.plan import Plan, stack_candidates
 from dynscope.fix.scheduler import Scheduler
 from dynscope.fix.trials import TrialRun, run_all
@@ -108,7 +109,7 @@ def _new_combined_run(s: Scheduler, name: str, change: CombinedChange, beside: C
     speculations still hold unclaimed is settled first: the run takes their names."""
     s.speculations.settle()
     if name == "combined":
-        s.say(f"combined: {count} proven remedies in one run")
+        s.say(Phase(f"combined: {count} proven remedies in one run"))
     b = s.budget
     trial = b.new_run(name, change.actions)
     runs = [trial]

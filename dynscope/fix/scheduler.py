@@ -17,6 +17,7 @@ from dynscope.events import Action, SetConfig
 from dynscope.fix.combine import combine
 from dynscope.fix.early import Partial, baseline_with_early_trials, trial_actions
 from dynscope.fix.judging import Judge
+from dynscope.fix.messages import Phase
 from dynscope.fix.plan import (
     DIFFERS,
     Plan,
@@ -139,7 +140,8 @@ class Scheduler:
     def _finished(self, trial: TrialRun) -> None:
         self.done += 1
         ending = trial.skipped or (f"{trial.wall_s:.1f} s" if trial.wall_s is not None else "")
-        self.say(f"run {self.done}/{self.total}: {self.titles[trial.name]} ({ending})")
+        said = f"run {self.done}/{self.total}: {self.titles[trial.name]} ({ending})"
+        self.say(Phase(said) if not trial.skipped and trial.wall_s is not None else said)  # a stopped run: a note
 
     def _ended(self, trial: TrialRun) -> None:
         self._finished(trial)

@@ -32,6 +32,7 @@ from dynscope.fix.baseline_check import check_baseline
 from dynscope.fix.combined_step import Proven, combined_step
 from dynscope.fix.early import CachedRemedies
 from dynscope.fix.judging import Judge, won_on
+from dynscope.fix.messages import Phase
 from dynscope.fix.outdir import LOCK_NAME
 from dynscope.fix.plan import Plan, Selection, Targets, leaves_graph, plan_trials
 from dynscope.fix.scheduler import Budget, Scheduler
@@ -87,7 +88,7 @@ def _run(options: Options, say: Callable[[str], None], s: Scheduler, started: fl
     def selection_for(problems: list[FixProblem], features: Features, choose: CachedRemedies = remedies) -> Selection:
         return _selection(problems, replace(features, program_root=_root(options.program)), options, choose)
 
-    say("baseline: running the program once as it is")
+    say(Phase("baseline: running the program once as it is"))
     baseline = s.baseline(lambda partial, quick: selection_for(
         recorded if recorded is not None else partial.problems, partial.features,
         remedies.without_rewrites() if quick else remedies))
@@ -96,8 +97,8 @@ def _run(options: Options, say: Callable[[str], None], s: Scheduler, started: fl
     # capture but absent from this run's baseline cannot be judged, so the baseline's keys rule.
     problems = recorded if recorded is not None else baseline.problems
     selection = selection_for(problems, baseline.features)
-    say(f"baseline: {_plural(len(problems), 'problem')}, {_plural(len(selection), 'remedy', 'remedies')} to try "
-        f"({baseline.wall_s or 0.0:.1f} s per run)")
+    say(Phase(f"baseline: {_plural(len(problems), 'problem')}, {_plural(len(selection), 'remedy', 'remedies')} to try "
+        f"({baseline.wall_s or 0.0:.1f} s per run)"))
     tried_by_user = {r.key: "--patch" if r.applies_as == "source" else "--try" for r in options.patches + options.tries}
     # Times decide only where measured (--profile) and not shared: runs side by side share the cores.
     s.first_trials(plan_trials(selection, tried_by_user),
