@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import os
 import shlex
-import stat
 import sysconfig
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from dynscope.store.regular import read_regular
 
 if TYPE_CHECKING:
     from dynscope.model import Run
@@ -122,23 +123,13 @@ def source_excerpt(path: str | None, line: int | None, cwd: str | None = None, *
 
 
 def _read_regular_file(path: str) -> str | None:
-    """The file's text, when it is a regular file of at most MAX_SOURCE_BYTES. Opened without
-    blocking and checked after opening, so a FIFO or device swapped in is never read."""
+    """The file's text, when it is a regular file of at most MAX_SOURCE_BYTES (store.regular: a FIFO
+    or device, there or swapped in, is never read)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        data = read_regular(path, MAX_SOURCE_BYTES)
     except OSError:
         return None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_SOURCE_BYTES:
-            return None
-        with os.fdopen(fd, "rb", closefd=False) as f:
-            data = f.read(MAX_SOURCE_BYTES + 1)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
-    return data[:MAX_SOURCE_BYTES].decode("utf-8", "replace")
+    return data.decode("utf-8", "replace")
 
 
 def _real_path(path: str) -> str | None:

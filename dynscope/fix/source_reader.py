@@ -23,8 +23,8 @@ from importlib import metadata
 
 from dynscope.analysis.remedies import SourceReader
 from dynscope.analysis.source_edits import SourceFile
-from dynscope.fix.unified_diff import read_regular
 from dynscope.rewrites.bounded import RewriteBudget
+from dynscope.store.regular import read_regular
 
 MAX_SOURCE_BYTES = 16 * 1024 * 1024
 _NEVER = frozenset({"torch", "dynscope", "functorch", "torchgen"})  # the compiler and the judge are not the program

@@ -23,13 +23,12 @@ from __future__ import annotations
 import bisect
 import os
 import re
-import stat
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from dynscope.errors import DynscopeError
-from dynscope.store.lock import file_kind
+from dynscope.store.regular import NotRegular, read_regular
 
 MAX_PATCH_BYTES = 16 * 1024 * 1024
 MAX_FILE_BYTES = 16 * 1024 * 1024
@@ -198,7 +197,7 @@ def apply(patches: list[FilePatch], root: str, name: str = "the patch",
             originals.append((real, data.decode("utf-8")))
         except UnicodeDecodeError as e:
             raise PatchError(f"{name}: cannot read {patch.path}: not UTF-8 text (byte {e.start})") from None
-        except _NotRegular as e:
+        except NotRegular as e:
             raise PatchError(f"{name}: cannot read {patch.path}: {e}") from None
         except OSError as e:
             raise PatchError(f"{name}: cannot read {patch.path}: {e.strerror or e}") from None
@@ -285,35 +284,13 @@ def _locate(bare: list[str], where: dict[str, list[int]], hunk: Hunk, not_before
     return None
 
 
-class _NotRegular(OSError):
-    """A FIFO, device, socket or directory where a file was expected, or a file over the limit."""
-
-
-def read_regular(path: str, limit: int) -> bytes:
-    """The bytes of a regular file of at most ``limit`` bytes. A special file is refused before it is
-    opened (a FIFO would block, ``/dev/zero`` never ends), and again on the descriptor, opened without
-    blocking, should one be swapped in between; at most ``limit`` bytes are read whatever fstat said."""
-    mode = os.stat(path).st_mode
-    if not stat.S_ISREG(mode):
-        raise _NotRegular(f"it is {file_kind(mode)}, not a regular file")
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-    with os.fdopen(fd, "rb") as f:
-        info = os.fstat(f.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise _NotRegular(f"it is {file_kind(info.st_mode)}, not a regular file")
-        data = f.read(limit + 1) if info.st_size <= limit else b""
-    if info.st_size > limit or len(data) > limit:
-        raise _NotRegular(f"larger than {limit >> 20} MiB")
-    return data
-
-
 def read_patch(path: str) -> tuple[str, str]:
     """(text, name) of a patch file, refused in one line when it is not a small text file."""
     try:
         data = read_regular(path, MAX_PATCH_BYTES)
     except FileNotFoundError:
         raise PatchError(f"{path}: no such file") from None
-    except _NotRegular as e:
+    except NotRegular as e:
         raise PatchError(f"{path}: {e}: not a patch to judge") from None
     except OSError as e:
         raise PatchError(f"{path}: cannot read it: {e.strerror or e}") from None

@@ -24,8 +24,8 @@ from dynscope.analysis.fix_document import FixDocument
 from dynscope.analysis.source_edits import SourceEdit
 from dynscope.errors import DynscopeError
 from dynscope.fix.source_reader import MAX_SOURCE_BYTES
-from dynscope.fix.unified_diff import read_regular
 from dynscope.store.lock import file_kind
+from dynscope.store.regular import read_regular
 
 STDOUT = "-"  # `--diff -`
 
