@@ -36,6 +36,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 MODELS_DIR = REPO / "bench" / "hf_models"
+GENERATED_DIR = REPO / "bench" / "generated"
 SCHEMA = "dynscope.hf-bench/1"
 
 
@@ -114,6 +115,7 @@ class ModelResult:
     by_settings: int | None = None
     ports: tuple[str, ...] = ()  # the library ports among the verified rewrites (their remedy titles)
     mode: str = "eval"  # the program's mode: "eval", or "train" (model.train(), a backward step per call)
+    half: str = ""  # a generated program's half of the bench ("tuned", "untuned"; bench/generated/derive.py)
 
     @property
     def fix_goal_s(self) -> float | None:
@@ -469,13 +471,21 @@ def _env() -> dict[str, str]:
 
 def trains(model: str) -> bool:
     """The program takes --train (model.train(), a backward step per call): every model a library port fires on."""
-    return "--train" in (MODELS_DIR / f"{model}.py").read_text()
+    return ":" not in model and "--train" in (MODELS_DIR / f"{model}.py").read_text()
+
+
+def program_of(model: str, args: argparse.Namespace, mode: str) -> list[str]:
+    """The command line of a model's program: a written one of bench/hf_models/, or a generated one (library:Class,
+    bench/generated/program.py: eval forwards at two sizes and a training step per call, so no mode)."""
+    if ":" in model:
+        return [str(GENERATED_DIR / "program.py"), model, "--backend", args.backend, "--calls", str(args.calls)]
+    return [str(MODELS_DIR / f"{model}.py"), "--backend", args.backend, "--calls", str(args.calls),
+            *(["--train"] if mode == "train" else [])]
 
 
 def run_model(model: str, args: argparse.Namespace, out: Path, mode: str = "eval") -> ModelResult:
-    script = MODELS_DIR / f"{model}.py"
-    program = [str(script), "--backend", args.backend, "--calls", str(args.calls), *(["--train"] if mode == "train" else [])]
-    name = model if mode == "eval" else f"{model}-{mode}"
+    program = program_of(model, args, mode)
+    name = model.partition(":")[2] or (model if mode == "eval" else f"{model}-{mode}")
     plain_s: float | None = None
     if not args.no_plain:
         with tempfile.TemporaryDirectory() as tmp:
@@ -492,8 +502,30 @@ def run_model(model: str, args: argparse.Namespace, out: Path, mode: str = "eval
     before = _summary(fix["baseline"]["capture"])
     combined = fix.get("combined") or {}
     after = _summary(combined["capture"]) if combined.get("capture") else None
-    row = replace(result_of(name, fix, before, after, plain_s), mode=mode)
+    row = replace(result_of(name, fix, before, after, plain_s), mode=mode, half=half_of(model))
     return replace(row, strict=judge_rewrites(name, fix, row, args, out, program)) if args.strict else row
+
+
+def half_of(model: str) -> str:
+    """A generated program's half of the bench (the fixed hash of its class name); "" for a written program."""
+    if ":" not in model:
+        return ""
+    sys.path.insert(0, str(GENERATED_DIR))
+    from derive import half_of as generated_half
+
+    return generated_half(model.partition(":")[2])
+
+
+def generated_models(survey: Path, half: str) -> list[str]:
+    """The models of a survey (bench/generated/survey.py) that break, in the chosen half ("both": all)."""
+    doc = json.loads(survey.read_text())
+    return [m["spec"] for m in doc["models"] if m["status"] == "breaks" and half in ("both", m["half"])]
+
+
+def format_halves(results: list[ModelResult]) -> str:
+    """The table per half of the generated bench (written programs, without a half, first if any)."""
+    return "\n\n".join(f"== {half or 'written programs'} ==\n{format_table([r for r in results if r.half == half])}"
+                        for half in ("", "tuned", "untuned") if any(r.half == half for r in results))
 
 
 def rejudge(model: str, recorded: Path, row: ModelResult, args: argparse.Namespace, out: Path) -> ModelResult:
@@ -513,6 +545,11 @@ def main() -> None:
     parser.add_argument("--mode", choices=("eval", "train", "both"), default="eval",
                         help="the programs' mode: train (model.train(), a backward step per call; only the programs that "
                              "take --train: those a library port fires on), or both: every library port proven in each")
+    parser.add_argument("--generated", type=Path, default=None, metavar="SURVEY",
+                        help="the models of a generated-bench survey that break (bench/generated/survey.json) instead "
+                             "of --models")
+    parser.add_argument("--half", choices=("tuned", "untuned", "both"), default="both",
+                        help="with --generated: which half of the bench")
     parser.add_argument("--no-plain", action="store_true", help="skip the plain timed run (no fix-time goal)")
     parser.add_argument("--out", type=Path, default=None, help="where fix's runs and results.json go (default: a new temp dir)")
     parser.add_argument("--no-strict", dest="strict", action="store_false",
@@ -539,11 +576,13 @@ def main() -> None:
             rows.update((r.model, r) for r in load_results(path))
             sources.append(str(path))
         merged = sorted(rows.values(), key=lambda r: r.model)
-        print(format_table(merged))
+        print(format_halves(merged))
         if args.save is not None:
             save_results(args.save, merged, {"merged_from": sources})
         return
-    unknown = [m for m in args.models.split(",") if m not in models]
+    if args.generated is not None:
+        args.models = ",".join(generated_models(args.generated, args.half))
+    unknown = [m for m in args.models.split(",") if m not in models and ":" not in m]
     if unknown:
         raise SystemExit(f"unknown model(s): {', '.join(unknown)} (known: {', '.join(models)})")
     out = args.out or Path(tempfile.mkdtemp(prefix="hf-bench-"))
@@ -573,7 +612,7 @@ def main() -> None:
             continue
         save_results(out / "results.json", results, meta)
         print(f"{model}: done in {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
-    print(format_table(results))
+    print(format_halves(results))
     print(f"\nresults: {out / 'results.json'}")
 
 

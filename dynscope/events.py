@@ -443,6 +443,7 @@ class FixRegion(Record):
     KIND: ClassVar[str] = "dynscope:fix_region"
     function: str = "?"
     file: str | None = None
+    line: int | None = None  # the code's first line (co_firstlineno: its def, or its first decorator)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -25,6 +25,9 @@ class BreakFacts:
     reason: str
     hints: tuple[str, ...]
     code: str  # the source line of the break, when torch recorded it
+    # the frames that called into the break's function, nearest first (file, line): where an escape hatch may go
+    # when the function itself cannot take one (a NumPy helper: arrays in, arrays out)
+    callers: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -105,7 +105,17 @@ def _graph_break(g: BreakGroup, at: Relocate) -> FixProblem:
     where = g.location
     key = ProblemKey("break", fresh_symbols(g.gb_type or g.headline), where.file, at(where.file, where.line))
     return FixProblem("graph_break", key, where.file, key.line, where.function, g.headline or g.gb_type or "graph break",
-                      g.count or 1, BreakFacts(g.gb_type or "", g.reason or "", tuple(g.hints), where.code or ""))
+                      g.count or 1, BreakFacts(g.gb_type or "", g.reason or "", tuple(g.hints), where.code or "",
+                                               _callers(g)))
+
+
+def _callers(g: BreakGroup) -> tuple[tuple[str, int], ...]:
+    """The frames above the break's own, nearest first, from its first occurrence's stack."""
+    stack = g.occurrences[0].user_stack if g.occurrences else ()
+    own = next((i for i in range(len(stack) - 1, -1, -1) if stack[i] == g.location), None)
+    if own is None:
+        return ()
+    return tuple((f.file, f.line) for f in reversed(stack[:own]) if f.file and f.line)
 
 
 def _by_cause(recompiles: Sequence[Recompile], at: Relocate) -> list[tuple[str, tuple[Recompile, ...]]]:

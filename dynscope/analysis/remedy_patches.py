@@ -39,7 +39,7 @@ from dynscope.events import (
     _json_value,
 )
 from dynscope.model.fix import HATCH_FEATURES, Features
-from dynscope.rewrites import BreakSite, Offers
+from dynscope.rewrites import BreakSite, Offers, Rewrite
 
 AppliesAs = Literal["config", "wrap", "code", "source"]
 
@@ -111,20 +111,43 @@ def rewrite_remedies(p: FixProblem, features: Features, read: SourceReader) -> l
         return []
     site = BreakSite(p.line, p.facts.gb_type, p.facts.reason, p.function)
     found = bounded_rewrites(source.text, site, source.shown, source.budget, _offers(features, source.path))
-    remedies = []
-    for rewrite in [r for r in found if not r.opaque][:MAX_REWRITES_PER_BREAK] + [r for r in found if r.opaque]:
-        edit = SourceEdit(source, rewrite.source)
-        where = f" in {source.library}" if source.library else ""
-        settings = tuple(SetConfig(DYNAMO_CONFIG, name, True) for name in rewrite.settings)
-        with_settings = f" with {', '.join(f'{s.name} = True' for s in settings)}" if settings else ""
-        head = "".join(f"{s.module}.{s.name} = True\n" for s in settings)
-        remedies.append(Remedy(
-            f"rewrite:{rewrite.rule}:{source.shown}:{rewrite.line}",
-            f"{rewrite.title}{with_settings}{where} ({base_name(source.shown)})", "source",
-            ChangeSource(((source.path, rewrite.source),)), (f"import torch\n{head}\n" if head else "") + edit.diff(),
-            edits=(edit,), rule=rewrite.rule, cause=rewrite.cause, also=settings,
-            leaves_graph=rewrite.leaves_graph, private=private_names(edit.diff()), fallback=rewrite.opaque))
-    return remedies
+    remedies = [_rewrite_remedy(source, r) for r in [r for r in found if not r.opaque][:MAX_REWRITES_PER_BREAK]]
+    hatches = [_rewrite_remedy(source, r) for r in found if r.opaque]
+    return remedies + (hatches or _caller_hatches(p.facts, features, read))
+
+
+MAX_CALLERS = 2  # frames above a break tried for an escape hatch: each is a worker's parse
+
+
+def _caller_hatches(facts: BreakFacts, features: Features, read: SourceReader) -> list[Remedy]:
+    """Where the break's own function takes no hatch (a NumPy helper: arrays in, arrays out), the nearest caller
+    that does: its function becomes the opaque call (wav2vec2's ``_mask_hidden_states`` around the SpecAugment
+    helper), tensors in and out, the helper still run as Python at every call."""
+    from dynscope.rewrites.bounded import bounded_rewrites
+
+    for file, line in facts.callers[:MAX_CALLERS]:
+        source = read(file)
+        if source is None:
+            continue
+        site = BreakSite(line, facts.gb_type, facts.reason, None, caller=True)
+        found = bounded_rewrites(source.text, site, source.shown, source.budget, _offers(features, source.path))
+        if found:
+            return [_rewrite_remedy(source, r) for r in found if r.opaque]
+    return []
+
+
+def _rewrite_remedy(source: SourceFile, rewrite: Rewrite) -> Remedy:
+    edit = SourceEdit(source, rewrite.source)
+    where = f" in {source.library}" if source.library else ""
+    settings = tuple(SetConfig(DYNAMO_CONFIG, name, True) for name in rewrite.settings)
+    with_settings = f" with {', '.join(f'{s.name} = True' for s in settings)}" if settings else ""
+    head = "".join(f"{s.module}.{s.name} = True\n" for s in settings)
+    return Remedy(
+        f"rewrite:{rewrite.rule}:{source.shown}:{rewrite.line}",
+        f"{rewrite.title}{with_settings}{where} ({base_name(source.shown)})", "source",
+        ChangeSource(((source.path, rewrite.source),)), (f"import torch\n{head}\n" if head else "") + edit.diff(),
+        edits=(edit,), rule=rewrite.rule, cause=rewrite.cause, also=settings,
+        leaves_graph=rewrite.leaves_graph, private=private_names(edit.diff()), fallback=rewrite.opaque)
 
 
 def _offers(features: Features, path: str) -> Offers:
@@ -132,7 +155,9 @@ def _offers(features: Features, path: str) -> Offers:
     here = os.path.normcase(os.path.abspath(path))
     return Offers(frozenset(name for name in HATCH_FEATURES if features.has(name)),
                   frozenset(fn.rpartition(".")[2] for fn, file in features.compiled_callables
-                            if file and os.path.normcase(os.path.abspath(file)) == here))
+                            if file and os.path.normcase(os.path.abspath(file)) == here),
+                  frozenset(line for file, line in features.compiled_lines
+                            if os.path.normcase(os.path.abspath(file)) == here))
 
 
 # torch's names with an underscore that its documentation gives users: the settings modules, the

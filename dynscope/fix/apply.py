@@ -154,7 +154,8 @@ class Trial:
         target = model.forward if isinstance(model, torch.nn.Module) else model
         code = getattr(target, "__code__", None)
         if code is not None:
-            contract.write(self.recorder, contract.FixRegion(function=code.co_name, file=code.co_filename))
+            contract.write(self.recorder, contract.FixRegion(function=code.co_name, file=code.co_filename,
+                                                                   line=code.co_firstlineno))
         calls = 0
 
         def before(args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:

@@ -14,7 +14,7 @@ from dynscope.analysis.fix_problems import ProblemKey
 from dynscope.analysis.fix_verdict import STOPPED, Metrics, Verdict_, pick_combined
 from dynscope.fix.combine import CombinedChange, combine, combined_patch
 from dynscope.fix.messages import Phase
-from dynscope.fix.plan import Plan, stack_candidates
+from dynscope.fix.plan import Plan, source_alternative, stack_candidates
 from dynscope.fix.scheduler import Scheduler
 from dynscope.fix.trials import TrialRun, run_all
 
@@ -46,6 +46,8 @@ def combined_step(s: Scheduler, proven: Proven) -> tuple[Combined | None, int]:
     # With a free slot the retry runs beside the winners' run, on the guess that they verify.
     beside = adds and s.budget.jobs > 1 and guess_as_retry is None
     combined, made = _run_combined(s, keys, "combined", beside=retry if beside else None)
+    if combined.verified and combined.after is not None:
+        combined, made = _prefer_source(s, keys, proven, combined, made)
     if not combined.verified or combined.after is None or not adds:  # none to add (or each changes lines a winner changed)
         if guess_as_retry is not None:
             s.speculations.release(guess_as_retry)
@@ -66,6 +68,22 @@ def combined_step(s: Scheduler, proven: Proven) -> tuple[Combined | None, int]:
     why = (f"{retried.why}; with {_plural(added, 'rewrite')} that {'was a trade-off' if added == 1 else 'were trade-offs'} "
            f"alone, on top of the winners: breaks and recompiles {left_before} → {left_after}")
     return replace(retried, why=why), made
+
+
+def _prefer_source(s: Scheduler, keys: list[str], proven: Proven, combined: Combined, made: int) -> tuple[Combined, int]:
+    """One more run where won source rewrites can stand in for a chosen setting (``source_alternative``): taken when
+    it is verified and its whole run left no more breaks and recompiles than the combined run with the setting."""
+    alternative = source_alternative(s.plan, keys, proven)
+    if alternative is None:
+        return combined, made
+    s.say(Phase("combined: source rewrites that stand in for a setting, in one run"))
+    rewritten, extra = _run_combined(s, alternative, "combined-source")
+    assert combined.after is not None
+    left = combined.after.graph_breaks + combined.after.recompiles
+    if not rewritten.verified or rewritten.after is None or \
+            rewritten.after.graph_breaks + rewritten.after.recompiles > left:
+        return combined, made + extra
+    return replace(rewritten, why=f"{rewritten.why}; source rewrites in place of a setting"), made + extra
 
 
 def _change(plan: Plan, keys: list[str]) -> CombinedChange:

@@ -4,7 +4,8 @@ The scheduler (dynscope/fix/scheduler.py) asks this module every question whose 
 run: which trials run first and which wait as fallbacks (``plan_trials``), what the combined
 guess is (``Plan.guess``), when a second plain run is needed (``second_baseline_reason``), when
 the guess is dead (``loses_the_guess``), which fallbacks still run (``fixed_by_first``, ``Plan.fallbacks_to_run``)
-and which trade-offs are retried on top of the winners (``stack_candidates``). Each answer is a
+which trade-offs are retried on top of the winners (``stack_candidates``) and which source rewrites may stand in
+for a chosen setting (``source_alternative``). Each answer is a
 function of the selection and of the runs' recorded facts, so tests/unit/test_fix_plan.py checks
 them from recorded captures.
 """
@@ -166,6 +167,34 @@ def stack_candidates(plan: Plan, winners: list[str], verdicts: dict[str, Verdict
     return [t.remedy for t in plan.trials if t.remedy.key not in winners
             and may_stack(t, facts.get(t.remedy.key), verdicts.get(t.remedy.key))
             and not any(remedies_conflict(t.remedy, other) for other in chosen)]
+
+
+def source_alternative(plan: Plan, chosen: list[str],
+                       proven: Sequence[tuple[str, Verdict_, Sequence[ProblemKey], object]]) -> list[str] | None:
+    """The chosen remedies with each setting among them replaced by won source rewrites that, together, won on
+    every problem the setting won on (Flaubert: ``capture_scalar_outputs`` for two asserts on ``.item()``, each
+    rewritten alone). A setting changes how every compiled function traces; a rewrite changes the line that broke,
+    and the written diff alone reproduces it. Public before private still holds. None when no setting can be
+    replaced so."""
+    won: dict[str, set[ProblemKey]] = {}
+    for key, verdict, targets, _ in proven:
+        if verdict in ("fixed", "improved"):
+            won.setdefault(key, set()).update(targets)
+    out, replaced = list(chosen), False
+    for key in chosen:
+        if plan.in_code(key) or key not in won:
+            continue
+        need, picked = set(won[key]), []
+        # never a private torch name in place of a public setting (the print operator for reorderable_logging_functions)
+        substitutes = (k for k in won if plan.in_code(k) and k not in out and plan.private(k) <= plan.private(key))
+        for other in substitutes:
+            if need & won[other] and not any(plan.conflict(other, o) for o in out if o != key):
+                picked.append(other)
+                need -= won[other]
+        if not need:
+            out = [k for k in out if k != key] + picked
+            replaced = True
+    return out if replaced else None
 
 
 def leaves_graph(remedy: Remedy) -> bool:

@@ -9,7 +9,7 @@ call's outputs. The verified fixes recorded into the program's capture are read 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, TypeVar
 
 from dynscope import events as contract
@@ -35,6 +35,9 @@ class Features:
     functions: frozenset[str] = frozenset()  # those of FEATURE_FUNCTIONS this torch has
     compiled_callables: tuple[tuple[str, str], ...] = ()  # (function, file) given to torch.compile
     program_root: str | None = None  # the program's directory (set by fix, not recorded)
+    # (file, first line) of each callable given to torch.compile, where the capture recorded it: tells
+    # Net.forward from Masking.forward in one file
+    compiled_lines: tuple[tuple[str, int], ...] = ()
 
     def has(self, function: str) -> bool:
         return function in self.functions
@@ -81,8 +84,10 @@ def trial_features(capture: Capture) -> Features:
         if isinstance(features, dict):
             recorded = features
             break
-    callables = [[record.function, record.file or ""] for record, _ in _records(capture, contract.FixRegion)]
-    return Features.from_json({**recorded, "compiled_callables": callables})
+    regions = [record for record, _ in _records(capture, contract.FixRegion)]
+    features = Features.from_json({**recorded, "compiled_callables": [[r.function, r.file or ""] for r in regions]})
+    lines = tuple((r.file, r.line) for r in regions if r.file and r.line is not None)
+    return replace(features, compiled_lines=lines) if lines else features
 
 
 def applied_actions(capture: Capture) -> set[int]:

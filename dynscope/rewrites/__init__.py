@@ -25,6 +25,9 @@ class BreakSite:
     gb_type: str  # torch's graph-break type ("Unsupported Tensor.item() call", ...); "" when not recorded
     reason: str  # torch's explanation (may be several lines)
     function: str | None = None  # the function the line is in, when recorded
+    # a line that called into the break (a frame above it), not the break's own: only the escape hatches answer,
+    # on the function around it (the break's own function could not take one)
+    caller: bool = False
 
 
 @dataclass(frozen=True)
@@ -55,3 +58,6 @@ class Offers:
 
     hatches: frozenset[str] = frozenset()
     compiled: frozenset[str] = frozenset()
+    # the first lines of those functions in this file, where recorded: then they, not the names, say which
+    # function was compiled (a module's forward and its submodules' forwards share a name)
+    compiled_lines: frozenset[int] = frozenset()

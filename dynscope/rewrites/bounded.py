@@ -87,7 +87,8 @@ def _bounded(source: str, site: BreakSite, shown: str, budget: RewriteBudget, of
                 say("no time left in --budget (nor for any file after it)")
             return []
     request = json.dumps({"source": source, "site": dataclasses.asdict(site), "rule_seconds": RULE_SECONDS,
-                          "offers": {"hatches": sorted(offers.hatches), "compiled": sorted(offers.compiled)},
+                          "offers": {"hatches": sorted(offers.hatches), "compiled": sorted(offers.compiled),
+                                     "compiled_lines": sorted(offers.compiled_lines)},
                           "structure_seconds": STRUCTURE_SECONDS,
                           "max_nesting": MAX_NESTING, "memory_bytes": WORKER_MEMORY_BYTES},
                          ensure_ascii=False).encode("utf-8", "surrogatepass")

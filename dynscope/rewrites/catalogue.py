@@ -65,6 +65,7 @@ HatchRule = Callable[[cst.Module, str, BreakSite, Offers], "Rewrite | None"]
 HATCHES: tuple[tuple[str, str, HatchRule], ...] = (
     ("nonstrict-trace", "nonstrict_trace", hatches.nonstrict_trace),
     ("leaf-function", "leaf_function", hatches.leaf_function),
+    ("leaf-method", "leaf_function", hatches.leaf_method),
 )
 
 # rules whose match already is the hidden cause (they say it more exactly than cause_of can)
@@ -85,7 +86,8 @@ def rewrites_for(source: str, site: BreakSite, offers: Offers | None = None, run
                  module: cst.Module | None = None) -> list[Rewrite]:
     """Every rule's candidate for the break at ``site`` in ``source`` (a file's text; ``module``: its
     tree, when parsed already), in catalogue order, then the escape hatches ``offers`` allows
-    (``Rewrite.opaque``); [] when the file does not parse or no rule matches.
+    (``Rewrite.opaque``; only those for a caller's line, ``BreakSite.caller``); [] when the file does not parse or
+    no rule matches.
     Unbounded: a stranger's file goes through dynscope/rewrites/bounded.py, which runs this in a worker."""
     if module is None:
         try:
@@ -96,7 +98,7 @@ def rewrites_for(source: str, site: BreakSite, offers: Offers | None = None, run
     named = cause_of(site.gb_type, site.reason, lines[site.line - 1] if 0 < site.line <= len(lines) else "")
     found: list[Rewrite] = []
     offered = offers or Offers()
-    rules: list[tuple[str, Rule]] = list(RULES)
+    rules: list[tuple[str, Rule]] = [] if site.caller else list(RULES)
     rules += [(name, _given(hatch, offered)) for name, needs, hatch in HATCHES if needs in offered.hatches]
     for name, rule in rules:
         rewrite = run_rule(name, functools.partial(rule, module, source, site))

@@ -25,7 +25,8 @@ def main() -> None:
     request = json.loads(sys.stdin.buffer.read().decode("utf-8", "surrogatepass"))
     _cap_memory(int(request["memory_bytes"]))
     try:
-        offers = Offers(frozenset(request["offers"]["hatches"]), frozenset(request["offers"]["compiled"]))
+        offers = Offers(frozenset(request["offers"]["hatches"]), frozenset(request["offers"]["compiled"]),
+                        frozenset(int(n) for n in request["offers"].get("compiled_lines", ())))
         answer = _rewrite(request["source"], BreakSite(**request["site"]), offers, float(request["rule_seconds"]),
                           float(request["structure_seconds"]), int(request["max_nesting"]))
     except MemoryError:

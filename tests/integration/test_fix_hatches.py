@@ -34,3 +34,22 @@ def test_a_hatch_keeps_the_helper_in_the_graph_where_disable_moves_it_to_eager(t
     assert "+import torch._dynamo\n" in combined["patch"] and "+@torch._dynamo.nonstrict_trace\n def scaled(x, w):" in combined[
         "patch"]
     assert python_file_hashes(tmp_path) == before
+
+
+def test_a_numpy_helper_takes_no_hatch_so_its_caller_method_does(tmp_path):
+    shutil.copy(PROGRAMS / "fix_numpy_caller.py", tmp_path / "prog.py")
+    before = python_file_hashes(tmp_path)
+    result = run_dynscope("fix", "-o", "fix.json", "prog.py", cwd=tmp_path, timeout=400)
+    assert result.returncode == 0, result.stderr[-3000:]
+    doc = json.loads((tmp_path / "fix.json").read_text())
+    rows = {t["rewrite"]["rule"]: t for t in doc["trials"] if "rewrite" in t}
+    assert rows["disable-numpy-helper"]["verdict"] == "moved to eager"
+    leaf = rows["leaf-method"]  # on Masking.forward, the caller: the helper itself is arrays in, arrays out
+    assert leaf["verdict"] == "fixed" and leaf["correct"] is True, leaf
+    assert leaf["after"]["graph_breaks"] == 0 and leaf["after"]["graphs"] == 1
+    # the NumPy draws still happen at every call, in eager's order: the printed outputs and gradients are equal
+    assert "+def _Masking_forward_leaf(self, hidden):\n+    mask = time_mask(hidden.shape[:2], 0.5, 3)\n" in leaf["patch"]
+    combined = doc["combined"]
+    assert combined["verdict"] == "fixed" and combined["correct"] is True
+    assert combined["remedies"] == [leaf["remedy"]]
+    assert python_file_hashes(tmp_path) == before

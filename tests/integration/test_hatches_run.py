@@ -141,3 +141,59 @@ def test_a_leaf_function_whose_output_is_not_shaped_like_its_input_fails_its_tri
             _whole(hatched.forward, "eager", x, w)
     finally:
         torch._dynamo.config.leaf_function_validate_outputs = False
+
+
+# an expert loop in a module's forward: which experts run, and on which rows, only the data decides
+EXPERT_LOOP = '''
+    import torch
+
+
+    class Experts(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.linspace(-1.0, 1.0, 4 * 8 * 8).reshape(4, 8, 8))
+
+        def forward(self, hidden, route):
+            out = torch.zeros_like(hidden)
+            for expert in (torch.bincount(route, minlength=4) > 0).nonzero():
+                rows = torch.where(route == expert[0])[0]
+                out.index_add_(0, rows, hidden[rows] @ self.w[expert[0]])
+            return out
+
+
+    EXPERTS = Experts()
+
+
+    def step(x):
+        route = (x.sum(-1) > 0).long() + 2 * (x[:, 0] > 0).long()
+        return EXPERTS(x.cos(), route).sin()
+    '''
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_leaf_method_takes_an_expert_loop_whole_into_the_graph_with_its_gradients(tmp_path: Path, backend: str) -> None:
+    before = tmp_path / "experts.py"
+    before.write_text(textwrap.dedent(EXPERT_LOOP).lstrip("\n"), encoding="utf-8")
+    x = torch.linspace(-3.0, 3.0, 6 * 8).reshape(6, 8).sin()
+    plain = _load(before)
+    sites = [s for s in _breaks(plain.step, before, x) if 10 <= s.line <= 14]
+    assert sites, "the expert loop must break before the rewrite"
+    offers = Offers(frozenset({"nonstrict_trace", "leaf_function"}), frozenset({"step"}))
+    found = {r.rule: r for r in rewrites_for(before.read_text(encoding="utf-8"), sites[0], offers)}
+    assert "leaf-method" in found, sorted(found)
+    after = tmp_path / "experts_leaf.py"
+    after.write_text(found["leaf-method"].source, encoding="utf-8")
+    hatched = _load(after)
+    expected = plain.step(x)
+    expected.sum().backward()
+    torch._dynamo.config.leaf_function_validate_outputs = True  # as the trial sets it
+    try:
+        assert _breaks(hatched.step, after, x) == []
+        out = _whole(hatched.step, backend, x)
+        assert torch.allclose(out, expected)
+        torch._dynamo.reset()
+        torch.compile(hatched.step, backend=backend, fullgraph=True)(x).sum().backward()
+        assert torch.allclose(hatched.EXPERTS.w.grad, plain.EXPERTS.w.grad)  # the weights still learn
+    finally:
+        torch._dynamo.config.leaf_function_validate_outputs = False
+        torch._dynamo.reset()

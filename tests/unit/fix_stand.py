@@ -18,6 +18,7 @@ class Occurrence:
     compile_id: str | None = "0/0"
     consequence: str | None = None
     resumed_into: str | None = None
+    user_stack: tuple[object, ...] = ()
 
 
 @dataclass

@@ -26,6 +26,7 @@ from dynscope.fix.plan import (
     loses_the_guess,
     plan_trials,
     second_baseline_reason,
+    source_alternative,
     stack_candidates,
 )
 from dynscope.fix.speculation import Speculations
@@ -134,6 +135,28 @@ def test_a_trade_off_rewrite_is_stacked_on_the_winners(baseline):
     # not a trade-off, or its own break still there: not retried
     assert stack_candidates(plan, ["config:x"], {"rewrite:r:m.py:21": "worse"}, {"rewrite:r:m.py:21": gone}) == []
     assert stack_candidates(plan, ["config:x"], {"rewrite:r:m.py:21": "trade-off"}, {"rewrite:r:m.py:21": base}) == []
+
+
+def test_source_rewrites_stand_in_for_a_setting_only_where_together_they_won_on_all_of_it(baseline):
+    _, problems, _ = baseline
+    breaks = [p for p in problems if p.kind == "graph_break"][:2]
+    assert len(breaks) == 2
+    setting = Remedy("config:x", "x", "config", SetConfig("torch._dynamo.config", "x", True), "")
+    one, two = (Remedy(f"rewrite:r:m.py:{p.line}", "a rewrite", "source", ChangeSource((("/p/m.py", "x"),)), "",
+                       rule="r") for p in breaks)
+    plan = plan_trials([(setting, breaks), (one, breaks[:1]), (two, breaks[1:])], {})
+    keys = [p.key for p in breaks]
+    proven = [("config:x", "fixed", keys, None), (one.key, "improved", keys[:1], None), (two.key, "fixed", keys[1:], None)]
+    assert source_alternative(plan, ["config:x"], proven) == [one.key, two.key]
+    # one problem of the setting's that no rewrite won on: the setting stays
+    assert source_alternative(plan, ["config:x"], [proven[0], proven[1], (two.key, "trade-off", keys[1:], None)]) \
+        is None
+    # nothing to replace when the chosen change holds no setting
+    assert source_alternative(plan, [one.key, two.key], proven) is None
+    # public before private: a rewrite that writes a private torch name never stands in for a public setting
+    private = replace(two, private=("torch._higher_order_ops.print",))
+    plan = plan_trials([(setting, breaks), (one, breaks[:1]), (private, breaks[1:])], {})
+    assert source_alternative(plan, ["config:x"], proven) is None
 
 
 class _NoStarter(Starter):

@@ -136,14 +136,14 @@ def test_the_outermost_function_around_the_break_that_takes_and_returns_tensors(
     assert _hatches(decorated, BreakSite(13, "", "")) == {}
 
 
-def test_a_method_gets_nonstrict_trace_and_no_leaf_function():
+def test_a_method_gets_nonstrict_trace_or_its_body_moved_to_a_leaf_function():
     method = '''import threading
 
 import torch
 
 
 class Scale(torch.nn.Module):
-    def scaled(self, x):
+    def scaled(self, x, *, bias=None):
         with self.lock:
             return x * self.w
 
@@ -151,10 +151,52 @@ class Scale(torch.nn.Module):
         return self.scaled(x)
 '''
     found = _hatches(method, BreakSite(8, "", ""))
-    assert set(found) == {"nonstrict-trace"}  # a fake beside a method would be one more method
+    assert set(found) == {"nonstrict-trace", "leaf-method"}  # leaf_function's decorator takes no method
     assert "import torch\nimport torch._dynamo\n" in found["nonstrict-trace"]
-    assert "class Scale(torch.nn.Module):\n    @torch._dynamo.nonstrict_trace\n    def scaled(self, x):" in found[
-        "nonstrict-trace"]
+    assert "class Scale(torch.nn.Module):\n    @torch._dynamo.nonstrict_trace\n    def scaled(self, x, *, bias=None):" \
+        in found["nonstrict-trace"]
+    assert found["leaf-method"] == '''import threading
+
+import torch
+import torch._dynamo.decorators
+
+
+class Scale(torch.nn.Module):
+    def scaled(self, x, *, bias=None):
+        return _Scale_scaled_leaf(self, x, bias=bias)
+
+    def forward(self, x):
+        return self.scaled(x)
+
+
+@torch._dynamo.decorators.leaf_function
+def _Scale_scaled_leaf(self, x, *, bias=None):
+    with self.lock:
+        return x * self.w
+
+
+@_Scale_scaled_leaf.register_fake
+def _Scale_scaled_leaf_fake(self, x, *, bias=None):
+    return torch.empty_like(x)
+'''
+
+
+def test_a_method_that_needs_its_class_keeps_its_place():
+    for body in ("return super().forward(x) * 2", "return self.__scale(x)", "return x * __class__.w"):
+        source = f"import torch\n\n\nclass Scale(torch.nn.Module):\n    def forward(self, x):\n        {body}\n"
+        assert "leaf-method" not in _hatches(source, BreakSite(6, "", ""))
+
+
+def test_the_fake_is_shaped_like_the_argument_used_as_a_tensor():
+    source = '''import torch
+
+
+def masks(slen, lengths, causal):
+    if lengths.max().item() > slen:
+        raise ValueError(slen)
+    return torch.arange(slen)[None] < lengths[:, None]
+'''
+    assert "return torch.empty_like(lengths)" in _hatches(source, BreakSite(5, "", ""))["leaf-function"]
 
 
 def test_an_existing_import_is_reused():
@@ -163,7 +205,7 @@ def test_an_existing_import_is_reused():
 
 
 def test_the_hatches_come_after_every_specific_rule():
-    assert [name for name, _, _ in HATCHES] == ["nonstrict-trace", "leaf-function"]
+    assert [name for name, _, _ in HATCHES] == ["nonstrict-trace", "leaf-function", "leaf-method"]
     assert not {name for name, _ in RULES} & {name for name, _, _ in HATCHES}
     helper = '''import torch
 
@@ -299,3 +341,52 @@ def test_every_break_in_one_function_is_one_hatch_trial(tmp_path: Path):
     chosen = select(problems, features, read=reader_for(str(tmp_path), libraries=[]))
     hatches = [(r.key, [p.line for p in ps]) for r, ps in chosen if r.rule in ("nonstrict-trace", "leaf-function")]
     assert hatches == [("rewrite:nonstrict-trace:model.py:10", [12, 14]), ("rewrite:leaf-function:model.py:10", [12, 14])]
+
+
+NUMPY_CALLER = '''import numpy as np
+import torch
+
+
+def spans(shape, prob):
+    mask = np.zeros(shape, dtype=bool)
+    mask[:, : int(prob * shape[1])] = True
+    return mask
+
+
+class Masking(torch.nn.Module):
+    def forward(self, hidden):
+        mask = spans(hidden.shape[:2], 0.5)
+        return hidden.masked_fill(torch.tensor(mask)[..., None], 0.0)
+'''
+
+
+def test_a_caller_line_gets_only_the_escape_hatches_on_the_function_around_it():
+    caller = BreakSite(13, "Attempted to call function marked as skipped", "", None, caller=True)
+    found = _hatches(NUMPY_CALLER, caller, Offers(frozenset({"nonstrict_trace", "leaf_function"}), frozenset()))
+    assert set(found) == {"nonstrict-trace", "leaf-method"}
+    assert "def _Masking_forward_leaf(self, hidden):\n    mask = spans(hidden.shape[:2], 0.5)" in found["leaf-method"]
+    # the same line as the break's own: the specific rules answer too, and the helper takes no hatch
+    own = {r.rule for r in rewrites_for(NUMPY_CALLER, BreakSite(6, "", ""), BOTH)}
+    assert not own & {"nonstrict-trace", "leaf-function", "leaf-method"}
+
+
+def test_a_leaf_copies_the_arguments_its_body_writes_into_first():
+    source = '''import torch
+
+
+class Masking(torch.nn.Module):
+    def apply(self, hidden, mask, scale):
+        """Masks in place."""
+        hidden[mask.nonzero()[:, 0]] = 0.0
+        scale.add_(1)
+        return hidden * scale
+'''
+    leaf = _hatches(source, BreakSite(7, "", ""))["leaf-method"]
+    assert '''def _Masking_apply_leaf(self, hidden, mask, scale):
+    """Masks in place."""
+    if isinstance(hidden, torch.Tensor):
+        hidden = hidden.clone()
+    if isinstance(scale, torch.Tensor):
+        scale = scale.clone()
+    hidden[mask.nonzero()[:, 0]] = 0.0
+''' in leaf
