@@ -14,12 +14,18 @@ from conftest import REPO, python_file_hashes, run_dynscope
 PROGRAMS = REPO / "tests" / "programs"
 
 
-def test_a_hatch_keeps_the_helper_in_the_graph_where_disable_moves_it_to_eager(tmp_path):
-    shutil.copy(PROGRAMS / "fix_hatch.py", tmp_path / "prog.py")
+def _fix(tmp_path, program: str) -> dict:
+    """fix's document for a copy of tests/programs/PROGRAM; the copy's files are left as they were."""
+    shutil.copy(PROGRAMS / program, tmp_path / "prog.py")
     before = python_file_hashes(tmp_path)
     result = run_dynscope("fix", "-o", "fix.json", "prog.py", cwd=tmp_path, timeout=400)
     assert result.returncode == 0, result.stderr[-3000:]
-    doc = json.loads((tmp_path / "fix.json").read_text())
+    assert python_file_hashes(tmp_path) == before
+    return json.loads((tmp_path / "fix.json").read_text())
+
+
+def test_a_hatch_keeps_the_helper_in_the_graph_where_disable_moves_it_to_eager(tmp_path):
+    doc = _fix(tmp_path, "fix_hatch.py")
     rows = {t["rewrite"]["rule"] if "rewrite" in t else t["applies_as"]: t for t in doc["trials"]}
     assert sorted(rows) == ["leaf-function", "nonstrict-trace", "wrap"]
     for rule in ("nonstrict-trace", "leaf-function"):
@@ -33,15 +39,10 @@ def test_a_hatch_keeps_the_helper_in_the_graph_where_disable_moves_it_to_eager(t
     assert combined["remedies"] == [rows["nonstrict-trace"]["remedy"]]
     assert "+import torch._dynamo\n" in combined["patch"] and "+@torch._dynamo.nonstrict_trace\n def scaled(x, w):" in combined[
         "patch"]
-    assert python_file_hashes(tmp_path) == before
 
 
 def test_a_numpy_helper_takes_no_hatch_so_its_caller_method_does(tmp_path):
-    shutil.copy(PROGRAMS / "fix_numpy_caller.py", tmp_path / "prog.py")
-    before = python_file_hashes(tmp_path)
-    result = run_dynscope("fix", "-o", "fix.json", "prog.py", cwd=tmp_path, timeout=400)
-    assert result.returncode == 0, result.stderr[-3000:]
-    doc = json.loads((tmp_path / "fix.json").read_text())
+    doc = _fix(tmp_path, "fix_numpy_caller.py")
     rows = {t["rewrite"]["rule"]: t for t in doc["trials"] if "rewrite" in t}
     assert rows["disable-numpy-helper"]["verdict"] == "moved to eager"
     leaf = rows["leaf-method"]  # on Masking.forward, the caller: the helper itself is arrays in, arrays out
@@ -52,4 +53,3 @@ def test_a_numpy_helper_takes_no_hatch_so_its_caller_method_does(tmp_path):
     combined = doc["combined"]
     assert combined["verdict"] == "fixed" and combined["correct"] is True
     assert combined["remedies"] == [leaf["remedy"]]
-    assert python_file_hashes(tmp_path) == before
