@@ -12,7 +12,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
-
 from derive import VOCAB, tiny_overrides
 
 MAX_PARAMS = 30_000_000  # after scaling: bigger means the derivation missed a size (a fixed 4096, say)

@@ -15,7 +15,6 @@ from collections.abc import Callable
 
 import numpy as np
 import torch
-
 from build import Built, Unbuildable, build
 
 

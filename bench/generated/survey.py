@@ -78,7 +78,6 @@ def survey_one(spec: str, timeout: int) -> Outcome:
     from build import Unbuildable, build
     from derive import half_of
     from program import one_call
-
     from torch._dynamo.symbolic_convert import InstructionTranslatorBase
 
     started = time.perf_counter()
@@ -152,7 +151,14 @@ def _env() -> dict[str, str]:
             "TRANSFORMERS_VERBOSITY": "error", "PYTHONWARNINGS": "ignore"}
 
 
-def drive(todo: "queue.Queue[str]", timeout: int, results: list[Outcome], lock: threading.Lock) -> None:
+def _pump(proc: subprocess.Popen[str], lines: queue.Queue[str | None]) -> None:
+    """A worker's output lines into ``lines``, then None when it closes."""
+    for line in proc.stdout or ():
+        lines.put(line)
+    lines.put(None)
+
+
+def drive(todo: queue.Queue[str], timeout: int, results: list[Outcome], lock: threading.Lock) -> None:
     """Run workers of up to 25 models each until the queue is empty; a worker silent past the timeout is killed."""
     from derive import half_of
 
@@ -168,9 +174,8 @@ def drive(todo: "queue.Queue[str]", timeout: int, results: list[Outcome], lock: 
         proc = subprocess.Popen([sys.executable, str(HERE / "survey.py"), "--worker", "--timeout", str(timeout),
                                  "--only", ",".join(batch)], cwd=HERE, env=_env(), stdout=subprocess.PIPE,
                                 stderr=subprocess.DEVNULL, text=True)
-        lines: "queue.Queue[str | None]" = queue.Queue()
-        threading.Thread(target=lambda: ([lines.put(line) for line in proc.stdout or ()], lines.put(None)),
-                         daemon=True).start()
+        lines: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=_pump, args=(proc, lines), daemon=True).start()
         current, done = None, set()
         while True:
             try:
@@ -227,7 +232,7 @@ def main() -> None:
     if args.worker:
         worker(specs, args.timeout)
         return
-    todo: "queue.Queue[str]" = queue.Queue()
+    todo: queue.Queue[str] = queue.Queue()
     for spec in specs:
         todo.put(spec)
     results: list[Outcome] = []

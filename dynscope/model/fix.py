@@ -80,9 +80,9 @@ def trial_features(capture: Capture) -> Features:
     """What the trial's torch offers, and the callables the program gave torch.compile."""
     recorded: Mapping[str, object] = {}
     for _record, event in _records(capture, contract.FixFeatures):
-        features = capture.reader.json_payload(event.payload_hash)
-        if isinstance(features, dict):
-            recorded = features
+        payload = capture.reader.json_payload(event.payload_hash)
+        if isinstance(payload, dict):
+            recorded = payload
             break
     regions = [record for record, _ in _records(capture, contract.FixRegion)]
     features = Features.from_json({**recorded, "compiled_callables": [[r.function, r.file or ""] for r in regions]})
