@@ -15,7 +15,7 @@ PROGRAMS = REPO / "tests" / "programs"
 
 
 def _fix(tmp_path, program: str) -> dict:
-    """fix's document for a copy of tests/programs/PROGRAM; the copy's files are left as they were."""
+    """fix's document for a copy of one of the test programs; the copy's files are left as they were."""
     shutil.copy(PROGRAMS / program, tmp_path / "prog.py")
     before = python_file_hashes(tmp_path)
     result = run_dynscope("fix", "-o", "fix.json", "prog.py", cwd=tmp_path, timeout=400)
