@@ -11,6 +11,8 @@ Steady state is `explain --profile`'s per-call time of the compiled model over t
     python bench/hf_rewrites.py --table A/results.json B/results.json   # the table of recorded runs again
                                                                          # (a model in several: the last one's row)
     python bench/hf_rewrites.py --strict-from A --models ... --out B     # judge a recorded run's rewrites alone
+    python bench/hf_rewrites.py --generated bench/generated/survey.json --half untuned   # the generated bench's half
+                                                                         # (bench/generated/README.md), never tuned on
 
 "Rewrites only" (on by default; --no-strict skips it): for each model whose verified combined run holds source
 rewrites, the source part of that combined patch (its diffs, no setting, no wrapper) is given back to

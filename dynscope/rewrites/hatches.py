@@ -16,7 +16,7 @@ graph keeps it as one opaque call instead of breaking around it.
   function decorated so, beside the class, and the method calls it with ``self``.
 
 Anchored at the ``def`` line: every break in one function is served by one remedy (one trial).
-Both are torch's private names (the remedy says so: a public change that passes goes first), and
+All three are torch's private names (the remedy says so: a public change that passes goes first), and
 each is offered only where the installed torch has it (``Offers``). The order of preference
 (docs/rewrites.md): a change that keeps the graph whole, then an opaque call in the graph (these), then
 the code moved to eager (``torch.compiler.disable``).
