@@ -531,9 +531,12 @@ def format_halves(results: list[ModelResult]) -> str:
 
 
 def rejudge(model: str, recorded: Path, row: ModelResult, args: argparse.Namespace, out: Path) -> ModelResult:
-    """A recorded run's row with the rewrites-only judge added (its fix JSON read from the recorded run's directory)."""
-    fix = json.loads((recorded / f"{model}.fix.json").read_text())
-    return replace(row, strict=judge_rewrites(model, fix, row, args, out))
+    """A recorded run's row with the rewrites-only judge added (its fix JSON read from the recorded run's directory).
+    ``model``: as --models names it (a generated program's ``library:Class``; its row is under the class name)."""
+    name = model.partition(":")[2] or model
+    fix = json.loads((recorded / f"{name}.fix.json").read_text())
+    program = program_of(model, args, row.mode) if ":" in model else None
+    return replace(row, strict=judge_rewrites(name, fix, row, args, out, program))
 
 
 def main() -> None:
@@ -602,9 +605,9 @@ def main() -> None:
         started = time.perf_counter()
         try:
             if args.strict_from is not None:
-                if model not in recorded:
+                if (model.partition(":")[2] or model) not in recorded:
                     continue
-                results.append(rejudge(model, args.strict_from, recorded[model], args, out))
+                results.append(rejudge(model, args.strict_from, recorded[model.partition(":")[2] or model], args, out))
             else:
                 modes = ("eval", "train") if args.mode == "both" else (args.mode,)
                 results.extend(run_model(model, args, out, mode) for mode in modes if mode == "eval" or trains(model))
