@@ -222,7 +222,10 @@ def test_trials_started_beside_the_baseline_give_the_document_of_the_strict_sequ
     for jobs in ("1", "2"):
         work = tmp_path / f"jobs{jobs}"
         work.mkdir()
-        shutil.copy(REPO / "examples" / "recompiles.py", work / "recompiles.py")
+        # the program lingers after its last compile, so the baseline is still running when fix first reads its
+        # capture (warm, on a quiet machine, it otherwise ends before the first partial read)
+        program = (REPO / "examples" / "recompiles.py").read_text() + "\nimport time\ntime.sleep(3)\n"
+        (work / "recompiles.py").write_text(program)
         result = run_dynscope("fix", "--jobs", jobs, "--out", "out", "-o", "fix.json", "recompiles.py", "--backend", "eager",
                               cwd=work, timeout=300)
         assert result.returncode == 0, result.stderr[-3000:]
