@@ -23,9 +23,10 @@ R = TypeVar("R", bound=contract.Record)
 # Functions and sets the remedies call, recorded as present (True) or not by probes.compat.remedy_features;
 # every other name it records is a torch._dynamo.config setting and its current value.
 FEATURE_FUNCTIONS = frozenset({"reorderable_logging_functions", "mark_dynamic", "maybe_mark_dynamic",
-                               "compiler_disable", "torch_check", "nonstrict_trace", "leaf_function"})
+                               "compiler_disable", "torch_check", "nonstrict_trace", "leaf_function",
+                               "custom_op"})
 # the escape-hatch decorators among them (dynscope/rewrites/hatches.py writes them)
-HATCH_FEATURES = ("nonstrict_trace", "leaf_function")
+HATCH_FEATURES = ("nonstrict_trace", "leaf_function", "custom_op")
 
 @dataclass(frozen=True)
 class Features:

@@ -964,12 +964,13 @@ def remedy_features() -> dict[str, Any]:
 
 def _escape_hatch_features() -> dict[str, bool]:
     """The decorators the escape-hatch rewrites write (dynscope/rewrites/hatches.py), present or not:
-    ``torch._dynamo.nonstrict_trace``, ``torch._dynamo.decorators.leaf_function``."""
+    ``torch._dynamo.nonstrict_trace``, ``torch._dynamo.decorators.leaf_function``, ``torch.library.custom_op``."""
     import torch._dynamo
 
     decorators = getattr(torch._dynamo, "decorators", None)
     return {"nonstrict_trace": callable(getattr(torch._dynamo, "nonstrict_trace", None)),
-            "leaf_function": callable(getattr(decorators, "leaf_function", None))}
+            "leaf_function": callable(getattr(decorators, "leaf_function", None)),
+            "custom_op": callable(getattr(getattr(torch, "library", None), "custom_op", None))}
 
 
 # Inductor settings the numerics remedies try, recorded under their full dotted names (the remedy

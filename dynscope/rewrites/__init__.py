@@ -53,7 +53,7 @@ class Rewrite:
 @dataclass(frozen=True)
 class Offers:
     """What the escape hatches may use: the decorators the installed torch has (recorded by the child,
-    probes/compat.remedy_features: "nonstrict_trace", "leaf_function"), and the names of the functions
+    probes/compat.remedy_features: "nonstrict_trace", "leaf_function", "custom_op"), and the names of the functions
     the program gave torch.compile (a hatch on one of those would make the whole compiled call opaque)."""
 
     hatches: frozenset[str] = frozenset()

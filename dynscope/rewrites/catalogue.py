@@ -20,6 +20,7 @@ from dynscope.rewrites import (
     library_ports,
     logging_calls,
     numpy_calls,
+    numpy_ops,
     scalar_sizes,
     tensor_branches,
     tensor_idioms,
@@ -59,10 +60,12 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("drop-compiling-clause", compiling_clauses.drop_compiling_clause),
 )
 
-# torch's escape hatches (dynscope/rewrites/hatches.py): the general fallback after every specific rule,
-# each with the decorator it needs (Offers.hatches: only where the installed torch has it)
+# torch's escape hatches (dynscope/rewrites/hatches.py, numpy_ops.py): the general fallback after every specific
+# rule, each with the decorator it needs (Offers.hatches: only where the installed torch has it); the smallest
+# opaque piece first (a NumPy helper's call alone before the whole caller)
 HatchRule = Callable[[cst.Module, str, BreakSite, Offers], "Rewrite | None"]
 HATCHES: tuple[tuple[str, str, HatchRule], ...] = (
+    ("numpy-helper-op", "custom_op", numpy_ops.numpy_helper_op),
     ("nonstrict-trace", "nonstrict_trace", hatches.nonstrict_trace),
     ("leaf-function", "leaf_function", hatches.leaf_function),
     ("leaf-method", "leaf_function", hatches.leaf_method),

@@ -141,7 +141,7 @@ def ensure_import(module: cst.Module, name: str) -> cst.Module:
             insert_at = 1  # the docstring
         else:
             break
-    if _binds_anywhere_at_top(module, name):
+    if binds_at_top(module, name):
         return module
     if after_plain_import:
         insert_at = after_plain_import
@@ -162,7 +162,7 @@ def _imports(alias: cst.ImportAlias, name: str) -> bool:
     return (dotted_name(alias.name) + ".").startswith(name + ".")
 
 
-def _binds_anywhere_at_top(module: cst.Module, name: str) -> bool:
+def binds_at_top(module: cst.Module, name: str) -> bool:
     """A top-level ``import name`` further down, or inside a top-level ``if``/``try`` (transformers'
     ``if is_torch_available(): import torch``)."""
     for statement in module.body:

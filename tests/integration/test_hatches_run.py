@@ -197,3 +197,75 @@ def test_leaf_method_takes_an_expert_loop_whole_into_the_graph_with_its_gradient
     finally:
         torch._dynamo.config.leaf_function_validate_outputs = False
         torch._dynamo.reset()
+
+
+# SpecAugment's shape: a NumPy helper draws a mask on the host, its caller makes it a tensor
+SPAN_MASK = '''
+    import numpy as np
+    import torch
+
+
+    def span_mask(shape: tuple[int, int], prob: float, length: int = 2) -> np.ndarray:
+        mask = np.zeros(shape, dtype=bool)
+        starts = np.random.randint(0, shape[1] - length, size=shape[0])
+        for row, start in enumerate(starts):
+            mask[row, start : start + length] = np.random.rand() < prob
+        return mask
+
+
+    class Masking(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.scale = torch.nn.Parameter(torch.linspace(0.5, 1.5, 8))
+
+        def forward(self, hidden):
+            batch, steps, width = hidden.shape
+            mask = span_mask((batch, steps), 0.9)
+            mask = torch.tensor(mask, device=hidden.device, dtype=torch.bool)
+            return hidden.masked_fill(mask[..., None], 0.0) * self.scale
+
+
+    MASKING = Masking()
+
+
+    def step(x):
+        return MASKING(x.cos()).sin()
+    '''
+
+
+@pytest.mark.parametrize("backend", ["eager", "aot_eager"])
+def test_numpy_helper_op_keeps_the_mask_in_one_graph_with_eagers_draws(tmp_path: Path, backend: str) -> None:
+    before = tmp_path / "span.py"
+    before.write_text(textwrap.dedent(SPAN_MASK).lstrip("\n"), encoding="utf-8")
+    plain = _load(before)
+    x = torch.linspace(-3.0, 3.0, 2 * 6 * 8).reshape(2, 6, 8)
+    torch._dynamo.reset()
+    explained = torch._dynamo.explain(plain.step)(x)
+    torch._dynamo.reset()
+    frames = [f for r in explained.break_reasons for f in r.user_stack if Path(f.filename) == before]
+    callers = [f.lineno for f in frames if "span_mask((batch" in (f.line or "")]
+    assert callers, "the helper's caller must be on the recorded stack"
+    features = compat.remedy_features()
+    assert features.get("custom_op") is True, "torch 2.13 has torch.library.custom_op"
+    offers = Offers(frozenset(name for name in HATCH_FEATURES if features.get(name) is True), frozenset({"step"}))
+    caller = BreakSite(callers[0], "Attempted to call function marked as skipped", "", None, caller=True)
+    found = {r.rule: r for r in rewrites_for(before.read_text(encoding="utf-8"), caller, offers)}
+    assert "numpy-helper-op" in found, sorted(found)
+    after = tmp_path / "span_op.py"
+    after.write_text(found["numpy-helper-op"].source, encoding="utf-8")
+    hatched = _load(after)
+    np = pytest.importorskip("numpy")
+    np.random.seed(0)
+    expected = [plain.step(x) for _ in range(3)]  # three draws in a row, as eager makes them
+    sum(e.sum() for e in expected).backward()
+    torch._dynamo.reset()
+    try:
+        compiled = torch.compile(hatched.step, backend=backend, fullgraph=True)
+        np.random.seed(0)
+        outs = [compiled(x) for _ in range(3)]
+        sum(o.sum() for o in outs).backward()
+    finally:
+        torch._dynamo.reset()
+    assert all(torch.equal(o, e) for o, e in zip(outs, expected, strict=True))
+    assert not torch.equal(expected[0], expected[1]), "the draws differ call to call: the test sees the stream"
+    assert torch.allclose(hatched.MASKING.scale.grad, plain.MASKING.scale.grad)

@@ -205,7 +205,7 @@ def test_an_existing_import_is_reused():
 
 
 def test_the_hatches_come_after_every_specific_rule():
-    assert [name for name, _, _ in HATCHES] == ["nonstrict-trace", "leaf-function", "leaf-method"]
+    assert [name for name, _, _ in HATCHES] == ["numpy-helper-op", "nonstrict-trace", "leaf-function", "leaf-method"]
     assert not {name for name, _ in RULES} & {name for name, _, _ in HATCHES}
     helper = '''import torch
 
