@@ -53,3 +53,18 @@ def test_a_numpy_helper_takes_no_hatch_so_its_caller_method_does(tmp_path):
     combined = doc["combined"]
     assert combined["verdict"] == "fixed" and combined["correct"] is True
     assert combined["remedies"] == [leaf["remedy"]]
+
+
+def test_a_numpy_helper_whose_result_is_made_a_tensor_becomes_one_custom_op(tmp_path):
+    doc = _fix(tmp_path, "fix_numpy_op.py")
+    rows = {t["rewrite"]["rule"]: t for t in doc["trials"] if "rewrite" in t}
+    op = rows["numpy-helper-op"]  # at the caller's line: the helper and its conversion, nothing else
+    assert op["verdict"] == "fixed" and op["correct"] is True, op
+    assert op["after"]["graph_breaks"] == 0 and op["after"]["graphs"] == 1
+    assert "+        mask = _time_mask_op((batch, steps), 0.5)\n" in op["patch"]
+    assert "+        mask = mask.to(device=hidden.device, dtype=torch.bool)\n" in op["patch"]
+    assert "+@torch.library.custom_op(" in op["patch"] and "_Masking_forward_leaf" not in op["patch"]
+    assert rows["leaf-method"]["verdict"] == "fixed"  # the hatch on the whole caller passes too
+    combined = doc["combined"]  # public and the smaller opaque piece: taken before leaf-method on the whole caller
+    assert combined["verdict"] == "fixed" and combined["correct"] is True and combined["after"]["graph_breaks"] == 0
+    assert combined["remedies"] == [op["remedy"]]
