@@ -9,9 +9,10 @@ Python numbers with NumPy's random state put back after it (the draws of the com
 gives the compiler an empty tensor of that shape and dtype. Written at the caller's line (``BreakSite.caller``),
 for every call of the helper in the file that has the shape; the helper itself is left as it is.
 
-Declined: a helper not defined at the top of this file, one with ``*args``, a parameter whose type the op's
-schema cannot carry (numbers, strings, lists of numbers, tensors, each maybe ``None``; an unannotated one only
-with a number for default), a conversion with keywords other than ``device``/``dtype``.
+Declined: a helper not defined at the top of this file, one with ``*args`` or keyword-only parameters, a
+parameter whose type the op's schema cannot carry (numbers, strings, lists of numbers, tensors, each maybe
+``None``; an unannotated one only with a number for default), a conversion with keywords other than
+``device``/``dtype``, an array read again after its conversion.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from dynscope.rewrites.numpy_calls import is_numpy_helper, numpy_names
 
 _CONVERSIONS = frozenset({"torch.tensor", "torch.as_tensor", "torch.from_numpy"})
 _KEPT_KEYWORDS = ("device", "dtype")  # moved to ``.to(...)`` on the op's result
-_NUMBERS = {"int": "int", "float": "float", "bool": "bool", "str": "str"}
+_NUMBERS = frozenset({"int", "float", "bool", "str"})
 _SEQUENCES = frozenset({"tuple", "Tuple", "list", "List", "Sequence"})
 
 
