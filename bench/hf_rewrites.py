@@ -530,10 +530,15 @@ def format_halves(results: list[ModelResult]) -> str:
                         for half in ("", "tuned", "untuned") if any(r.half == half for r in results))
 
 
+def row_name(model: str) -> str:
+    """The name a model's row and files go under: the class of a generated program's ``library:Class``, else as named."""
+    return model.partition(":")[2] or model
+
+
 def rejudge(model: str, recorded: Path, row: ModelResult, args: argparse.Namespace, out: Path) -> ModelResult:
     """A recorded run's row with the rewrites-only judge added (its fix JSON read from the recorded run's directory).
     ``model``: as --models names it (a generated program's ``library:Class``; its row is under the class name)."""
-    name = model.partition(":")[2] or model
+    name = row_name(model)
     fix = json.loads((recorded / f"{name}.fix.json").read_text())
     program = program_of(model, args, row.mode) if ":" in model else None
     return replace(row, strict=judge_rewrites(name, fix, row, args, out, program))
@@ -605,9 +610,9 @@ def main() -> None:
         started = time.perf_counter()
         try:
             if args.strict_from is not None:
-                if (model.partition(":")[2] or model) not in recorded:
+                if row_name(model) not in recorded:
                     continue
-                results.append(rejudge(model, args.strict_from, recorded[model.partition(":")[2] or model], args, out))
+                results.append(rejudge(model, args.strict_from, recorded[row_name(model)], args, out))
             else:
                 modes = ("eval", "train") if args.mode == "both" else (args.mode,)
                 results.extend(run_model(model, args, out, mode) for mode in modes if mode == "eval" or trains(model))

@@ -25,7 +25,7 @@ R = TypeVar("R", bound=contract.Record)
 FEATURE_FUNCTIONS = frozenset({"reorderable_logging_functions", "mark_dynamic", "maybe_mark_dynamic",
                                "compiler_disable", "torch_check", "nonstrict_trace", "leaf_function",
                                "custom_op"})
-# the escape-hatch decorators among them (dynscope/rewrites/hatches.py writes them)
+# the escape hatches among them (dynscope/rewrites/hatches.py and numpy_ops.py write them)
 HATCH_FEATURES = ("nonstrict_trace", "leaf_function", "custom_op")
 
 @dataclass(frozen=True)

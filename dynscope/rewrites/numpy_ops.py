@@ -247,7 +247,7 @@ def _on_result(conversion: _Conversion, op_call: cst.BaseExpression) -> cst.Base
     return cst.parse_expression(f"{expression_code(op_call)}.to({keywords})")
 
 
-def numpy_helper_op(module: cst.Module, _source: str, site: BreakSite, offers: Offers) -> Rewrite | None:
+def numpy_helper_op(module: cst.Module, _source: str, site: BreakSite, _offers: Offers) -> Rewrite | None:
     if not site.caller:
         return None
     numpy = numpy_names(module)
