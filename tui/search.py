@@ -15,6 +15,7 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
+from textual.css.query import NoMatches
 from textual.screen import ModalScreen
 from textual.timer import Timer
 from textual.widgets import DataTable, Input, Static
@@ -108,12 +109,19 @@ class SearchScreen(ModalScreen["Hit | None"]):
         except DynscopeError as e:
             self.app.call_from_thread(self._status, plain(f"search stopped: {e}", "red"))
 
+    def on_unmount(self) -> None:
+        self.workers.cancel_group(self, "search")
+
     def _add(self, query: str, hits: list[Hit], searched: int, finished: bool) -> None:
-        if not self.is_attached or query != self.query_one("#search-input", Input).value:
+        try:  # a result handed over while the screen closes finds its widgets already removed
+            current, results = self.query_one("#search-input", Input).value, self.results
+        except NoMatches:
+            return
+        if not self.is_attached or query != current:
             return  # the search was closed, or this is a result of an older query
         room = MAX_HITS - len(self.hits)
         self.hits += hits[:room]
-        self.results.add_rows(hit_cells(hit) for hit in hits[:room])
+        results.add_rows(hit_cells(hit) for hit in hits[:room])
         total = len(self.capture.compiles())
         self.done = finished or len(self.hits) >= MAX_HITS
         state = "done" if finished else f"stopped at the first {MAX_HITS}" if self.done else "searching…"
@@ -121,7 +129,10 @@ class SearchScreen(ModalScreen["Hit | None"]):
         self._status(plain(progress, "dim"))
 
     def _status(self, text: Text) -> None:
-        self.query_one("#search-status", Static).update(text)
+        try:
+            self.query_one("#search-status", Static).update(text)
+        except NoMatches:  # the screen is closing
+            pass
 
 
 def hit_cells(hit: Hit) -> tuple[Text, Text]:
