@@ -46,7 +46,7 @@ from dynscope.rewrites.scalar_sizes import assignments_of, scalar_read, uses_aft
 _ATOMS = (cst.Name, cst.Attribute, cst.Call, cst.Subscript)
 
 
-def _atom(expression: cst.BaseExpression) -> str:
+def atom(expression: cst.BaseExpression) -> str:
     """The expression's code, parenthesised unless it is a name, attribute, call or subscript."""
     code = expression_code(expression)
     return code if isinstance(expression, _ATOMS) or expression.lpar else f"({code})"
@@ -130,7 +130,7 @@ def index_select_comprehension(module: cst.Module, _source: str, site: BreakSite
         target = comprehension.for_in.target
         if tensor is None or not isinstance(target, cst.Name) or target.value in names_in(source):
             continue
-        code = f"list({_atom(source)}.index_select({dim}, {tensor}).unbind({dim}))"
+        code = f"list({atom(source)}.index_select({dim}, {tensor}).unbind({dim}))"
         rewritten = replace(module, comprehension, cst.parse_expression(code))
         return Rewrite("index-select-comprehension",
                        f"gather with index_select and unbind instead of indexing with each element of {tensor} (line {site.line})",
@@ -170,10 +170,10 @@ def _roll_parts(call: cst.Call) -> tuple[cst.BaseExpression, cst.Arg, cst.Arg] |
 
 def _rolled(tensor_code: cst.BaseExpression, shift: cst.BaseExpression, dims: cst.Arg) -> cst.BaseExpression:
     """roll's definition on a tensor shift: out[j] = x[(j - s) mod n] along the one dimension."""
-    tensor, dim = _atom(tensor_code), expression_code(dims.value)
+    tensor, dim = atom(tensor_code), expression_code(dims.value)
     length = f"{tensor}.shape[{dim}]"
     return cst.parse_expression(
-        f"{tensor}.index_select({dim}, (torch.arange({length}, device={tensor}.device) - {_atom(shift)}) % {length})")
+        f"{tensor}.index_select({dim}, (torch.arange({length}, device={tensor}.device) - {atom(shift)}) % {length})")
 
 
 def _roll(call: cst.Call) -> cst.BaseExpression | None:
@@ -275,7 +275,7 @@ _OFFSET_CAUSE = "an offset is read out of a tensor as a Python number (.item(), 
 _FLATTENS = ("squeeze(-1)", "squeeze(1)", "view(-1)", "reshape(-1)", "flatten()")
 
 
-def _nonzero_condition(expression: cst.BaseExpression) -> cst.BaseExpression | None:
+def nonzero_condition(expression: cst.BaseExpression) -> cst.BaseExpression | None:
     """``C`` of ``torch.nonzero(C).squeeze(-1)``, ``C.nonzero(as_tuple=True)[0]``, ``torch.where(C)[0]`` (the rows a
     1-d mask selects), or None."""
     if isinstance(expression, cst.Subscript) and len(expression.slice) == 1 and \
@@ -329,7 +329,7 @@ def nonzero_to_where(module: cst.Module, _source: str, site: BreakSite) -> Rewri
         small = statement.body[0] if len(statement.body) == 1 else None
         if not (isinstance(small, cst.Assign) and len(small.targets) == 1 and isinstance(small.targets[0].target, cst.Name)):
             continue
-        condition = _nonzero_condition(small.value)
+        condition = nonzero_condition(small.value)
         following = _next_statement(module, statement)
         index = small.targets[0].target.value
         if condition is None or not isinstance(following, cst.SimpleStatementLine) or len(following.body) != 1:
@@ -349,7 +349,7 @@ def nonzero_to_where(module: cst.Module, _source: str, site: BreakSite) -> Rewri
             continue  # the selection is read elsewhere: the rows it picks still matter
         name = dotted_name(target.value)
         as_bool = "" if isinstance(condition, cst.Comparison) else ".bool()"  # nonzero takes any tensor, torch.where a mask
-        mask = f"{_atom(condition)}{as_bool}.reshape(-1, *([1] * ({name}.dim() - 1)))"
+        mask = f"{atom(condition)}{as_bool}.reshape(-1, *([1] * ({name}.dim() - 1)))"
         code = f"{name}.copy_(torch.where({mask}, {expression_code(value)}, {name}))"
         replaced = cst.parse_statement(code + "\n")
         assert isinstance(replaced, cst.SimpleStatementLine)

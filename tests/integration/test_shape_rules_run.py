@@ -76,6 +76,16 @@ def _slots() -> tuple[torch.Tensor, ...]:
     return torch.randn(5, 4), torch.randn(5, 4), torch.tensor([True, False, True, True, False])
 
 
+def _tokens_many() -> tuple[torch.Tensor, ...]:
+    torch.manual_seed(4)
+    return (torch.randn(6, 4).requires_grad_(),)
+
+
+def _tokens_one() -> tuple[torch.Tensor, ...]:  # two experts of four get no token: the dense form still adds none
+    torch.manual_seed(5)
+    return (torch.randn(1, 4).requires_grad_(),)
+
+
 PROGRAMS = [
     Program("assert-to-check", '''
         import torch
@@ -233,6 +243,46 @@ PROGRAMS = [
         def forward(memory, update, is_new):
             return _MODEL(memory, update, is_new)
         ''', (_slots,), "memory.copy_(torch.where(is_new.bool().reshape(-1, *([1] * (memory.dim() - 1))), "),
+    Program("dense-expert-loop", '''
+        import torch
+
+
+        class SparseMoe(torch.nn.Module):
+            """Sends each token to its two best experts, as transformers' eager experts do."""
+
+            def __init__(self):
+                super().__init__()
+                torch.manual_seed(0)
+                self.num_experts = 4
+                self.gate = torch.nn.Linear(4, 4, bias=False)
+                self.up_proj = torch.nn.Parameter(torch.randn(4, 6, 4) * 0.5)
+                self.down_proj = torch.nn.Parameter(torch.randn(4, 4, 6) * 0.5)
+
+            def forward(self, hidden_states):
+                top_k_weights, top_k_index = self.gate(hidden_states).softmax(-1).topk(2, dim=-1)
+                final_hidden_states = torch.zeros_like(hidden_states)
+                with torch.no_grad():
+                    expert_mask = torch.nn.functional.one_hot(top_k_index, num_classes=self.num_experts + 1)
+                    expert_mask = expert_mask.permute(2, 1, 0)
+                    expert_hit = torch.greater(expert_mask.sum(dim=(-1, -2)), 0).nonzero()
+                for expert_idx in expert_hit:
+                    expert_idx = expert_idx[0]
+                    if expert_idx == self.num_experts:
+                        continue
+                    top_k_pos, token_idx = torch.where(expert_mask[expert_idx])
+                    current = torch.nn.functional.linear(hidden_states[token_idx], self.up_proj[expert_idx]).relu()
+                    current = torch.nn.functional.linear(current, self.down_proj[expert_idx])
+                    current = current * top_k_weights[token_idx, top_k_pos, None]
+                    final_hidden_states.index_add_(0, token_idx, current.to(final_hidden_states.dtype))
+                return final_hidden_states
+
+
+        _MODEL = SparseMoe()
+
+
+        def forward(hidden_states):
+            return _MODEL(hidden_states)
+        ''', (_tokens_many, _tokens_one), "top_k_pos, token_idx = torch.unravel_index(", trains=True),
     Program("tensor-offset", '''
         import torch
 
