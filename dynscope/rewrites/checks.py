@@ -20,7 +20,9 @@ the same check on the tensor, the read dropped (``torch._assert_async(lengths.ma
 would need ``capture_scalar_outputs`` and, like the operator, takes only a constant message:
 torch 2.13 cannot convert a closure that formats values ("Can't convert torch._check*() message
 closure", gb9158), so a computed message is left out and the title says so.
-Declined there: ``and`` / ``not`` / chained comparisons around the number.
+Declined there: ``or`` / ``not`` / chained comparisons around the number. ``assert a and b, msg`` (either form)
+becomes one check per operand, in order, each with the message: what ``assert`` checks, without asking Python
+for the truth of a tensor in between.
 """
 
 from __future__ import annotations
@@ -122,13 +124,35 @@ def _dropped(message: cst.BaseExpression | None) -> str:
         "; its computed message is left out (torch's checks take only a constant one)"
 
 
-def _assert_on_read(module: cst.Module, statement: cst.SimpleStatementLine, check: cst.Assert, line: int) -> Rewrite | None:
-    code = _on_read_number(check.test, check.msg, negate=False)
-    if code is None:
+def _and_operands(test: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """``[a, b, c]`` of ``assert a and b and c``: checked one by one, in order, as ``assert`` does; ``[test]``
+    otherwise."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.And):
+        return _and_operands(test.left) + _and_operands(test.right)
+    return [test]
+
+
+def _checks(codes: list[str | None], statement: cst.SimpleStatementLine) -> list[cst.BaseStatement] | None:
+    """One statement per check (the first keeps the assert's comments), or None when an operand had none."""
+    if not codes or any(code is None for code in codes):
         return None
-    rewritten = ensure_import(replace_run(module, statement, 1, [_statement(code, statement)]), "torch")
+    return [_statement(code, statement) if i == 0 else cst.parse_statement(f"{code}\n")
+            for i, code in enumerate(codes) if code is not None]
+
+
+def _split(operands: list[cst.BaseExpression]) -> str:
+    return f", one check per operand of `and` ({len(operands)})" if len(operands) > 1 else ""
+
+
+def _assert_on_read(module: cst.Module, statement: cst.SimpleStatementLine, check: cst.Assert, line: int) -> Rewrite | None:
+    operands = _and_operands(check.test)
+    checks = _checks([_on_read_number(operand, check.msg, negate=False) for operand in operands], statement)
+    if checks is None:
+        return None
+    rewritten = ensure_import(replace_run(module, statement, 1, checks), "torch")
     return Rewrite("assert-to-check", "assert with torch._assert_async on the tensor instead of Python's assert on a "
-                   f"number read out of it (line {line}){_dropped(check.msg)}", _READ_CAUSE, line, rewritten.code)
+                   f"number read out of it (line {line}){_split(operands)}{_dropped(check.msg)}", _READ_CAUSE, line,
+                   rewritten.code)
 
 
 def _check_holding(module: cst.Module, use: cst.Name) -> tuple[cst.SimpleStatementLine | cst.If, str] | None:
@@ -187,15 +211,18 @@ def assert_to_check(module: cst.Module, _source: str, site: BreakSite) -> Rewrit
         by_shape = _assert_on_read(module, statement, check, site.line)
         if by_shape is not None or form is None:
             return by_shape
-        if form == "tensor" and isinstance(check.test, cst.BooleanOperation):
-            return None  # `a and b` on tensors asks Python for a bool again
-        code = _check_call(form, expression_code(check.test), check.msg, negate_tensor=False)
-        if code is None:
+        operands = _and_operands(check.test)
+        if form == "tensor" and any(isinstance(operand, cst.BooleanOperation) for operand in operands):
+            return None  # `a or b` on tensors asks Python for a bool again
+        checks = _checks([_check_call(form, expression_code(operand), check.msg, negate_tensor=False)
+                          for operand in operands], statement)
+        if checks is None:
             return None
-        rewritten = ensure_import(replace_run(module, statement, 1, [_statement(code, statement)]), "torch")
+        rewritten = ensure_import(replace_run(module, statement, 1, checks), "torch")
         function = "torch._check" if form == "symbolic" else "torch._assert_async"
-        return Rewrite("assert-to-check", f"assert with {function} instead of Python's assert (line {site.line})",
-                       "assert asks Python for the truth of a value Dynamo only knows at run time", site.line, rewritten.code)
+        return Rewrite("assert-to-check", f"assert with {function} instead of Python's assert (line {site.line})"
+                       f"{_split(operands)}", "assert asks Python for the truth of a value Dynamo only knows at run time",
+                       site.line, rewritten.code)
     return None
 
 

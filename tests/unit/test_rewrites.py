@@ -477,10 +477,56 @@ def test_an_assert_on_a_data_dependent_number_becomes_torch_check_with_a_lambda_
         ''', removed=1)
 
 
-def test_assert_to_check_declines_and_on_tensors_and_a_computed_message() -> None:
-    assert_declines("def forward(x):\n    assert x.all() and x.any()\n    return x\n", 2, BRANCH, "assert-to-check")
+def test_assert_to_check_declines_or_on_tensors_and_a_computed_message() -> None:
+    assert_declines("def forward(x):\n    assert x.all() or x.any()\n    return x\n", 2, BRANCH, "assert-to-check")
+    assert_declines("def forward(x):\n    assert x.all() and (x.any() or x.sum())\n    return x\n", 2, BRANCH, "assert-to-check")
     assert_declines("def forward(x):\n    assert x.all(), f'{x}'\n    return x\n", 2, BRANCH, "assert-to-check")
     assert_declines("def forward(x):\n    assert x.all()\n    return x\n", 2, ITEM, "assert-to-check")
+
+
+def test_an_assert_of_and_on_tensors_becomes_one_check_per_operand_in_order() -> None:
+    rewrite = check('''
+        import torch
+
+        def observe(x_act):
+            x_min = x_act.min()
+            x_max = x_act.max()
+            # no NaN may reach the running range
+            assert x_max.isnan().sum() == 0 and x_min.isnan().sum() == 0, (
+                "NaN detected when computing min/max of the activation"
+            )
+            return x_min, x_max
+        ''', 7, BRANCH, "assert-to-check", '''
+        import torch
+
+        def observe(x_act):
+            x_min = x_act.min()
+            x_max = x_act.max()
+            # no NaN may reach the running range
+            torch._assert_async(x_max.isnan().sum() == 0, (
+                "NaN detected when computing min/max of the activation"
+            ))
+            torch._assert_async(x_min.isnan().sum() == 0, (
+                "NaN detected when computing min/max of the activation"
+            ))
+            return x_min, x_max
+        ''')
+    assert rewrite.title.endswith("one check per operand of `and` (2)")
+
+
+def test_an_assert_of_and_on_numbers_read_out_of_tensors_checks_each_tensor() -> None:
+    rewrite = check('''
+        def embed(tokens, lengths):
+            assert lengths.max().item() <= tokens.shape[1] and lengths.min().item() > 0, "bad lengths"
+            return tokens
+        ''', 2, ITEM, "assert-to-check", '''
+        import torch
+        def embed(tokens, lengths):
+            torch._assert_async(lengths.max() <= tokens.shape[1], "bad lengths")
+            torch._assert_async(lengths.min() > 0, "bad lengths")
+            return tokens
+        ''')
+    assert "one check per operand of `and` (2)" in rewrite.title
 
 
 def test_a_validation_guard_on_a_tensor_becomes_an_assert_operator_saying_the_exception_changes() -> None:
