@@ -14,7 +14,7 @@ from dynscope.analysis.fix_problems import ProblemKey
 from dynscope.analysis.fix_verdict import STOPPED, Metrics, Verdict_, pick_combined
 from dynscope.fix.combine import CombinedChange, combine, combined_patch
 from dynscope.fix.messages import Phase
-from dynscope.fix.plan import Plan, source_alternative, stack_candidates
+from dynscope.fix.plan import Plan, needless_in_eager, source_alternative, stack_candidates
 from dynscope.fix.scheduler import Scheduler
 from dynscope.fix.trials import TrialRun, run_all
 
@@ -28,12 +28,13 @@ def combined_step(s: Scheduler, proven: Proven) -> tuple[Combined | None, int]:
     loop) gets one more run, on top of the winners; it enters only if that whole run is a win and
     has fewer breaks and recompiles than the winners' alone."""
     plan = s.plan
+    facts = {t.remedy.key: run.facts for t in plan.trials for run in [s.run_of(t)] if run is not None}
     keys = pick_combined(proven, plan.conflict, plan.in_code, plan.private)
+    keys = [k for k in keys if k not in needless_in_eager(plan, keys, facts)]
     if not keys:
         s.speculations.settle()
         return None, 0
     verdict_of = {key: verdict for key, verdict, _, _ in proven}
-    facts = {t.remedy.key: run.facts for t in plan.trials for run in [s.run_of(t)] if run is not None}
     stacked = stack_candidates(plan, keys, verdict_of, facts)
     stacked_keys = [*keys, *(r.key for r in stacked)]
     chosen = [plan.remedy(k) for k in keys]

@@ -169,6 +169,23 @@ def stack_candidates(plan: Plan, winners: list[str], verdicts: dict[str, Verdict
             and not any(remedies_conflict(t.remedy, other) for other in chosen)]
 
 
+def needless_in_eager(plan: Plan, chosen: list[str], facts: Mapping[str, RunFacts | None]) -> list[str]:
+    """The chosen remedies that move code to eager (``torch.compiler.disable``, disable-numpy-helper) whose every
+    problem another chosen remedy's own run already left at zero while keeping the code in the graph (the custom op
+    around the same NumPy helper): the combined change leaves them out, so the printed diff has no decorator that
+    does nothing."""
+    keeping = [k for k in chosen if not leaves_graph(plan.remedy(k)) and facts.get(k) is not None]
+    needless = []
+    for key in chosen:
+        trial = next(t for t in plan.trials if t.remedy.key == key)
+        if not leaves_graph(trial.remedy):
+            continue
+        if any(all(left_at(run.problems, p.key) == 0 for p in trial.targets)
+               for other in keeping for run in [facts[other]] if run is not None):
+            needless.append(key)
+    return needless
+
+
 def source_alternative(plan: Plan, chosen: list[str],
                        proven: Sequence[tuple[str, Verdict_, Sequence[ProblemKey], object]]) -> list[str] | None:
     """The chosen remedies with each setting among them replaced by won source rewrites that, together, won on

@@ -24,6 +24,7 @@ from dynscope.fix.judging import Judge
 from dynscope.fix.plan import (
     DIFFERS,
     loses_the_guess,
+    needless_in_eager,
     plan_trials,
     second_baseline_reason,
     source_alternative,
@@ -157,6 +158,26 @@ def test_source_rewrites_stand_in_for_a_setting_only_where_together_they_won_on_
     private = replace(two, private=("torch._higher_order_ops.print",))
     plan = plan_trials([(setting, breaks), (one, breaks[:1]), (private, breaks[1:])], {})
     assert source_alternative(plan, ["config:x"], proven) is None
+
+
+def test_code_moved_to_eager_leaves_the_combined_change_where_a_kept_in_graph_winner_already_removed_its_breaks(
+        baseline):
+    base, problems, _ = baseline
+    caller, inside = [p for p in problems if p.kind == "graph_break"][:2]
+    # the NumPy helper's custom op answers the caller's break; disable-numpy-helper the helper's own
+    op = Remedy("rewrite:numpy-helper-op:m.py:30", "op", "source", ChangeSource((("/p/m.py", "x"),)), "",
+                rule="numpy-helper-op", fallback=True)
+    eager = Remedy("rewrite:disable-numpy-helper:m.py:10", "eager", "source", ChangeSource((("/p/m.py", "y"),)), "",
+                   rule="disable-numpy-helper", leaves_graph=True)
+    plan = plan_trials([(op, [caller]), (eager, [inside])], {})
+    both_gone = replace(base, problems={k: n for k, n in base.problems.items() if k not in (caller.key, inside.key)})
+    only_caller_gone = replace(base, problems={k: n for k, n in base.problems.items() if k != caller.key})
+    chosen = [op.key, eager.key]
+    assert needless_in_eager(plan, chosen, {op.key: both_gone, eager.key: both_gone}) == [eager.key]
+    # the op's own run still broke inside the helper: moving it to eager still does something
+    assert needless_in_eager(plan, chosen, {op.key: only_caller_gone, eager.key: both_gone}) == []
+    # only a remedy that keeps the code in the graph makes one that moves it needless, and only a chosen one
+    assert needless_in_eager(plan, [eager.key], {op.key: both_gone, eager.key: both_gone}) == []
 
 
 class _NoStarter(Starter):
