@@ -194,14 +194,19 @@ def _read_as_index(module: cst.Module, loop: cst.For, name: cst.Name) -> bool:
 
 
 def _in_skip_guard(module: cst.Module, loop: cst.For, name: cst.Name) -> bool:
-    """Whether ``name`` is read in the test of an ``if ...: continue`` of ``loop`` (``if token_idx.numel() == 0``): a
-    skip of an empty selection, which the dense form never needs and which never skips a routed token."""
+    """Whether ``name`` is read in the test of ``if token_idx.numel() == 0: continue`` in ``loop`` (or ``len(...) ==
+    0``, ``.shape[0] == 0``, ...): a skip of an empty selection, which the dense form never takes and which never
+    skipped a routed token."""
     below: cst.CSTNode = name
     holder = parents(module).get(name)
     while holder is not None and holder is not loop and not isinstance(holder, cst.If):
         below, holder = holder, parents(module).get(holder)
     if not isinstance(holder, cst.If) or below is not holder.test or holder.orelse is not None:
         return False
+    n = name.value
+    if expression_code(holder.test) not in (f"{n}.numel() == 0", f"len({n}) == 0", f"{n}.shape[0] == 0",
+                                            f"{n}.size(0) == 0", f"not {n}.numel()", f"not len({n})"):
+        return False  # a skip on the selection's size other than its emptiness: the dense size would change it
     body = holder.body.body
     only = body[0] if len(body) == 1 else None
     if isinstance(only, cst.SimpleStatementLine):
