@@ -22,10 +22,10 @@ It is denser, and its title says by how much: each expert computes on every (slo
 instead of its routed ones, about as many times the loop's work as there are experts. fix's profiled runs judge
 whether that pays on the user's sizes.
 
-The loop's element becomes a Python int: ``expert_idx = expert_idx[0]`` (``.item()``, ``int(...)`` for a flattened
-index) first in the loop is dropped, and where the loop reads nonzero's row only as ``expert_idx[0]``, that becomes
-``expert_idx``. A skip of an empty selection (``if token_idx.numel() == 0: continue``) stays: it never skips a routed
-token.
+The loop's element becomes a Python int: ``expert_idx = expert_idx[0]`` (``.item()``, ``int(...)``) first in the loop
+is dropped (into another name, ``idx = int(row.item())``, it becomes ``idx = row``), and where the loop reads
+nonzero's row only as ``expert_idx[0]``, that becomes ``expert_idx``. A skip of an empty selection (``if
+token_idx.numel() == 0: continue``) stays: it never skips a routed token.
 
 Declined: the index tensors read anywhere but inside a subscript, the index of the ``index_add_`` or such a skip
 (their sizes would matter), more than one ``where`` or ``index_add_`` in the loop, an ``index_add_`` along a
@@ -63,7 +63,7 @@ class _ExpertLoop:
     loop: cst.For
     hit: cst.BaseExpression  # the tensor whose nonzero entries are the experts the loop visits
     found: cst.SimpleStatementLine | None  # ``expert_hit = hit.nonzero()``, when the loop reads a name
-    to_number: cst.SimpleStatementLine | None  # ``expert = expert[0]`` / ``expert.item()`` first in the loop: dropped
+    to_number: cst.SimpleStatementLine | None  # ``expert = expert[0]`` / ``.item()`` first in the loop: dropped
     row_numbers: tuple[cst.Subscript, ...]  # each ``expert[0]`` where the loop reads nonzero's row: made ``expert``
     where: cst.SimpleStatementLine  # ``top_k_pos, token_idx = torch.where(mask)``
     mask: cst.BaseExpression
@@ -118,12 +118,13 @@ def _single_assign(statement: cst.BaseStatement) -> cst.Assign | None:
 
 
 def _to_number(loop: cst.For, variable: str, rows: bool) -> cst.SimpleStatementLine | None:
-    """The loop's first statement when it makes the loop's element its number: ``variable = variable[0]`` for
-    nonzero's rows, ``variable = variable.item()`` / ``int(variable)`` for a flattened index."""
+    """The loop's first statement when it makes the loop's element its number (``expert = expert[0]`` for nonzero's
+    rows; ``.item()``, ``int(...)``, ``int(....item())`` for either form), into the same name or another."""
     body = loop.body.body if isinstance(loop.body, cst.IndentedBlock) else ()
     assign = _single_assign(body[0]) if body else None
-    numbers = (f"{variable}[0]",) if rows else (f"{variable}.item()", f"int({variable})")
-    if assign is None or expression_code(assign.targets[0].target) != variable or \
+    numbers = {f"{variable}.item()", f"int({variable})", f"int({variable}.item())"}
+    numbers |= {f"{variable}[0]", f"int({variable}[0])"} if rows else set()
+    if assign is None or not isinstance(assign.targets[0].target, cst.Name) or \
             expression_code(assign.value) not in numbers:
         return None
     assert isinstance(body[0], cst.SimpleStatementLine)  # _single_assign said so
@@ -281,7 +282,11 @@ class _Densify(cst.CSTTransformer):
         if original_node is self.parts.found:
             return cst.SimpleStatementLine([cst.Pass()]) if self.found_alone else cst.RemovalSentinel.REMOVE
         if original_node is self.parts.to_number:
-            return cst.RemovalSentinel.REMOVE
+            assign = _single_assign(original_node)
+            assert assign is not None  # _to_number chose a single assignment
+            if expression_code(assign.targets[0].target) == expression_code(self.parts.loop.target):
+                return cst.RemovalSentinel.REMOVE
+            return updated_node.with_changes(body=[assign.with_changes(value=self.parts.loop.target)])
         if original_node is not self.parts.where:
             return updated_node
         mask = self.mask_name

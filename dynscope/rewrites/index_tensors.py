@@ -293,7 +293,7 @@ def nonzero_condition(expression: cst.BaseExpression) -> cst.BaseExpression | No
     name = dotted_name(call.func)
     keywords = {arg.keyword.value: expression_code(arg.value) for arg in call.args if arg.keyword is not None}
     positional = [arg.value for arg in call.args if arg.keyword is None and not arg.star]
-    if keywords != ({"as_tuple": "True"} if as_tuple and name != "torch.where" else {}):
+    if keywords not in (({"as_tuple": "True"},) if as_tuple and name != "torch.where" else ({}, {"as_tuple": "False"})):
         return None
     if name in ("torch.nonzero", "torch.where") and len(positional) == 1 and (name == "torch.nonzero" or as_tuple):
         return positional[0]

@@ -144,6 +144,46 @@ def test_rows_read_only_for_their_number_and_one_index_of_a_mask() -> None:
         ''')
 
 
+def test_a_row_made_a_number_under_another_name_and_nonzeros_explicit_keyword() -> None:
+    rewrite = _dense('''
+        import torch
+
+        def experts(hidden, mask, up):
+            out = torch.zeros_like(hidden)
+            hit = torch.greater(mask.sum(dim=(-1, -2)), 0).nonzero(as_tuple=False)
+            for row in hit:
+                e = int(row.item())
+                pos, tok = torch.where(mask[e].squeeze(0))
+                out.index_add_(0, tok, hidden[tok] @ up[e])
+            return out
+        ''', 5)
+    assert rewrite is not None
+    assert rewrite.source == _src('''
+        import torch
+
+        def experts(hidden, mask, up):
+            out = torch.zeros_like(hidden)
+            for row in range(torch.greater(mask.sum(dim=(-1, -2)), 0).shape[0]):
+                e = row
+                routed = mask[e].squeeze(0)
+                pos, tok = torch.unravel_index(torch.arange(routed.numel(), device=routed.device), routed.shape)
+                out.index_add_(0, tok, torch.where((routed != 0).reshape(-1, *([1] * (out.dim() - 1))), hidden[tok] @ up[e], 0))
+            return out
+        ''')  # noqa: E501  (the rewritten line, exactly as written)
+    flattened = _dense('''
+        import torch
+
+        def experts(hidden, mask, up):
+            out = torch.zeros_like(hidden)
+            hit = torch.greater(mask.sum(dim=(-1, -2)), 0).nonzero(as_tuple=False).view(-1)
+            for e in hit:
+                pos, tok = torch.where(mask[e])
+                out.index_add_(0, tok, hidden[tok] @ up[e])
+            return out
+        ''', 5)
+    assert flattened is not None and "for e in range(torch.greater(mask.sum(dim=(-1, -2)), 0).shape[0]):" in flattened.source
+
+
 def test_a_mask_already_named_is_used_as_it_is() -> None:
     rewrite = _dense('''
         import torch

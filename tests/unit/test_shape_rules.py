@@ -426,6 +426,7 @@ def test_rows_a_mask_selects_written_become_one_dense_torch_where(label: str) ->
     ("torch.nonzero(lengths > 3).squeeze(-1)", "(lengths > 3)"),
     ("torch.where(keep)[0]", "keep.bool()"),
     ("keep.nonzero().view(-1)", "keep.bool()"),
+    ("keep.nonzero(as_tuple=False).view(-1)", "keep.bool()"),
 ])
 def test_the_forms_of_a_selection(selection: str, mask: str) -> None:
     check(f"import torch\n\ndef f(out, keep, lengths):\n    idx = {selection}\n    out[idx] = 0.0\n    return out\n", 4, DYNAMIC,
