@@ -18,6 +18,10 @@ Python branch), takes every position of the mask in ``torch.where``'s own order 
 leaves it, at the ``index_add_``, with ``torch.where`` (not a product: an expert's overflow on a token it was not
 given must not turn the sum into NaN).
 
+The dense loop visits every row of the hit mask, the experts no token chose too: a body that cannot run for one of
+those (one-hot's extra "no expert" class indexing past the weights, with no ``if expert_idx == self.num_experts:
+continue``) fails its trial, and fix says so; the rule cannot see which classes have weights.
+
 It is denser, and its title says by how much: each expert computes on every (slot, token) position of the mask
 instead of its routed ones, about as many times the loop's work as there are experts. fix's profiled runs judge
 whether that pays on the user's sizes.
