@@ -54,6 +54,7 @@ from dynscope.rewrites.locate import (
     functions_around,
     names_in,
     parents,
+    plain_names,
     positions,
     walk,
 )
@@ -95,16 +96,10 @@ def _nonzero_rows(expression: cst.BaseExpression) -> tuple[cst.BaseExpression, b
     return None
 
 
-def _name_reads(function: cst.FunctionDef, name: str) -> list[cst.Name]:
-    attributes = {id(node.attr) for node in walk(function.body) if isinstance(node, cst.Attribute)}
-    return [node for node in walk(function.body) if isinstance(node, cst.Name) and node.value == name
-            and id(node) not in attributes]
-
-
 def _only_binding(module: cst.Module, function: cst.FunctionDef, name: str) -> cst.SimpleStatementLine | None:
     """The one statement ``name = ...`` of ``function``, when ``name`` is read once more (by the loop) and no more."""
     bindings = assignments_of(function, name)
-    if len(bindings) != 1 or not isinstance(bindings[0], cst.AssignTarget) or len(_name_reads(function, name)) != 2:
+    if len(bindings) != 1 or not isinstance(bindings[0], cst.AssignTarget) or len(plain_names(function.body, name)) != 2:
         return None
     assign = parents(module).get(bindings[0])
     statement = parents(module).get(assign) if isinstance(assign, cst.Assign) else None
@@ -146,9 +141,7 @@ def _number_of_row(module: cst.Module, name: cst.Name) -> cst.Subscript | None:
 
 def _row_numbers(module: cst.Module, loop: cst.For, variable: str) -> tuple[cst.Subscript, ...] | None:
     """Every ``variable[0]`` in the loop, when the loop reads its row in no other way (each becomes the number)."""
-    attributes = {id(node.attr) for node in walk(loop.body) if isinstance(node, cst.Attribute)}
-    numbers = [_number_of_row(module, node) for node in walk(loop.body)
-               if isinstance(node, cst.Name) and node.value == variable and id(node) not in attributes]
+    numbers = [_number_of_row(module, node) for node in plain_names(loop.body, variable)]
     return None if None in numbers else tuple(n for n in numbers if n is not None)
 
 
@@ -233,7 +226,7 @@ def _where_in(module: cst.Module, function: cst.FunctionDef, loop: cst.For
         return None
     targets = {id(node) for node in walk(assign.targets[0].target)}
     for name in indices:
-        for read in _name_reads(function, name):
+        for read in plain_names(function.body, name):
             if id(read) in targets or read is sink.args[1].value:
                 continue
             if not (_read_as_index(module, loop, read) or _in_skip_guard(module, loop, read)):

@@ -100,10 +100,17 @@ def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
         yield from walk(child)
 
 
+def plain_names(node: cst.CSTNode, name: str | None = None) -> list[cst.Name]:
+    """Each plain name ``node`` reads or writes (the ``b`` of ``a.b`` excluded), in source order; only ``name``'s
+    when given."""
+    attributes = {id(inner.attr) for inner in walk(node) if isinstance(inner, cst.Attribute)}
+    return [inner for inner in walk(node) if isinstance(inner, cst.Name) and id(inner) not in attributes
+            and (name is None or inner.value == name)]
+
+
 def names_in(node: cst.CSTNode) -> set[str]:
     """The plain names ``node`` reads or writes (the ``b`` of ``a.b`` excluded)."""
-    attributes = {id(inner.attr) for inner in walk(node) if isinstance(inner, cst.Attribute)}
-    return {inner.value for inner in walk(node) if isinstance(inner, cst.Name) and id(inner) not in attributes}
+    return {inner.value for inner in plain_names(node)}
 
 
 def has_comment(node: cst.CSTNode) -> bool:
